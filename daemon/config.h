@@ -1,0 +1,133 @@
+/*
+ * config.h — rlockd's configuration: one table of keys drives parsing,
+ * validation, --dump-config and the commented conf/rlockd.conf.
+ *
+ * A struct config is built whole from a file (or from defaults) and never
+ * edited while live: a reload builds a new one and swaps it.
+ */
+#ifndef RLOCKD_CONFIG_H
+#define RLOCKD_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+enum config_type {
+    CONFIG_STRING,   /* char *, malloc'd */
+    CONFIG_UINT,     /* uint32_t, bounded by min/max */
+    CONFIG_DURATION, /* uint32_t milliseconds; text accepts ms/s/m/h, bare = seconds */
+    CONFIG_BOOL,     /* int 0/1; yes/no/true/false/on/off/1/0 */
+    CONFIG_LOGLEVEL, /* int, one of enum log_level (error, warn, info, debug) */
+};
+
+/*
+ * X(section, key, type, field, default_text, min, max, reloadable, secret, help)
+ * default_text is what the key's value would be in the file. min/max bound
+ * UINT and DURATION values (in their unit: count or ms) and STRING lengths.
+ */
+#define CONFIG_KEYS(X)                                                                          \
+    X("server", "listen", CONFIG_STRING, listen, "127.0.0.1:7483", 1, 1024, 0, 0,                \
+      "Addresses to accept clients on, comma-separated: HOST:PORT (numeric) or unix:/path")     \
+    X("server", "max_sessions", CONFIG_UINT, max_sessions, "10000", 1, 1000000, 1, 0,            \
+      "Most client sessions at once; further connections are refused")                         \
+    X("server", "max_frame_bytes", CONFIG_UINT, max_frame_bytes, "65536", 256, 16777216, 1, 0,   \
+      "Largest request frame accepted; a larger one closes that connection")                   \
+    X("server", "max_output_bytes", CONFIG_UINT, max_output_bytes, "1048576", 65536,             \
+      268435456, 1, 0, "Unsent bytes queued to one client before it is disconnected")          \
+    X("server", "hello_timeout", CONFIG_DURATION, hello_timeout_ms, "5s", 100, 300000, 1, 0,     \
+      "Time a new connection has to send Hello")                                               \
+    X("server", "shutdown_timeout", CONFIG_DURATION, shutdown_timeout_ms, "5s", 0, 300000, 0, 0, \
+      "On SIGTERM, time allowed to release held locks before exiting")                         \
+    X("redis", "address", CONFIG_STRING, redis_address, "127.0.0.1:6379", 1, 1024, 0, 0,         \
+      "Redis server: HOST:PORT (numeric address) or unix:/path/to/redis.sock")                 \
+    X("redis", "user", CONFIG_STRING, redis_user, "", 0, 256, 0, 0,                             \
+      "ACL user for AUTH; empty = password-only AUTH (or none)")                               \
+    X("redis", "password", CONFIG_STRING, redis_password, "", 0, 1024, 0, 1,                    \
+      "Password for AUTH; empty = no AUTH")                                                    \
+    X("redis", "database", CONFIG_UINT, redis_database, "0", 0, 1023, 0, 0,                     \
+      "Database number to SELECT")                                                             \
+    X("redis", "pool_size", CONFIG_UINT, pool_size, "2", 1, 64, 0, 0,                           \
+      "Command connections; requests for one key always use the same one")                     \
+    X("redis", "key_prefix", CONFIG_STRING, key_prefix, "rlock:", 0, 128, 0, 0,                  \
+      "Lock key is PREFIX{resource}, fence key PREFIX{resource}:fence")                        \
+    X("redis", "connect_timeout", CONFIG_DURATION, connect_timeout_ms, "1s", 10, 60000, 1, 0,    \
+      "Deadline for connecting and loading scripts")                                           \
+    X("redis", "command_timeout", CONFIG_DURATION, command_timeout_ms, "500ms", 10, 60000, 1, 0, \
+      "Deadline for one Redis command; a connection that misses it is reset")                  \
+    X("redis", "reconnect_min", CONFIG_DURATION, reconnect_min_ms, "50ms", 1, 60000, 1, 0,       \
+      "First reconnect delay; doubles per failure, with jitter")                               \
+    X("redis", "reconnect_max", CONFIG_DURATION, reconnect_max_ms, "1s", 1, 300000, 1, 0,        \
+      "Largest reconnect delay")                                                               \
+    X("session", "timeout", CONFIG_DURATION, session_timeout_ms, "10s", 500, 3600000, 1, 0,      \
+      "A session with no frame for this long ends and its locks are released")                 \
+    X("session", "min_timeout", CONFIG_DURATION, session_min_timeout_ms, "1s", 100, 3600000, 1,  \
+      0, "Smallest session timeout a client may ask for in Hello")                             \
+    X("session", "max_timeout", CONFIG_DURATION, session_max_timeout_ms, "5m", 500, 3600000, 1,  \
+      0, "Largest session timeout a client may ask for in Hello")                              \
+    X("session", "max_locks", CONFIG_UINT, max_locks_per_session, "1024", 1, 1000000, 1, 0,      \
+      "Locks one session may hold (or wait for) at once")                                      \
+    X("limits", "default_ttl", CONFIG_DURATION, default_ttl_ms, "30s", 100, 86400000, 1, 0,      \
+      "Lease of a lock whose Acquire gives ttl_ms = 0")                                        \
+    X("limits", "min_ttl", CONFIG_DURATION, min_ttl_ms, "300ms", 100, 86400000, 1, 0,            \
+      "Smallest lease a client may ask for")                                                   \
+    X("limits", "max_ttl", CONFIG_DURATION, max_ttl_ms, "1h", 100, 86400000, 1, 0,               \
+      "Largest lease a client may ask for")                                                    \
+    X("limits", "max_wait", CONFIG_DURATION, max_wait_ms, "10m", 0, 86400000, 1, 0,              \
+      "Longest wait_ms honoured; larger waits are capped")                                     \
+    X("limits", "max_resource_bytes", CONFIG_UINT, max_resource_bytes, "512", 1, 4096, 1, 0,     \
+      "Longest resource name")                                                                 \
+    X("limits", "max_waiters", CONFIG_UINT, max_waiters_per_resource, "4096", 1, 1000000, 1, 0,  \
+      "Waiters queued on one resource at once")                                                \
+    X("log", "level", CONFIG_LOGLEVEL, log_level, "info", 0, 0, 1, 0,                           \
+      "error, warn, info or debug")
+
+struct config {
+    char *listen;
+    uint32_t max_sessions;
+    uint32_t max_frame_bytes;
+    uint32_t max_output_bytes;
+    uint32_t hello_timeout_ms;
+    uint32_t shutdown_timeout_ms;
+    char *redis_address;
+    char *redis_user;
+    char *redis_password;
+    uint32_t redis_database;
+    uint32_t pool_size;
+    char *key_prefix;
+    uint32_t connect_timeout_ms;
+    uint32_t command_timeout_ms;
+    uint32_t reconnect_min_ms;
+    uint32_t reconnect_max_ms;
+    uint32_t session_timeout_ms;
+    uint32_t session_min_timeout_ms;
+    uint32_t session_max_timeout_ms;
+    uint32_t max_locks_per_session;
+    uint32_t default_ttl_ms;
+    uint32_t min_ttl_ms;
+    uint32_t max_ttl_ms;
+    uint32_t max_wait_ms;
+    uint32_t max_resource_bytes;
+    uint32_t max_waiters_per_resource;
+    int log_level;
+};
+
+/* A config holding every default. NULL when out of memory. */
+struct config *config_defaults(void);
+
+/*
+ * Read path over the defaults. On error returns NULL and writes one line per
+ * problem to err, each naming file and line ("rlockd.conf:12: session.timeout:
+ * not a duration"): unknown sections or keys, bad values, out-of-range
+ * numbers, over-long lines, and cross-field conflicts (min > max, ...).
+ */
+struct config *config_load(const char *path, FILE *err);
+
+/* Cross-field checks; returns 0 or -1 after writing each problem to err. */
+int config_validate(const struct config *c, const char *origin, FILE *err);
+
+/* Write c as an INI file; secrets are printed as "<hidden>" unless show_secrets. */
+void config_dump(const struct config *c, FILE *out, int show_secrets);
+
+/* Free c and its strings; accepts NULL. */
+void config_free(struct config *c);
+
+#endif

@@ -1,0 +1,29 @@
+-- renew.lua: extend many leases in one call, each only if the key still
+-- holds its token. A missing key is never recreated.
+--
+-- KEYS[i]       lock key i
+-- ARGV[2i-1]    token expected in KEYS[i]
+-- ARGV[2i]      new lease for KEYS[i], in milliseconds
+--
+-- Returns  an array with one entry per key:
+--           1  renewed
+--           0  the key does not exist (expired, deleted, flushed)
+--          -1  the key holds another value (or is not a string)
+--
+-- GET goes through pcall so that one foreign key of another type cannot fail
+-- the renewal of every other lock in the batch.
+local out = {}
+for i, key in ipairs(KEYS) do
+    local v = redis.pcall('GET', key)
+    if type(v) == 'table' and v.err then
+        out[i] = -1
+    elseif v == ARGV[2 * i - 1] then
+        redis.call('PEXPIRE', key, ARGV[2 * i])
+        out[i] = 1
+    elseif v then
+        out[i] = -1
+    else
+        out[i] = 0
+    end
+end
+return out

@@ -1,0 +1,118 @@
+/*
+ * wire.c — framing, bounded unpack allocator and name tables for rlock.v1.
+ * See wire.h for the contracts.
+ */
+#include "wire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+uint32_t wire_get_len(const uint8_t *hdr)
+{
+    return ((uint32_t)hdr[0] << 24) | ((uint32_t)hdr[1] << 16) |
+           ((uint32_t)hdr[2] << 8) | (uint32_t)hdr[3];
+}
+
+void wire_put_len(uint8_t *hdr, uint32_t len)
+{
+    hdr[0] = (uint8_t)(len >> 24);
+    hdr[1] = (uint8_t)(len >> 16);
+    hdr[2] = (uint8_t)(len >> 8);
+    hdr[3] = (uint8_t)len;
+}
+
+/* Each allocation carries its size in front so free can return it to the budget. */
+union budget_hdr {
+    size_t size;
+    max_align_t align;
+};
+
+static void *budget_alloc(void *data, size_t size)
+{
+    struct wire_budget *b = data;
+    size_t total = size + sizeof(union budget_hdr);
+    if (total < size || b->used + total > b->limit || b->used + total < b->used) {
+        b->exhausted = 1;
+        return NULL;
+    }
+    union budget_hdr *h = malloc(total);
+    if (h == NULL) {
+        b->exhausted = 1;
+        return NULL;
+    }
+    h->size = total;
+    b->used += total;
+    return h + 1;
+}
+
+static void budget_free(void *data, void *ptr)
+{
+    struct wire_budget *b = data;
+    if (ptr == NULL)
+        return;
+    union budget_hdr *h = (union budget_hdr *)ptr - 1;
+    b->used -= h->size;
+    free(h);
+}
+
+void wire_budget_init(struct wire_budget *b, size_t limit)
+{
+    b->alloc.alloc = budget_alloc;
+    b->alloc.free = budget_free;
+    b->alloc.allocator_data = b;
+    b->limit = limit;
+    b->used = 0;
+    b->exhausted = 0;
+}
+
+size_t wire_budget_for(size_t frame_len)
+{
+    return frame_len * WIRE_BUDGET_FACTOR + WIRE_BUDGET_FLOOR;
+}
+
+/* Pack any message behind a 4-byte prefix; pack_fn/size_fn are the generated pair. */
+static uint8_t *pack_framed(const ProtobufCMessage *m, size_t *out_len)
+{
+    size_t body = protobuf_c_message_get_packed_size(m);
+    if (body > UINT32_MAX)
+        return NULL;
+    uint8_t *buf = malloc(WIRE_HEADER_BYTES + body);
+    if (buf == NULL)
+        return NULL;
+    wire_put_len(buf, (uint32_t)body);
+    protobuf_c_message_pack(m, buf + WIRE_HEADER_BYTES);
+    *out_len = WIRE_HEADER_BYTES + body;
+    return buf;
+}
+
+uint8_t *wire_pack_server_message(const Rlock__V1__ServerMessage *m, size_t *out_len)
+{
+    return pack_framed(&m->base, out_len);
+}
+
+uint8_t *wire_pack_request(const Rlock__V1__Request *m, size_t *out_len)
+{
+    return pack_framed(&m->base, out_len);
+}
+
+const char *wire_status_name(int status)
+{
+    static const char *const names[] = {
+        "OK",          "NOT_ACQUIRED",      "TIMEOUT",        "NOT_HELD",
+        "INVALID",     "UNAUTHENTICATED",   "PERMISSION_DENIED", "LIMIT_EXCEEDED",
+        "UNAVAILABLE", "SHUTTING_DOWN",     "INTERNAL",
+    };
+    if (status < 0 || (size_t)status >= sizeof(names) / sizeof(names[0]))
+        return "UNKNOWN";
+    return names[status];
+}
+
+const char *wire_lost_reason_name(int reason)
+{
+    static const char *const names[] = {
+        "UNSPECIFIED", "EXPIRED", "STOLEN", "MISSING", "FORCED", "SESSION",
+    };
+    if (reason < 0 || (size_t)reason >= sizeof(names) / sizeof(names[0]))
+        return "UNKNOWN";
+    return names[reason];
+}

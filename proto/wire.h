@@ -1,0 +1,61 @@
+/*
+ * wire.h — pure helpers shared by both ends of the rlock.v1 protocol.
+ *
+ * Framing is a 4-byte unsigned big-endian length followed by that many bytes
+ * of one protobuf message. Nothing here touches a socket: the daemon and the
+ * client library feed bytes in and get lengths, messages and errors out, so
+ * the whole codec is unit-testable and fuzzable.
+ *
+ * protobuf-c 1.4 unpack has no allocation limit, so every unpack goes through
+ * a wire_budget: a ProtobufCAllocator that refuses to hand out more than a
+ * fixed number of bytes in total.
+ */
+#ifndef RLOCK_WIRE_H
+#define RLOCK_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "rlock.pb-c.h"
+
+#define WIRE_HEADER_BYTES 4u
+#define WIRE_PROTOCOL_VERSION 1u
+/* Allocation allowed per unpack, as a multiple of the frame size (plus a floor). */
+#define WIRE_BUDGET_FACTOR 16u
+#define WIRE_BUDGET_FLOOR 4096u
+
+/* Decode the length prefix at hdr[0..3]. */
+uint32_t wire_get_len(const uint8_t *hdr);
+/* Encode len as the 4-byte prefix at hdr[0..3]. */
+void wire_put_len(uint8_t *hdr, uint32_t len);
+
+/* A ProtobufCAllocator with a hard byte budget. */
+struct wire_budget {
+    ProtobufCAllocator alloc; /* pass &budget.alloc to *_unpack() */
+    size_t limit;             /* bytes that may be live at once */
+    size_t used;              /* bytes live now */
+    int exhausted;            /* set once an allocation was refused */
+};
+
+/* Prepare b to allow allocations of at most limit bytes. */
+void wire_budget_init(struct wire_budget *b, size_t limit);
+/* Budget for unpacking a frame of frame_len bytes. */
+size_t wire_budget_for(size_t frame_len);
+
+/*
+ * Serialise a ServerMessage / Request with its length prefix into a freshly
+ * malloc'd buffer. On success returns the buffer and stores the total length
+ * (header included) in *out_len; returns NULL when out of memory.
+ * The caller frees the buffer.
+ */
+uint8_t *wire_pack_server_message(const Rlock__V1__ServerMessage *m, size_t *out_len);
+uint8_t *wire_pack_request(const Rlock__V1__Request *m, size_t *out_len);
+
+/* Name of a status value ("OK", "NOT_ACQUIRED", ...); "UNKNOWN" for others. */
+const char *wire_status_name(int status);
+/* Name of a lost reason ("EXPIRED", ...). */
+const char *wire_lost_reason_name(int reason);
+
+#endif

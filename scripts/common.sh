@@ -1,0 +1,28 @@
+# Shared by scripts/run and scripts/test: install what is missing, then build.
+# Sourced, not executed.
+
+RLOCK_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RLOCK_BUILD=${RLOCK_BUILD:-$RLOCK_ROOT/build}
+
+# Debian 12 packages needed to build and test.
+RLOCK_PACKAGES="build-essential cmake pkg-config libevent-dev libhiredis-dev uuid-dev
+libprotobuf-c-dev protobuf-c-compiler libinih-dev check redis-server"
+
+rlock_install_deps() {
+    local missing=""
+    for p in $RLOCK_PACKAGES; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+    done
+    [ -z "$missing" ] && return 0
+    echo "installing:$missing" >&2
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
+}
+
+# rlock_build [extra cmake args...]
+rlock_build() {
+    cmake -S "$RLOCK_ROOT" -B "$RLOCK_BUILD" "$@" >/dev/null
+    cmake --build "$RLOCK_BUILD" -j "$(nproc)"
+}
