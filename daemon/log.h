@@ -1,0 +1,40 @@
+/*
+ * log.h — rlockd's log lines on stderr.
+ *
+ * One line per event: "LEVEL message". When stderr is read by journald
+ * (JOURNAL_STREAM is set) each line starts with a "<N>" syslog priority
+ * instead, so journalctl shows levels and the line needs no timestamp.
+ * Otherwise lines carry an ISO-8601 timestamp.
+ *
+ * The level is process-wide state, like stderr itself: it is the one piece
+ * of mutable state outside main.c, set at startup and on reload.
+ */
+#ifndef RLOCKD_LOG_H
+#define RLOCKD_LOG_H
+
+enum log_level {
+    LOG_LEVEL_ERROR = 0,
+    LOG_LEVEL_WARN = 1,
+    LOG_LEVEL_INFO = 2,
+    LOG_LEVEL_DEBUG = 3,
+};
+
+/* Name of a level ("error", ...), and the level for a name (-1 if none). */
+const char *log_level_name(int level);
+int log_level_parse(const char *name);
+
+void log_set_level(int level);
+int log_enabled(int level);
+
+void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_LEVEL_INFO, __VA_ARGS__)
+#define log_debug(...)                                                                          \
+    do {                                                                                        \
+        if (log_enabled(LOG_LEVEL_DEBUG))                                                       \
+            log_msg(LOG_LEVEL_DEBUG, __VA_ARGS__);                                              \
+    } while (0)
+
+#endif
