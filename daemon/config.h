@@ -8,6 +8,7 @@
 #ifndef RLOCKD_CONFIG_H
 #define RLOCKD_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -129,5 +130,39 @@ void config_dump(const struct config *c, FILE *out, int show_secrets);
 
 /* Free c and its strings; accepts NULL. */
 void config_free(struct config *c);
+
+/* Most entries in server.listen. */
+#define CONFIG_MAX_LISTEN 8
+
+/* One parsed address: a numeric host and port, or a unix socket path. */
+struct config_address {
+    int is_unix;    /* 1: path is set; 0: host and port are set */
+    char host[64];  /* numeric IPv4 or IPv6 text, without brackets */
+    uint16_t port;  /* 0 = any free port (only meaningful for listening) */
+    char path[108]; /* absolute path, NUL-terminated, fits sockaddr_un.sun_path */
+};
+
+/*
+ * Parse one address, with no surrounding whitespace:
+ *   "127.0.0.1:7483"   numeric IPv4 and port
+ *   "[::1]:7483"       numeric IPv6 in brackets and port
+ *   "unix:/run/x.sock" absolute path of a unix socket (at most 107 bytes)
+ * Host names are refused (nothing here resolves names). Port is decimal
+ * 0..65535; 0 is accepted and callers that need a real port must check it.
+ * Returns 0 and fills *out, or -1 leaving *out untouched and writing a
+ * one-line reason (no trailing newline, no file/key prefix) to err, which may
+ * be NULL when errlen is 0. Pure: no allocation, no I/O.
+ */
+int config_parse_address(const char *text, struct config_address *out, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+/*
+ * Parse a comma-separated list of addresses (server.listen): blanks around
+ * each entry are ignored, empty entries are errors, at most max entries.
+ * Returns the number of entries stored in out[0..max-1] (at least 1), or -1
+ * with a reason in err as for config_parse_address ("entry 2 (foo): ...").
+ */
+int config_parse_listen(const char *text, struct config_address *out, size_t max, char *err,
+                        size_t errlen) __attribute__((warn_unused_result));
 
 #endif

@@ -1,0 +1,170 @@
+/*
+ * dispatch.c — from a frame to an operation.
+ *
+ * The frame is unpacked with a bounded allocator (protobuf-c has no limits
+ * of its own), checked, and looked up in the op table by its oneof case.
+ * A frame that does not decode closes its connection after an error reply;
+ * a decodable request with a bad field gets INVALID and the session goes on.
+ */
+#include "dispatch.h"
+
+#include <string.h>
+
+#include "config.h"
+#include "lock.h"
+#include "log.h"
+#include "redis_pool.h"
+#include "resource.h"
+#include "session.h"
+#include "wire.h"
+
+#define HELLO_NAME_MAX 128
+
+typedef void op_fn(struct session *s, const Rlock__V1__Request *req);
+
+static void respond_error(struct session *s, uint64_t id, Rlock__V1__Status st, const char *msg)
+{
+    session_respond(s, id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
+}
+
+static uint32_t clamp_u32(uint32_t v, uint32_t lo, uint32_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+static void op_hello(struct session *s, const Rlock__V1__Request *req)
+{
+    const Rlock__V1__Hello *h = req->hello;
+    const struct config *cfg = s->srv->cfg;
+    if (s->state != SESSION_ACCEPTED) {
+        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, "Hello was already sent");
+        return;
+    }
+    if (h->protocol_version > WIRE_PROTOCOL_VERSION) {
+        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
+                      "unsupported protocol_version (this server speaks 1)");
+        session_close(s, "unsupported protocol version", 1);
+        return;
+    }
+    if (strlen(h->client_name) > HELLO_NAME_MAX) {
+        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, "client_name too long");
+        session_close(s, "bad Hello", 1);
+        return;
+    }
+    snprintf(s->name, sizeof s->name, "%s", h->client_name);
+    uint32_t timeout = h->session_timeout_ms == 0
+                           ? cfg->session_timeout_ms
+                           : clamp_u32(h->session_timeout_ms, cfg->session_min_timeout_ms,
+                                       cfg->session_max_timeout_ms);
+    session_activate(s, timeout);
+    log_info("session %s (%s, %s): open, timeout %ums", s->id, s->peer,
+             s->name[0] ? s->name : "-", timeout);
+
+    Rlock__V1__HelloReply r = RLOCK__V1__HELLO_REPLY__INIT;
+    r.session_id = s->id;
+    r.server_version = RLOCKD_VERSION;
+    r.protocol_version = WIRE_PROTOCOL_VERSION;
+    r.session_timeout_ms = timeout;
+    r.keepalive_interval_ms = timeout / 3;
+    r.default_ttl_ms = cfg->default_ttl_ms;
+    r.max_ttl_ms = cfg->max_ttl_ms;
+    r.max_wait_ms = cfg->max_wait_ms;
+    session_respond(s, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
+                    RLOCK__V1__RESPONSE__BODY_HELLO, &r);
+}
+
+static void op_acquire(struct session *s, const Rlock__V1__Request *req)
+{
+    lock_acquire(s, req->id, req->acquire);
+}
+
+static void op_release(struct session *s, const Rlock__V1__Request *req)
+{
+    lock_release(s, req->id, req->release);
+}
+
+static void op_extend(struct session *s, const Rlock__V1__Request *req)
+{
+    lock_extend(s, req->id, req->extend);
+}
+
+static void op_ping(struct session *s, const Rlock__V1__Request *req)
+{
+    Rlock__V1__PingReply r = RLOCK__V1__PING_REPLY__INIT;
+    r.server_time_ms = util_wall_ms();
+    session_respond(s, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
+                    RLOCK__V1__RESPONSE__BODY_PING, &r);
+}
+
+static void op_stats(struct session *s, const Rlock__V1__Request *req)
+{
+    const struct server *srv = s->srv;
+    const struct rpool_stats *ps = rpool_stats(srv->pool);
+    Rlock__V1__StatsReply r = RLOCK__V1__STATS_REPLY__INIT;
+    r.sessions = srv->nsessions;
+    r.held_locks = srv->nleases;
+    r.waiters = srv->nwaiters;
+    r.redis_connections = rpool_size(srv->pool);
+    r.redis_connections_ready = rpool_ready_count(srv->pool);
+    r.redis_up = r.redis_connections_ready > 0;
+    r.script_reloads = ps->script_reloads;
+    r.acquires = srv->ctr.acquires;
+    r.grants = srv->ctr.grants;
+    r.locks_lost = srv->ctr.locks_lost;
+    r.redis_errors = ps->errors;
+    r.uptime_ms = (uint64_t)(util_now_ms() - srv->start_ms);
+    r.server_version = RLOCKD_VERSION;
+    session_respond(s, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
+                    RLOCK__V1__RESPONSE__BODY_STATS, &r);
+}
+
+/* The op table, indexed by the Request's oneof case. */
+static const struct op {
+    const char *name;
+    op_fn *fn;
+} ops[] = {
+    [RLOCK__V1__REQUEST__BODY_HELLO] = {"hello", op_hello},
+    [RLOCK__V1__REQUEST__BODY_ACQUIRE] = {"acquire", op_acquire},
+    [RLOCK__V1__REQUEST__BODY_RELEASE] = {"release", op_release},
+    [RLOCK__V1__REQUEST__BODY_EXTEND] = {"extend", op_extend},
+    [RLOCK__V1__REQUEST__BODY_PING] = {"ping", op_ping},
+    [RLOCK__V1__REQUEST__BODY_STATS] = {"stats", op_stats},
+};
+
+void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
+{
+    struct wire_budget budget;
+    wire_budget_init(&budget, wire_budget_for(len));
+    Rlock__V1__Request *req = rlock__v1__request__unpack(&budget.alloc, len, data);
+    if (req == NULL) {
+        log_warn("session %s (%s): undecodable frame of %zu bytes%s", s->id, s->peer, len,
+                 budget.exhausted ? " (allocation budget exhausted)" : "");
+        respond_error(s, 0, RLOCK__V1__STATUS__STATUS_INVALID, "malformed frame");
+        session_close(s, "malformed frame", 1);
+        return;
+    }
+    /*
+     * protobuf-c cuts a string at an embedded NUL, which would make a
+     * resource name mean something else. Such a string (or any other
+     * non-canonical encoding) re-packs shorter than it arrived.
+     */
+    if (protobuf_c_message_get_packed_size(&req->base) != len) {
+        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
+                      "non-canonical encoding (NUL in a string, or a repeated field)");
+    } else if (s->state == SESSION_ACCEPTED && req->body_case != RLOCK__V1__REQUEST__BODY_HELLO) {
+        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
+                      "Hello must be the first request");
+        session_close(s, "request before Hello", 1);
+    } else if ((size_t)req->body_case >= sizeof ops / sizeof ops[0] ||
+               ops[req->body_case].fn == NULL) {
+        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
+                      "unknown or missing operation");
+    } else {
+        if (s->srv->stopping && req->body_case == RLOCK__V1__REQUEST__BODY_ACQUIRE)
+            respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_SHUTTING_DOWN,
+                          "the server is shutting down");
+        else
+            ops[req->body_case].fn(s, req);
+    }
+    rlock__v1__request__free_unpacked(req, &budget.alloc);
+}

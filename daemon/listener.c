@@ -1,0 +1,162 @@
+/*
+ * listener.c — evconnlistener per configured address; accepted sockets
+ * become sessions unless max_sessions is reached.
+ */
+#include "listener.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/listener.h>
+
+#include "config.h"
+#include "log.h"
+#include "server.h"
+#include "session.h"
+
+struct listener {
+    struct server *srv;
+    struct evconnlistener *evl;
+    struct config_address addr;
+    struct listener *next;
+};
+
+static void peer_name(const struct sockaddr *sa, char *buf, size_t len)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        snprintf(buf, len, "%s:%u", host, ntohs(in->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        snprintf(buf, len, "[%s]:%u", host, ntohs(in6->sin6_port));
+    } else {
+        snprintf(buf, len, "unix");
+    }
+}
+
+static void accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
+                      int salen, void *arg)
+{
+    (void)evl;
+    (void)salen;
+    struct listener *l = arg;
+    struct server *srv = l->srv;
+    if (srv->stopping || srv->nsessions >= srv->cfg->max_sessions) {
+        log_warn("refusing a connection: %s", srv->stopping ? "shutting down"
+                                                            : "max_sessions reached");
+        evutil_closesocket(fd);
+        return;
+    }
+    if (!l->addr.is_unix) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    char peer[128];
+    peer_name(sa, peer, sizeof peer);
+    session_new(srv, fd, peer);
+}
+
+static void error_cb(struct evconnlistener *evl, void *arg)
+{
+    (void)evl;
+    (void)arg;
+    /* EMFILE and friends: log and keep listening; libevent retries. */
+    log_error("accept: %s", strerror(errno));
+}
+
+static int listener_open(struct server *srv, const struct config_address *addr)
+{
+    struct listener *l = calloc(1, sizeof *l);
+    if (l == NULL)
+        return -1;
+    l->srv = srv;
+    l->addr = *addr;
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    memset(&ss, 0, sizeof ss);
+    if (l->addr.is_unix) {
+        struct sockaddr_un *un = (struct sockaddr_un *)&ss;
+        un->sun_family = AF_UNIX;
+        snprintf(un->sun_path, sizeof un->sun_path, "%s", l->addr.path);
+        sslen = sizeof *un;
+        struct stat st;
+        /* A socket file left by a crashed run would make bind fail. */
+        if (lstat(l->addr.path, &st) == 0 && S_ISSOCK(st.st_mode))
+            unlink(l->addr.path);
+    } else if (strchr(l->addr.host, ':') != NULL) {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(l->addr.port);
+        inet_pton(AF_INET6, l->addr.host, &in6->sin6_addr);
+        sslen = sizeof *in6;
+    } else {
+        struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+        in->sin_family = AF_INET;
+        in->sin_port = htons(l->addr.port);
+        inet_pton(AF_INET, l->addr.host, &in->sin_addr);
+        sslen = sizeof *in;
+    }
+    l->evl = evconnlistener_new_bind(srv->base, accept_cb, l,
+                                     LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC |
+                                         LEV_OPT_REUSEABLE,
+                                     128, (struct sockaddr *)&ss, (int)sslen);
+    if (l->evl == NULL) {
+        log_error("cannot listen on %s%s:%u: %s", l->addr.is_unix ? "unix:" : "",
+                  l->addr.is_unix ? l->addr.path : l->addr.host, l->addr.port, strerror(errno));
+        free(l);
+        return -1;
+    }
+    evconnlistener_set_error_cb(l->evl, error_cb);
+    if (!l->addr.is_unix && l->addr.port == 0) {
+        struct sockaddr_storage bound;
+        socklen_t blen = sizeof bound;
+        getsockname(evconnlistener_get_fd(l->evl), (struct sockaddr *)&bound, &blen);
+        l->addr.port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+    }
+    if (l->addr.is_unix)
+        log_info("listening on unix:%s", l->addr.path);
+    else
+        log_info("listening on %s:%u", l->addr.host, l->addr.port);
+    l->next = srv->listeners;
+    srv->listeners = l;
+    return 0;
+}
+
+int listener_open_all(struct server *srv)
+{
+    struct config_address addrs[CONFIG_MAX_LISTEN];
+    char err[256];
+    int n = config_parse_listen(srv->cfg->listen, addrs, CONFIG_MAX_LISTEN, err, sizeof err);
+    if (n < 0) {
+        log_error("server.listen: %s", err);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (listener_open(srv, &addrs[i]) != 0)
+            return -1;
+    return 0;
+}
+
+void listener_close_all(struct server *srv)
+{
+    struct listener *l = srv->listeners, *next;
+    for (; l != NULL; l = next) {
+        next = l->next;
+        evconnlistener_free(l->evl);
+        if (l->addr.is_unix)
+            unlink(l->addr.path);
+        free(l);
+    }
+    srv->listeners = NULL;
+}

@@ -1,0 +1,582 @@
+/*
+ * lock.c — what Acquire, Release and Extend mean, in terms of leases,
+ * resources, local wait queues and the three Lua scripts.
+ *
+ * Every reply callback from the pool runs exactly once; a request keeps its
+ * resource referenced until then, and a request whose session ended meanwhile
+ * (orphaned, sess == NULL) still completes: a grant nobody can receive is
+ * released at once by token.
+ */
+#include "lock.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "config.h"
+#include "log.h"
+#include "redis_pool.h"
+#include "resource.h"
+
+#define WAKE_POLL_MS 1000 /* retry period when the holder's key has no expiry */
+
+static void waitq_kick(struct resource *res);
+
+/* --- leases ----------------------------------------------------------------- */
+
+void lease_ref(struct lease *l)
+{
+    l->refs++;
+}
+
+void lease_unref(struct lease *l)
+{
+    if (--l->refs > 0)
+        return;
+    resource_unref(l->res);
+    free(l);
+}
+
+static struct lease *lease_new(struct session *s, struct resource *res, const char *token,
+                               uint64_t fence, uint32_t ttl_ms, int watchdog, int64_t sent_ms)
+{
+    struct lease *l = calloc(1, sizeof *l);
+    if (l == NULL)
+        return NULL;
+    l->srv = s->srv;
+    l->sess = s;
+    l->res = res;
+    resource_ref(res);
+    memcpy(l->token, token, sizeof l->token);
+    l->fence = fence;
+    l->ttl_ms = ttl_ms;
+    l->holds = 1;
+    l->watchdog = watchdog;
+    l->refs = 1;
+    lease_renewed(l, sent_ms);
+    TAILQ_INSERT_TAIL(&s->leases, l, sess_link);
+    s->nleases++;
+    TAILQ_INSERT_TAIL(&s->srv->leases, l, srv_link);
+    s->srv->nleases++;
+    res->holder = l;
+    return l;
+}
+
+void lease_renewed(struct lease *l, int64_t sent_ms)
+{
+    l->valid_until_ms = sent_ms + l->ttl_ms;
+    l->next_renew_ms = sent_ms + l->ttl_ms / 3;
+}
+
+/* Take l off every list; it is no longer held. */
+static void lease_forget(struct lease *l)
+{
+    if (l->forgotten)
+        return;
+    l->forgotten = 1;
+    TAILQ_REMOVE(&l->sess->leases, l, sess_link);
+    l->sess->nleases--;
+    TAILQ_REMOVE(&l->srv->leases, l, srv_link);
+    l->srv->nleases--;
+    if (l->res->holder == l)
+        l->res->holder = NULL;
+    l->sess = NULL;
+    lease_unref(l);
+}
+
+void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
+{
+    if (l->forgotten)
+        return;
+    struct session *s = l->sess;
+    struct resource *res = l->res;
+    log_info("session %s: lost lock %s (fence %llu): %s", s->id, res->name,
+             (unsigned long long)l->fence, why);
+    Rlock__V1__LockLost lost = RLOCK__V1__LOCK_LOST__INIT;
+    lost.resource = res->name;
+    lost.token = l->token;
+    lost.fence = l->fence;
+    lost.reason = reason;
+    lost.message = (char *)why;
+    Rlock__V1__Event ev = RLOCK__V1__EVENT__INIT;
+    ev.body_case = RLOCK__V1__EVENT__BODY_LOCK_LOST;
+    ev.lock_lost = &lost;
+    session_push_event(s, &ev);
+    l->srv->ctr.locks_lost++;
+    resource_ref(res);
+    lease_forget(l);
+    waitq_kick(res); /* the key may be free now */
+    resource_unref(res);
+}
+
+static struct lease *session_lease(struct session *s, const char *name)
+{
+    struct resource *res = resource_find(s->srv, name, strlen(name));
+    if (res == NULL || res->holder == NULL || res->holder->sess != s)
+        return NULL;
+    return res->holder;
+}
+
+/* --- replies ---------------------------------------------------------------- */
+
+static void reply_acquired(struct session *s, uint64_t id, const struct lease *l)
+{
+    Rlock__V1__AcquireReply a = RLOCK__V1__ACQUIRE_REPLY__INIT;
+    a.token = (char *)l->token;
+    a.fence = l->fence;
+    a.ttl_ms = l->ttl_ms;
+    a.hold_count = l->holds;
+    a.watchdog = l->watchdog;
+    s->srv->ctr.grants++;
+    session_respond(s, id, RLOCK__V1__STATUS__STATUS_OK, NULL,
+                    RLOCK__V1__RESPONSE__BODY_ACQUIRE, &a);
+}
+
+static void reply_released(struct session *s, uint64_t id, uint32_t holds, const char *msg)
+{
+    Rlock__V1__ReleaseReply r = RLOCK__V1__RELEASE_REPLY__INIT;
+    r.hold_count = holds;
+    session_respond(s, id, RLOCK__V1__STATUS__STATUS_OK, msg,
+                    RLOCK__V1__RESPONSE__BODY_RELEASE, &r);
+}
+
+static void reply_error(struct request *req, Rlock__V1__Status st, const char *msg)
+{
+    if (req->sess != NULL)
+        session_respond(req->sess, req->id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
+}
+
+/* --- wait queue ------------------------------------------------------------- */
+
+/* Remove req from its resource's queue; returns 1 if it was the head. */
+static int waitq_remove(struct request *req)
+{
+    struct resource *res = req->res;
+    int was_head = TAILQ_FIRST(&res->waiters) == req;
+    TAILQ_REMOVE(&res->waiters, req, wait_link);
+    req->in_queue = 0;
+    res->nwaiters--;
+    req->srv->nwaiters--;
+    if (was_head)
+        res->head_trying = 0;
+    return was_head;
+}
+
+/* Finish req (after its reply, if any, was sent) and free it. */
+static void request_finish(struct request *req)
+{
+    struct resource *res = req->res;
+    int kick = 0;
+    if (res != NULL && req->in_queue)
+        kick = waitq_remove(req);
+    req->state = REQUEST_DONE;
+    request_free(req);
+    /* The request's own reference keeps res alive through the kick. */
+    if (kick)
+        waitq_kick(res);
+    resource_unref(res);
+}
+
+static void acquire_try(struct request *req);
+
+/* Let the head of res's queue try now, unless it already is. */
+static void waitq_kick(struct resource *res)
+{
+    struct request *head = TAILQ_FIRST(&res->waiters);
+    if (head == NULL || res->head_trying)
+        return;
+    if (res->wake_ev != NULL)
+        evtimer_del(res->wake_ev);
+    acquire_try(head);
+}
+
+static void wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    waitq_kick(arg);
+}
+
+static void waitq_arm(struct resource *res, int64_t delay_ms)
+{
+    if (res->wake_ev == NULL)
+        res->wake_ev = evtimer_new(res->srv->base, wake_cb, res);
+    if (res->wake_ev == NULL)
+        return; /* the deadline still ends the wait */
+    struct timeval tv = util_tv_ms(delay_ms < 1 ? 1 : delay_ms);
+    evtimer_add(res->wake_ev, &tv);
+}
+
+static void deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct request *req = arg;
+    if (req->state == REQUEST_IN_REDIS) {
+        req->expired = 1; /* the try in flight decides: a late grant is still a grant */
+        return;
+    }
+    reply_error(req, RLOCK__V1__STATUS__STATUS_TIMEOUT, "wait timed out");
+    request_finish(req);
+}
+
+/* --- acquire ---------------------------------------------------------------- */
+
+static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg);
+
+static void acquire_try(struct request *req)
+{
+    struct resource *res = req->res;
+    char ttl[16];
+    const char *args[4] = {res->key, res->fence_key, req->token, ttl};
+    size_t lens[4] = {res->key_len, res->fence_key_len, UTIL_UUID_LEN, 0};
+    lens[3] = (size_t)snprintf(ttl, sizeof ttl, "%u", req->ttl_ms);
+    if (req->in_queue)
+        res->head_trying = 1;
+    req->state = REQUEST_IN_REDIS;
+    req->sent_ms = util_now_ms();
+    rpool_eval(req->srv->pool, res->route, SCRIPT_ACQUIRE, 2, 4, args, lens, acquire_reply_cb,
+               req);
+}
+
+static void acquire_granted(struct request *req, uint64_t fence)
+{
+    struct session *s = req->sess;
+    struct resource *res = req->res;
+    if (s == NULL || s->state == SESSION_CLOSING) {
+        log_debug("granted %s to a session that has ended; releasing", res->name);
+        lock_release_token(req->srv, res, req->token);
+        request_finish(req);
+        return;
+    }
+    struct lease *l = lease_new(s, res, req->token, fence, req->ttl_ms, req->watchdog,
+                                req->sent_ms);
+    if (l == NULL) {
+        lock_release_token(req->srv, res, req->token);
+        reply_error(req, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
+    } else {
+        reply_acquired(s, req->id, l);
+    }
+    request_finish(req);
+}
+
+static void acquire_busy(struct request *req, long long pttl)
+{
+    struct resource *res = req->res;
+    if (req->deadline_ms == 0) {
+        reply_error(req, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED, "held by another owner");
+        request_finish(req);
+        return;
+    }
+    if (req->sess == NULL || req->expired || util_now_ms() >= req->deadline_ms) {
+        reply_error(req, RLOCK__V1__STATUS__STATUS_TIMEOUT, "wait timed out");
+        request_finish(req);
+        return;
+    }
+    /* Only the head of the queue tries, so this is the head: wait for a wake-up. */
+    res->head_trying = 0;
+    req->state = REQUEST_WAITING;
+    waitq_arm(res, pttl >= 0 ? pttl : pttl == -1 ? WAKE_POLL_MS : 1);
+}
+
+static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg)
+{
+    struct request *req = arg;
+    if (reply == NULL) {
+        /* The outcome is unknown: a compare-and-delete of our fresh token is always safe. */
+        lock_release_token(req->srv, req->res, req->token);
+        reply_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE, err);
+        request_finish(req);
+        return;
+    }
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+        reply->element[0]->type != REDIS_REPLY_INTEGER ||
+        reply->element[1]->type != REDIS_REPLY_INTEGER) {
+        log_error("acquire %s: unexpected reply from Redis%s%s", req->res->name,
+                  reply->type == REDIS_REPLY_ERROR ? ": " : "",
+                  reply->type == REDIS_REPLY_ERROR ? reply->str : "");
+        lock_release_token(req->srv, req->res, req->token);
+        reply_error(req, reply->type == REDIS_REPLY_ERROR ? RLOCK__V1__STATUS__STATUS_UNAVAILABLE
+                                                          : RLOCK__V1__STATUS__STATUS_INTERNAL,
+                    "unexpected reply from Redis");
+        request_finish(req);
+        return;
+    }
+    if (reply->element[0]->integer == 1)
+        acquire_granted(req, (uint64_t)reply->element[1]->integer);
+    else
+        acquire_busy(req, reply->element[1]->integer);
+}
+
+/* Resource names go to Redis only as keys; still, refuse what no sane name contains. */
+static const char *check_resource(const struct config *cfg, const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0)
+        return "resource is empty";
+    if (n > cfg->max_resource_bytes)
+        return "resource name too long";
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
+            return "resource contains control characters";
+    return NULL;
+}
+
+static int check_ttl(struct session *s, uint64_t id, uint32_t *ttl)
+{
+    const struct config *cfg = s->srv->cfg;
+    if (*ttl == 0)
+        *ttl = cfg->default_ttl_ms;
+    if (*ttl < cfg->min_ttl_ms || *ttl > cfg->max_ttl_ms) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "ttl_ms must be between %u and %u", cfg->min_ttl_ms,
+                 cfg->max_ttl_ms);
+        session_respond(s, id, RLOCK__V1__STATUS__STATUS_INVALID, msg,
+                        RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+static void respond_error(struct session *s, uint64_t id, Rlock__V1__Status st, const char *msg)
+{
+    session_respond(s, id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
+}
+
+void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
+{
+    struct server *srv = s->srv;
+    const struct config *cfg = srv->cfg;
+    const char *bad = check_resource(cfg, a->resource);
+    srv->ctr.acquires++;
+    if (bad != NULL) {
+        respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
+        return;
+    }
+    uint32_t ttl = a->ttl_ms;
+    if (check_ttl(s, id, &ttl) != 0)
+        return;
+
+    struct lease *held = session_lease(s, a->resource);
+    if (held != NULL) { /* re-entry: no Redis round trip */
+        held->holds++;
+        reply_acquired(s, id, held);
+        return;
+    }
+    if (s->nleases + s->nrequests >= cfg->max_locks_per_session) {
+        respond_error(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
+                      "too many locks held or awaited by this session");
+        return;
+    }
+    struct resource *res = resource_get(srv, a->resource, strlen(a->resource));
+    if (res == NULL) {
+        respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
+        return;
+    }
+    if (!rpool_route_ready(srv->pool, res->route)) {
+        resource_unref(res);
+        respond_error(s, id, RLOCK__V1__STATUS__STATUS_UNAVAILABLE, "redis unavailable");
+        return;
+    }
+    uint32_t wait = a->wait_ms < cfg->max_wait_ms ? a->wait_ms : cfg->max_wait_ms;
+    if (wait > 0 && res->nwaiters >= cfg->max_waiters_per_resource) {
+        resource_unref(res);
+        respond_error(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
+                      "too many waiters on this resource");
+        return;
+    }
+    struct request *req = request_new(s, id, RLOCK__V1__REQUEST__BODY_ACQUIRE);
+    if (req == NULL) {
+        resource_unref(res);
+        respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
+        return;
+    }
+    req->res = res;
+    req->ttl_ms = ttl;
+    req->watchdog = !a->watchdog_off;
+    util_uuid(req->token);
+    if (wait > 0) {
+        req->deadline_ms = util_now_ms() + wait;
+        req->deadline_ev = evtimer_new(srv->base, deadline_cb, req);
+        struct timeval tv = util_tv_ms(wait);
+        if (req->deadline_ev != NULL)
+            evtimer_add(req->deadline_ev, &tv);
+        /* FIFO: join the queue; the head (possibly this one) tries. */
+        TAILQ_INSERT_TAIL(&res->waiters, req, wait_link);
+        req->in_queue = 1;
+        res->nwaiters++;
+        srv->nwaiters++;
+        req->state = REQUEST_WAITING;
+        waitq_kick(res);
+        return;
+    }
+    acquire_try(req);
+}
+
+/* --- release ---------------------------------------------------------------- */
+
+static void release_reply_cb(const redisReply *reply, const char *err, void *arg)
+{
+    struct request *req = arg;
+    if (req->sess != NULL) {
+        if (reply != NULL && reply->type == REDIS_REPLY_INTEGER)
+            reply_released(req->sess, req->id, 0, NULL);
+        else
+            reply_released(req->sess, req->id, 0,
+                           "released here, but Redis did not confirm the delete; "
+                           "the key expires within its ttl");
+    }
+    if (reply == NULL || reply->type == REDIS_REPLY_ERROR)
+        log_warn("release of %s not confirmed: %s", req->res->name,
+                 reply == NULL ? err : reply->str);
+    if (req->counted)
+        server_release_done(req->srv);
+    struct resource *res = req->res;
+    resource_ref(res);
+    request_finish(req);
+    waitq_kick(res); /* hand the lock to the next local waiter at once */
+    resource_unref(res);
+}
+
+/* Send release.lua for token; req is answered (if it has a session) and freed by the callback. */
+static void release_send(struct request *req, const char *token)
+{
+    struct resource *res = req->res;
+    const char *args[3] = {res->key, token, ""};
+    size_t lens[3] = {res->key_len, strlen(token), 0};
+    memcpy(req->token, token, sizeof req->token);
+    req->state = REQUEST_IN_REDIS;
+    rpool_eval(req->srv->pool, res->route, SCRIPT_RELEASE, 1, 3, args, lens, release_reply_cb,
+               req);
+}
+
+void lock_release_token(struct server *srv, struct resource *res, const char *token)
+{
+    struct request *req = request_new(NULL, 0, 0);
+    if (req == NULL)
+        return; /* the key expires by its ttl */
+    req->srv = srv;
+    req->res = res;
+    resource_ref(res);
+    if (srv->stopping) {
+        req->counted = 1;
+        srv->releases_in_flight++;
+    }
+    release_send(req, token);
+}
+
+void lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r)
+{
+    struct lease *l = session_lease(s, r->resource);
+    if (l == NULL || (r->token[0] != '\0' && strcmp(r->token, l->token) != 0)) {
+        respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
+                      "this session does not hold the lock");
+        return;
+    }
+    if (--l->holds > 0) {
+        reply_released(s, id, l->holds, NULL);
+        return;
+    }
+    struct request *req = request_new(s, id, RLOCK__V1__REQUEST__BODY_RELEASE);
+    if (req == NULL) {
+        l->holds++;
+        respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
+        return;
+    }
+    req->res = l->res;
+    resource_ref(l->res);
+    char token[UTIL_UUID_LEN + 1];
+    memcpy(token, l->token, sizeof token);
+    lease_forget(l);
+    release_send(req, token);
+}
+
+/* --- extend ----------------------------------------------------------------- */
+
+static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
+{
+    struct request *req = arg;
+    struct lease *l = req->res->holder;
+    if (l != NULL && (l->sess != req->sess || strcmp(l->token, req->token) != 0))
+        l = NULL;
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != 1 ||
+        reply->element[0]->type != REDIS_REPLY_INTEGER) {
+        reply_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE,
+                    reply == NULL ? err : "unexpected reply from Redis");
+    } else if (reply->element[0]->integer != 1 || l == NULL) {
+        if (l != NULL)
+            lease_lose(l,
+                       reply->element[0]->integer == 0 ? RLOCK__V1__LOST_REASON__LOST_MISSING
+                                                       : RLOCK__V1__LOST_REASON__LOST_STOLEN,
+                       "extend found the key gone or taken");
+        reply_error(req, RLOCK__V1__STATUS__STATUS_NOT_HELD, "the lock is no longer held");
+    } else {
+        l->ttl_ms = req->ttl_ms;
+        lease_renewed(l, req->sent_ms);
+        Rlock__V1__ExtendReply e = RLOCK__V1__EXTEND_REPLY__INIT;
+        e.ttl_ms = l->ttl_ms;
+        session_respond(req->sess, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
+                        RLOCK__V1__RESPONSE__BODY_EXTEND, &e);
+    }
+    request_finish(req);
+}
+
+void lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e)
+{
+    struct lease *l = session_lease(s, e->resource);
+    if (l == NULL) {
+        respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
+                      "this session does not hold the lock");
+        return;
+    }
+    uint32_t ttl = e->ttl_ms != 0 ? e->ttl_ms : l->ttl_ms;
+    if (check_ttl(s, id, &ttl) != 0)
+        return;
+    struct request *req = request_new(s, id, RLOCK__V1__REQUEST__BODY_EXTEND);
+    if (req == NULL) {
+        respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
+        return;
+    }
+    req->res = l->res;
+    resource_ref(l->res);
+    req->ttl_ms = ttl;
+    memcpy(req->token, l->token, sizeof req->token);
+    char ttl_text[16];
+    const char *args[3] = {l->res->key, l->token, ttl_text};
+    size_t lens[3] = {l->res->key_len, UTIL_UUID_LEN, 0};
+    lens[2] = (size_t)snprintf(ttl_text, sizeof ttl_text, "%u", ttl);
+    req->state = REQUEST_IN_REDIS;
+    req->sent_ms = util_now_ms();
+    rpool_eval(s->srv->pool, l->res->route, SCRIPT_RENEW, 1, 3, args, lens, extend_reply_cb,
+               req);
+}
+
+/* --- session end ------------------------------------------------------------ */
+
+void lock_session_end(struct session *s)
+{
+    struct lease *l;
+    while ((l = TAILQ_FIRST(&s->leases)) != NULL) {
+        struct resource *res = l->res;
+        char token[UTIL_UUID_LEN + 1];
+        memcpy(token, l->token, sizeof token);
+        resource_ref(res);
+        lease_forget(l);
+        lock_release_token(s->srv, res, token);
+        resource_unref(res);
+    }
+    struct request *req;
+    while ((req = TAILQ_FIRST(&s->requests)) != NULL) {
+        if (req->state == REQUEST_IN_REDIS) {
+            /* Orphan: its reply still arrives; a grant is then released by token. */
+            TAILQ_REMOVE(&s->requests, req, sess_link);
+            s->nrequests--;
+            req->sess = NULL;
+            if (req->deadline_ev != NULL)
+                evtimer_del(req->deadline_ev);
+        } else {
+            request_finish(req);
+        }
+    }
+}

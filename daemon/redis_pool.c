@@ -1,0 +1,544 @@
+/*
+ * redis_pool.c — hiredis async connections with our own timers.
+ *
+ * hiredis 0.14.1 has no async timeouts, so every connection carries one
+ * timer that serves, by state, as the connect deadline (CONNECTING), the
+ * deadline of its oldest call (READY) or the reconnect delay (DOWN).
+ *
+ * Ownership: a struct rcall lives from rpool_eval until hiredis hands its
+ * privdata back (with a reply, or NULL when the context is freed) — hiredis
+ * always does, exactly once per command sent. The caller's callback runs
+ * earlier if the deadline passes; `done` makes sure it runs only once.
+ *
+ * We never free a context from inside a hiredis callback: a connection that
+ * must be dropped from there is reset through the zero-delay timer.
+ */
+#include "redis_pool.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include <event2/event.h>
+#include <hiredis/async.h>
+#include <hiredis/adapters/libevent.h>
+
+#include "config.h"
+#include "log.h"
+#include "util.h"
+
+enum rconn_state { RCONN_DOWN, RCONN_CONNECTING, RCONN_READY };
+
+struct rcall {
+    struct rpool *pool;
+    struct rconn *conn; /* NULL once the connection dropped it */
+    rpool_cb *cb;
+    void *arg;
+    enum script_id script;
+    int nkeys;
+    int nargs;
+    char **args;
+    size_t *lens;
+    int64_t deadline;
+    int done;    /* the caller's callback has run */
+    int retried; /* NOSCRIPT already answered with EVAL */
+    TAILQ_ENTRY(rcall) link;
+};
+TAILQ_HEAD(rcall_list, rcall);
+
+struct rconn {
+    struct rpool *pool;
+    uint32_t idx;
+    enum rconn_state state;
+    redisAsyncContext *ac;
+    struct event *timer;
+    uint32_t backoff_ms;
+    int setup_pending;      /* replies still due before READY */
+    int reset_requested;    /* the timer should reset the connection */
+    struct rcall_list calls; /* sent and not yet answered, oldest first */
+};
+
+struct rpool {
+    struct event_base *base;
+    const struct config *cfg;
+    struct config_address addr;
+    uint32_t n;
+    struct rconn *conns;
+    char sha[SCRIPT_COUNT][41]; /* learnt from SCRIPT LOAD; empty until then */
+    struct rpool_stats stats;
+    int warned_policy;
+    int closing; /* rpool_free is running: new calls fail at once */
+};
+
+static void conn_connect(struct rconn *c);
+static void conn_timer_cb(evutil_socket_t fd, short what, void *arg);
+
+static const char *state_name(enum rconn_state s)
+{
+    static const char *const names[] = {"down", "connecting", "ready"};
+    return names[s];
+}
+
+/* The one function that changes a connection's state. */
+static void conn_set_state(struct rconn *c, enum rconn_state s)
+{
+    if (c->state == s)
+        return;
+    log_debug("redis[%u]: %s -> %s", c->idx, state_name(c->state), state_name(s));
+    if (s == RCONN_READY) {
+        c->backoff_ms = 0;
+        c->pool->stats.connects++;
+        log_info("redis[%u]: ready", c->idx);
+    }
+    c->state = s;
+}
+
+static void conn_arm(struct rconn *c, int64_t delay_ms)
+{
+    struct timeval tv = util_tv_ms(delay_ms);
+    evtimer_add(c->timer, &tv);
+}
+
+/* --- calls ---------------------------------------------------------------- */
+
+static void call_complete(struct rcall *call, const redisReply *reply, const char *err)
+{
+    if (call->done)
+        return;
+    call->done = 1;
+    if (reply == NULL)
+        call->pool->stats.errors++;
+    call->cb(reply, err, call->arg);
+}
+
+static void call_free(struct rcall *call)
+{
+    for (int i = 0; i < call->nargs; i++)
+        free(call->args[i]);
+    free(call->args);
+    free(call->lens);
+    free(call);
+}
+
+static void call_unlink(struct rcall *call)
+{
+    if (call->conn != NULL) {
+        TAILQ_REMOVE(&call->conn->calls, call, link);
+        call->conn = NULL;
+    }
+}
+
+static void call_reply_cb(redisAsyncContext *ac, void *r, void *privdata);
+
+/* Send call on c as EVALSHA (or EVAL when the sha is unknown or use_eval). */
+static int call_send(struct rconn *c, struct rcall *call, int use_eval)
+{
+    struct rpool *p = c->pool;
+    int argc = 3 + call->nargs;
+    const char *argv[argc];
+    size_t argvlen[argc];
+    char nkeys[16];
+    int have_sha = p->sha[call->script][0] != '\0';
+
+    if (use_eval || !have_sha) {
+        argv[0] = "EVAL";
+        argv[1] = scripts_text(call->script);
+    } else {
+        argv[0] = "EVALSHA";
+        argv[1] = p->sha[call->script];
+    }
+    argvlen[0] = strlen(argv[0]);
+    argvlen[1] = strlen(argv[1]);
+    argvlen[2] = (size_t)snprintf(nkeys, sizeof nkeys, "%d", call->nkeys);
+    argv[2] = nkeys;
+    for (int i = 0; i < call->nargs; i++) {
+        argv[3 + i] = call->args[i];
+        argvlen[3 + i] = call->lens[i];
+    }
+    if (redisAsyncCommandArgv(c->ac, call_reply_cb, call, argc, argv, argvlen) != REDIS_OK)
+        return -1;
+    return 0;
+}
+
+static void call_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+    (void)ac;
+    struct rcall *call = privdata;
+    redisReply *reply = r;
+    struct rconn *c = call->conn;
+
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR && !call->retried && c != NULL &&
+        c->ac != NULL && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+        /* Scripts were flushed (SCRIPT FLUSH, restart, failover): EVAL re-caches. */
+        call->retried = 1;
+        c->pool->stats.script_reloads++;
+        if (call_send(c, call, 1) == 0)
+            return; /* hiredis owns the privdata again; our queue position is kept */
+    }
+    call_unlink(call);
+    if (reply == NULL)
+        call_complete(call, NULL, "redis connection lost");
+    else
+        call_complete(call, reply, NULL);
+    call_free(call);
+    if (c != NULL && c->state == RCONN_READY && !c->reset_requested) {
+        /* Re-aim the deadline timer at the new oldest call. */
+        struct rcall *head = TAILQ_FIRST(&c->calls);
+        if (head == NULL)
+            evtimer_del(c->timer);
+        else
+            conn_arm(c, head->deadline - util_now_ms());
+    }
+}
+
+/* Complete call with err from outside any hiredis callback, on the next loop turn. */
+static void call_fail_later_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct rcall *call = arg;
+    call_complete(call, NULL, "redis unavailable");
+    call_free(call);
+}
+
+void rpool_eval(struct rpool *p, uint32_t route, enum script_id script, int nkeys, int nargs,
+                const char *const *args, const size_t *lens, rpool_cb *cb, void *arg)
+{
+    struct rcall *call = calloc(1, sizeof *call);
+    if (call == NULL)
+        goto oom;
+    call->pool = p;
+    call->cb = cb;
+    call->arg = arg;
+    call->script = script;
+    call->nkeys = nkeys;
+    call->args = calloc((size_t)nargs + 1, sizeof *call->args);
+    call->lens = calloc((size_t)nargs + 1, sizeof *call->lens);
+    if (call->args == NULL || call->lens == NULL)
+        goto oom;
+    for (int i = 0; i < nargs; i++) {
+        call->args[i] = malloc(lens[i] + 1);
+        if (call->args[i] == NULL)
+            goto oom;
+        call->nargs = i + 1;
+        memcpy(call->args[i], args[i], lens[i]);
+        call->args[i][lens[i]] = '\0';
+        call->lens[i] = lens[i];
+    }
+
+    if (p->closing) {
+        call_free(call);
+        p->stats.errors++;
+        cb(NULL, "shutting down", arg);
+        return;
+    }
+    struct rconn *c = &p->conns[route % p->n];
+    if (c->state != RCONN_READY || c->reset_requested || call_send(c, call, 0) != 0) {
+        struct timeval now = {0, 0};
+        if (event_base_once(p->base, -1, EV_TIMEOUT, call_fail_later_cb, call, &now) != 0)
+            goto oom;
+        return;
+    }
+    call->conn = c;
+    call->deadline = util_now_ms() + p->cfg->command_timeout_ms;
+    if (TAILQ_EMPTY(&c->calls))
+        conn_arm(c, p->cfg->command_timeout_ms);
+    TAILQ_INSERT_TAIL(&c->calls, call, link);
+    return;
+oom:
+    /* Out of memory while accepting the call: there is no way to defer, so
+     * this is the one place the callback runs inside rpool_eval. */
+    log_error("redis: out of memory queueing a call");
+    if (call != NULL)
+        call_free(call);
+    p->stats.errors++;
+    cb(NULL, "out of memory", arg);
+}
+
+/* --- connection lifecycle ------------------------------------------------- */
+
+static void conn_schedule_reconnect(struct rconn *c)
+{
+    const struct config *cfg = c->pool->cfg;
+    conn_set_state(c, RCONN_DOWN);
+    uint32_t b = c->backoff_ms == 0 ? cfg->reconnect_min_ms : c->backoff_ms * 2;
+    if (b > cfg->reconnect_max_ms)
+        b = cfg->reconnect_max_ms;
+    c->backoff_ms = b;
+    /* Full jitter over the upper half keeps many daemons from reconnecting in step. */
+    uint32_t delay = b / 2 + util_rand(b / 2 + 1);
+    conn_arm(c, delay);
+}
+
+/* Drop the context now (never from inside a hiredis callback). Pending
+ * calls complete with "connection lost" as hiredis frees them. */
+static void conn_reset(struct rconn *c, const char *why)
+{
+    redisAsyncContext *ac = c->ac;
+    c->reset_requested = 0;
+    if (ac != NULL) {
+        log_warn("redis[%u]: resetting connection: %s", c->idx, why);
+        c->ac = NULL;
+        ac->data = NULL; /* our disconnect callback ignores contexts we dropped */
+        struct rcall *call;
+        while ((call = TAILQ_FIRST(&c->calls)) != NULL)
+            call_unlink(call);
+        redisAsyncFree(ac);
+    }
+    conn_schedule_reconnect(c);
+}
+
+static void conn_request_reset(struct rconn *c)
+{
+    c->reset_requested = 1;
+    conn_arm(c, 0);
+}
+
+static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct rconn *c = arg;
+    if (c->reset_requested) {
+        conn_reset(c, "setup failed");
+        return;
+    }
+    switch (c->state) {
+    case RCONN_DOWN:
+        conn_connect(c);
+        break;
+    case RCONN_CONNECTING:
+        conn_reset(c, "connect timed out");
+        break;
+    case RCONN_READY: {
+        int64_t now = util_now_ms();
+        struct rcall *head = TAILQ_FIRST(&c->calls);
+        if (head == NULL)
+            break;
+        if (head->deadline > now) {
+            conn_arm(c, head->deadline - now);
+            break;
+        }
+        /* The oldest call is late: the connection is presumed stuck. Fail
+         * every call on it now, then drop it. */
+        struct rcall *call;
+        TAILQ_FOREACH(call, &c->calls, link)
+            call_complete(call, NULL, "redis command timed out");
+        conn_reset(c, "command timed out");
+        break;
+    }
+    }
+}
+
+static void setup_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+    struct rconn *c = ac->data;
+    redisReply *reply = r;
+    const char *what = privdata;
+    if (c == NULL || reply == NULL)
+        return; /* the connection is going away; its own path reconnects */
+    if (reply->type == REDIS_REPLY_ERROR) {
+        log_error("redis[%u]: %s failed: %s", c->idx, what, reply->str);
+        conn_request_reset(c);
+        return;
+    }
+    if (strncmp(what, "SCRIPT LOAD ", 12) == 0 && reply->type == REDIS_REPLY_STRING &&
+        reply->len == 40) {
+        for (int i = 0; i < SCRIPT_COUNT; i++)
+            if (strcmp(what + 12, scripts_name((enum script_id)i)) == 0)
+                memcpy(c->pool->sha[i], reply->str, 41);
+    }
+    if (--c->setup_pending == 0 && !c->reset_requested) {
+        evtimer_del(c->timer);
+        conn_set_state(c, RCONN_READY);
+    }
+}
+
+/* Preflight: lock keys carry a TTL, so any eviction policy but noeviction can evict a held lock. */
+static void policy_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+    (void)privdata;
+    struct rconn *c = ac->data;
+    redisReply *reply = r;
+    if (c == NULL || reply == NULL || c->pool->warned_policy)
+        return;
+    if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+        reply->element[1]->type == REDIS_REPLY_STRING &&
+        strcmp(reply->element[1]->str, "noeviction") != 0) {
+        log_warn("redis maxmemory-policy is %s: Redis may evict held locks under memory "
+                 "pressure; set it to noeviction",
+                 reply->element[1]->str);
+    }
+    c->pool->warned_policy = 1;
+}
+
+static void conn_send_setup(struct rconn *c)
+{
+    const struct config *cfg = c->pool->cfg;
+    c->setup_pending = 0;
+    if (cfg->redis_password[0] != '\0') {
+        if (cfg->redis_user[0] != '\0')
+            redisAsyncCommand(c->ac, setup_reply_cb, "AUTH", "AUTH %s %s", cfg->redis_user,
+                              cfg->redis_password);
+        else
+            redisAsyncCommand(c->ac, setup_reply_cb, "AUTH", "AUTH %s", cfg->redis_password);
+        c->setup_pending++;
+    }
+    if (cfg->redis_database != 0) {
+        redisAsyncCommand(c->ac, setup_reply_cb, "SELECT", "SELECT %u", cfg->redis_database);
+        c->setup_pending++;
+    }
+    static const char *const load_tags[SCRIPT_COUNT] = {
+#define SCRIPT_TAG(id, name) "SCRIPT LOAD " #name,
+        SCRIPT_LIST(SCRIPT_TAG)
+#undef SCRIPT_TAG
+    };
+    for (int i = 0; i < SCRIPT_COUNT; i++) {
+        redisAsyncCommand(c->ac, setup_reply_cb, (void *)load_tags[i], "SCRIPT LOAD %s",
+                          scripts_text((enum script_id)i));
+        c->setup_pending++;
+    }
+    if (!c->pool->warned_policy)
+        redisAsyncCommand(c->ac, policy_reply_cb, NULL, "CONFIG GET maxmemory-policy");
+}
+
+static void connect_cb(const redisAsyncContext *ac, int status)
+{
+    struct rconn *c = ac->data;
+    if (c == NULL)
+        return;
+    if (status != REDIS_OK) {
+        /* hiredis frees the context after this callback and will not call onDisconnect. */
+        log_warn("redis[%u]: connect failed: %s", c->idx, ac->errstr);
+        c->ac = NULL;
+        conn_schedule_reconnect(c);
+        return;
+    }
+    conn_send_setup(c);
+}
+
+static void disconnect_cb(const redisAsyncContext *ac, int status)
+{
+    struct rconn *c = ac->data;
+    if (c == NULL)
+        return; /* dropped by conn_reset */
+    log_warn("redis[%u]: connection lost%s%s", c->idx, status == REDIS_OK ? "" : ": ",
+             status == REDIS_OK ? "" : ac->errstr);
+    c->ac = NULL;
+    /* hiredis has already answered every pending callback with NULL. */
+    conn_schedule_reconnect(c);
+}
+
+static void conn_connect(struct rconn *c)
+{
+    struct rpool *p = c->pool;
+    redisAsyncContext *ac;
+    if (p->addr.is_unix)
+        ac = redisAsyncConnectUnix(p->addr.path);
+    else
+        ac = redisAsyncConnect(p->addr.host, p->addr.port);
+    if (ac == NULL || ac->err) {
+        log_warn("redis[%u]: connect: %s", c->idx, ac != NULL ? ac->errstr : "out of memory");
+        if (ac != NULL)
+            redisAsyncFree(ac);
+        conn_schedule_reconnect(c);
+        return;
+    }
+    ac->data = c;
+    c->ac = ac;
+    redisLibeventAttach(ac, p->base);
+    redisAsyncSetConnectCallback(ac, connect_cb);
+    redisAsyncSetDisconnectCallback(ac, disconnect_cb);
+    conn_set_state(c, RCONN_CONNECTING);
+    conn_arm(c, p->cfg->connect_timeout_ms);
+}
+
+/* --- pool ----------------------------------------------------------------- */
+
+struct rpool *rpool_new(struct event_base *base, const struct config *cfg)
+{
+    char err[256];
+    struct rpool *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return NULL;
+    p->base = base;
+    p->cfg = cfg;
+    if (config_parse_address(cfg->redis_address, &p->addr, err, sizeof err) != 0) {
+        log_error("redis.address: %s", err);
+        free(p);
+        return NULL;
+    }
+    p->n = cfg->pool_size;
+    p->conns = calloc(p->n, sizeof *p->conns);
+    if (p->conns == NULL) {
+        free(p);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < p->n; i++) {
+        struct rconn *c = &p->conns[i];
+        c->pool = p;
+        c->idx = i;
+        c->state = RCONN_DOWN;
+        TAILQ_INIT(&c->calls);
+        c->timer = evtimer_new(base, conn_timer_cb, c);
+        if (c->timer == NULL) {
+            rpool_free(p);
+            return NULL;
+        }
+        conn_connect(c);
+    }
+    return p;
+}
+
+void rpool_free(struct rpool *p)
+{
+    if (p == NULL)
+        return;
+    p->closing = 1;
+    for (uint32_t i = 0; i < p->n; i++) {
+        struct rconn *c = &p->conns[i];
+        if (c->ac != NULL) {
+            redisAsyncContext *ac = c->ac;
+            c->ac = NULL;
+            ac->data = NULL;
+            struct rcall *call;
+            while ((call = TAILQ_FIRST(&c->calls)) != NULL)
+                call_unlink(call);
+            redisAsyncFree(ac);
+        }
+        if (c->timer != NULL)
+            event_free(c->timer);
+    }
+    free(p->conns);
+    free(p);
+}
+
+uint32_t rpool_route(const struct rpool *p, const char *key, size_t len)
+{
+    return util_hash(key, len) % p->n;
+}
+
+uint32_t rpool_size(const struct rpool *p)
+{
+    return p->n;
+}
+
+uint32_t rpool_ready_count(const struct rpool *p)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->n; i++)
+        n += p->conns[i].state == RCONN_READY && !p->conns[i].reset_requested;
+    return n;
+}
+
+int rpool_route_ready(const struct rpool *p, uint32_t route)
+{
+    const struct rconn *c = &p->conns[route % p->n];
+    return c->state == RCONN_READY && !c->reset_requested;
+}
+
+const struct rpool_stats *rpool_stats(const struct rpool *p)
+{
+    return &p->stats;
+}

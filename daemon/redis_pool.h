@@ -1,0 +1,67 @@
+/*
+ * redis_pool.h — a fixed set of hiredis async connections on the daemon's
+ * event loop, running the embedded Lua scripts.
+ *
+ * Each connection goes DOWN -> CONNECTING -> READY -> (BROKEN ->) backoff ->
+ * CONNECTING. On connect it sends AUTH and SELECT when configured and SCRIPT
+ * LOADs every script; it is READY once all of those succeeded.
+ *
+ * Contract of rpool_eval():
+ *  - the callback runs exactly once, never from inside rpool_eval itself
+ *    (except while rpool_free runs, when new calls fail at once);
+ *  - it runs with a reply (any type, including Redis errors other than
+ *    NOSCRIPT, which is answered by one EVAL retry) or with reply == NULL and
+ *    a static error text: connection not ready, deadline passed, connection
+ *    lost;
+ *  - the reply is owned by hiredis and valid only during the callback;
+ *  - a call whose deadline passes completes at once with an error, and its
+ *    connection is reset (a connection that misses a deadline is presumed
+ *    stuck); its real outcome is unknown, so a caller that may have changed
+ *    state must reconcile by token.
+ * Calls with the same route run on the same connection, in order.
+ */
+#ifndef RLOCKD_REDIS_POOL_H
+#define RLOCKD_REDIS_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "scripts.h"
+
+struct event_base;
+struct config;
+struct rpool;
+
+typedef void rpool_cb(const redisReply *reply, const char *err, void *arg);
+
+struct rpool_stats {
+    uint64_t script_reloads; /* NOSCRIPT answered by EVAL */
+    uint64_t errors;         /* calls completed with an error */
+    uint64_t connects;       /* connections that became READY */
+};
+
+/*
+ * Create the pool and start connecting. cfg must outlive the pool (it is the
+ * server's current config). NULL on failure (bad address, out of memory).
+ */
+struct rpool *rpool_new(struct event_base *base, const struct config *cfg);
+/* Close every connection (pending callbacks run with an error) and free. Accepts NULL. */
+void rpool_free(struct rpool *p);
+
+/* Route for a key: calls with equal routes share a connection. */
+uint32_t rpool_route(const struct rpool *p, const char *key, size_t len);
+uint32_t rpool_size(const struct rpool *p);
+uint32_t rpool_ready_count(const struct rpool *p);
+int rpool_route_ready(const struct rpool *p, uint32_t route);
+const struct rpool_stats *rpool_stats(const struct rpool *p);
+
+/*
+ * Run script with nkeys keys followed by the other arguments in args/lens
+ * (nargs in total). Arguments are copied. See the contract above.
+ */
+void rpool_eval(struct rpool *p, uint32_t route, enum script_id script, int nkeys, int nargs,
+                const char *const *args, const size_t *lens, rpool_cb *cb, void *arg);
+
+#endif

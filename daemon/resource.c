@@ -1,0 +1,154 @@
+/*
+ * resource.c — chained hash table of resources, growing by doubling.
+ */
+#include "resource.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "config.h"
+#include "redis_pool.h"
+
+struct restable {
+    struct resource **buckets;
+    size_t nbuckets; /* power of two */
+    uint64_t count;
+};
+
+struct restable *restable_new(void)
+{
+    struct restable *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    t->nbuckets = 64;
+    t->buckets = calloc(t->nbuckets, sizeof *t->buckets);
+    if (t->buckets == NULL) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void restable_free(struct restable *t)
+{
+    if (t == NULL)
+        return;
+    free(t->buckets);
+    free(t);
+}
+
+uint64_t restable_count(const struct restable *t)
+{
+    return t->count;
+}
+
+static size_t bucket_of(const struct restable *t, const char *name, size_t len)
+{
+    return util_hash(name, len) & (t->nbuckets - 1);
+}
+
+static void restable_grow(struct restable *t)
+{
+    size_t n = t->nbuckets * 2;
+    struct resource **b = calloc(n, sizeof *b);
+    if (b == NULL)
+        return; /* keep the longer chains; still correct */
+    for (size_t i = 0; i < t->nbuckets; i++) {
+        struct resource *r = t->buckets[i], *next;
+        for (; r != NULL; r = next) {
+            next = r->next;
+            size_t k = util_hash(r->name, r->name_len) & (n - 1);
+            r->next = b[k];
+            b[k] = r;
+        }
+    }
+    free(t->buckets);
+    t->buckets = b;
+    t->nbuckets = n;
+}
+
+struct resource *resource_find(struct server *srv, const char *name, size_t len)
+{
+    struct restable *t = srv->resources;
+    for (struct resource *r = t->buckets[bucket_of(t, name, len)]; r != NULL; r = r->next)
+        if (r->name_len == len && memcmp(r->name, name, len) == 0)
+            return r;
+    return NULL;
+}
+
+/* "PREFIX{name}SUFFIX", malloc'd. */
+static char *make_key(const char *prefix, const char *name, size_t len, const char *suffix,
+                      size_t *out_len)
+{
+    size_t n = strlen(prefix) + len + strlen(suffix) + 2;
+    char *k = malloc(n + 1);
+    if (k == NULL)
+        return NULL;
+    int m = snprintf(k, n + 1, "%s{%.*s}%s", prefix, (int)len, name, suffix);
+    *out_len = (size_t)m;
+    return k;
+}
+
+struct resource *resource_get(struct server *srv, const char *name, size_t len)
+{
+    struct resource *r = resource_find(srv, name, len);
+    if (r != NULL) {
+        r->refs++;
+        return r;
+    }
+    r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return NULL;
+    r->srv = srv;
+    r->name = malloc(len + 1);
+    r->key = make_key(srv->cfg->key_prefix, name, len, "", &r->key_len);
+    r->fence_key = make_key(srv->cfg->key_prefix, name, len, ":fence", &r->fence_key_len);
+    if (r->name == NULL || r->key == NULL || r->fence_key == NULL) {
+        free(r->name);
+        free(r->key);
+        free(r->fence_key);
+        free(r);
+        return NULL;
+    }
+    memcpy(r->name, name, len);
+    r->name[len] = '\0';
+    r->name_len = len;
+    r->route = rpool_route(srv->pool, r->key, r->key_len);
+    TAILQ_INIT(&r->waiters);
+    r->refs = 1;
+
+    struct restable *t = srv->resources;
+    if (t->count >= t->nbuckets)
+        restable_grow(t);
+    size_t b = bucket_of(t, name, len);
+    r->next = t->buckets[b];
+    t->buckets[b] = r;
+    t->count++;
+    return r;
+}
+
+void resource_ref(struct resource *r)
+{
+    r->refs++;
+}
+
+void resource_unref(struct resource *r)
+{
+    if (r == NULL || --r->refs > 0)
+        return;
+    struct restable *t = r->srv->resources;
+    struct resource **pp = &t->buckets[bucket_of(t, r->name, r->name_len)];
+    while (*pp != r)
+        pp = &(*pp)->next;
+    *pp = r->next;
+    t->count--;
+    if (r->wake_ev != NULL)
+        event_free(r->wake_ev);
+    free(r->name);
+    free(r->key);
+    free(r->fence_key);
+    free(r);
+}

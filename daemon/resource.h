@@ -1,0 +1,51 @@
+/*
+ * resource.h — the daemon's view of one lock name: its Redis keys, the
+ * local holder (if a session of this daemon holds it) and the FIFO of
+ * local waiters. Resources are reference counted (holder, each waiter, each
+ * Redis call in flight) and leave the table when the count reaches zero.
+ */
+#ifndef RLOCKD_RESOURCE_H
+#define RLOCKD_RESOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "session.h"
+
+struct lease;
+struct event;
+
+struct resource {
+    struct server *srv;
+    char *name;
+    size_t name_len;
+    char *key; /* PREFIX{name} */
+    size_t key_len;
+    char *fence_key; /* PREFIX{name}:fence */
+    size_t fence_key_len;
+    uint32_t route;             /* Redis connection for both keys */
+    struct lease *holder;       /* held by a session of this daemon, or NULL */
+    struct request_list waiters; /* FIFO; only the head tries */
+    uint32_t nwaiters;
+    int head_trying;            /* the head's try is in Redis */
+    struct event *wake_ev;      /* retry the head at the holder's remaining lease */
+    uint32_t refs;
+    struct resource *next;      /* hash chain */
+};
+
+struct restable;
+
+struct restable *restable_new(void);
+/* Free the table; every resource must already be gone. Accepts NULL. */
+void restable_free(struct restable *t);
+uint64_t restable_count(const struct restable *t);
+
+/* Find or create the resource (one new reference). NULL when out of memory. */
+struct resource *resource_get(struct server *srv, const char *name, size_t len);
+/* Find without creating or referencing. */
+struct resource *resource_find(struct server *srv, const char *name, size_t len);
+/* Take / drop a reference; the last drop frees it. */
+void resource_ref(struct resource *r);
+void resource_unref(struct resource *r);
+
+#endif

@@ -1,0 +1,24 @@
+/*
+ * scripts.h — the Lua scripts embedded from lua/ at build time.
+ * One X-macro lists them; the pool loads each on every new connection.
+ */
+#ifndef RLOCKD_SCRIPTS_H
+#define RLOCKD_SCRIPTS_H
+
+#define SCRIPT_LIST(X)                                                                          \
+    X(ACQUIRE, acquire)                                                                         \
+    X(RELEASE, release)                                                                         \
+    X(RENEW, renew)
+
+enum script_id {
+#define SCRIPT_ENUM(id, name) SCRIPT_##id,
+    SCRIPT_LIST(SCRIPT_ENUM)
+#undef SCRIPT_ENUM
+    SCRIPT_COUNT
+};
+
+/* Source text (NUL-terminated) and short name of a script. */
+const char *scripts_text(enum script_id id);
+const char *scripts_name(enum script_id id);
+
+#endif

@@ -1,0 +1,188 @@
+/*
+ * server.c — startup and shutdown order.
+ *
+ * Start: event base -> Redis pool (connects in the background) -> resource
+ * table -> watchdog -> listeners -> signals. Clients that arrive before Redis
+ * is ready get UNAVAILABLE, not a hang.
+ *
+ * SIGTERM / SIGINT: stop accepting, tell every session (SessionClosing),
+ * release every held lock by token, wait for those releases (at most
+ * shutdown_timeout), flush, exit. A second signal exits at once.
+ */
+#include "server.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "config.h"
+#include "listener.h"
+#include "lock.h"
+#include "log.h"
+#include "redis_pool.h"
+#include "resource.h"
+#include "session.h"
+#include "watchdog.h"
+
+#define SERVER_FLUSH_MS 100 /* let final replies drain once the releases are done */
+
+static void reap_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct server *srv = arg;
+    struct session *s;
+    while ((s = TAILQ_FIRST(&srv->closed)) != NULL) {
+        TAILQ_REMOVE(&srv->closed, s, link);
+        session_free(s);
+    }
+}
+
+void server_schedule_reap(struct server *srv)
+{
+    event_active(srv->reap_ev, EV_TIMEOUT, 0);
+}
+
+static void server_finish(struct server *srv)
+{
+    struct timeval tv = util_tv_ms(SERVER_FLUSH_MS);
+    event_base_loopexit(srv->base, &tv);
+}
+
+void server_release_done(struct server *srv)
+{
+    if (srv->releases_in_flight > 0 && --srv->releases_in_flight == 0 && srv->stopping) {
+        log_info("all locks released");
+        server_finish(srv);
+    }
+}
+
+static void stop_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct server *srv = arg;
+    log_warn("shutdown_timeout passed with %u release%s unconfirmed; their keys expire by ttl",
+             srv->releases_in_flight, srv->releases_in_flight == 1 ? "" : "s");
+    event_base_loopbreak(srv->base);
+}
+
+static void server_stop(struct server *srv, const char *why)
+{
+    if (srv->stopping) {
+        log_warn("%s again: exiting now", why);
+        event_base_loopbreak(srv->base);
+        return;
+    }
+    srv->stopping = 1;
+    log_info("%s: shutting down (%u session%s, %llu lock%s held)", why, srv->nsessions,
+             srv->nsessions == 1 ? "" : "s", (unsigned long long)srv->nleases,
+             srv->nleases == 1 ? "" : "s");
+    listener_close_all(srv);
+    struct session *s;
+    while ((s = TAILQ_FIRST(&srv->sessions)) != NULL) {
+        Rlock__V1__SessionClosing sc = RLOCK__V1__SESSION_CLOSING__INIT;
+        sc.reason = "server shutting down";
+        Rlock__V1__Event ev = RLOCK__V1__EVENT__INIT;
+        ev.body_case = RLOCK__V1__EVENT__BODY_SESSION_CLOSING;
+        ev.session_closing = &sc;
+        session_push_event(s, &ev);
+        session_close(s, "server shutting down", 1);
+    }
+    if (srv->releases_in_flight == 0) {
+        server_finish(srv);
+        return;
+    }
+    srv->stop_ev = evtimer_new(srv->base, stop_timeout_cb, srv);
+    struct timeval tv = util_tv_ms(srv->cfg->shutdown_timeout_ms);
+    if (srv->stop_ev != NULL)
+        evtimer_add(srv->stop_ev, &tv);
+}
+
+static void signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    struct server *srv = arg;
+    if (sig == SIGHUP) {
+        log_warn("SIGHUP: configuration reload is not supported by this version; ignored");
+        return;
+    }
+    server_stop(srv, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+struct server *server_new(struct config *cfg, const char *config_path)
+{
+    struct server *srv = calloc(1, sizeof *srv);
+    if (srv == NULL) {
+        config_free(cfg);
+        return NULL;
+    }
+    srv->cfg = cfg;
+    srv->config_path = config_path;
+    TAILQ_INIT(&srv->sessions);
+    TAILQ_INIT(&srv->closed);
+    TAILQ_INIT(&srv->leases);
+    srv->start_ms = util_now_ms();
+    srv->base = event_base_new();
+    if (srv->base == NULL)
+        goto fail;
+    srv->reap_ev = event_new(srv->base, -1, 0, reap_cb, srv);
+    srv->resources = restable_new();
+    if (srv->reap_ev == NULL || srv->resources == NULL)
+        goto fail;
+    srv->pool = rpool_new(srv->base, cfg);
+    if (srv->pool == NULL)
+        goto fail;
+    if (watchdog_start(srv) != 0 || listener_open_all(srv) != 0)
+        goto fail;
+    static const int sigs[3] = {SIGTERM, SIGINT, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        srv->signal_evs[i] = evsignal_new(srv->base, sigs[i], signal_cb, srv);
+        if (srv->signal_evs[i] == NULL || evsignal_add(srv->signal_evs[i], NULL) != 0)
+            goto fail;
+    }
+    return srv;
+fail:
+    log_error("startup failed");
+    server_free(srv);
+    return NULL;
+}
+
+int server_run(struct server *srv)
+{
+    log_info("rlockd %s ready", RLOCKD_VERSION);
+    event_base_dispatch(srv->base);
+    log_info("stopped");
+    return 0;
+}
+
+void server_free(struct server *srv)
+{
+    if (srv == NULL)
+        return;
+    listener_close_all(srv);
+    struct session *s;
+    while ((s = TAILQ_FIRST(&srv->sessions)) != NULL)
+        session_close(s, "exiting", 0);
+    /* Freeing the pool answers every call still in flight, which may touch sessions. */
+    rpool_free(srv->pool);
+    srv->pool = NULL;
+    if (srv->reap_ev != NULL)
+        reap_cb(-1, 0, srv);
+    for (int i = 0; i < 3; i++)
+        if (srv->signal_evs[i] != NULL)
+            event_free(srv->signal_evs[i]);
+    if (srv->watchdog_ev != NULL)
+        event_free(srv->watchdog_ev);
+    if (srv->stop_ev != NULL)
+        event_free(srv->stop_ev);
+    if (srv->reap_ev != NULL)
+        event_free(srv->reap_ev);
+    restable_free(srv->resources);
+    if (srv->base != NULL)
+        event_base_free(srv->base);
+    config_free(srv->cfg);
+    free(srv);
+}

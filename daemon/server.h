@@ -1,0 +1,72 @@
+/*
+ * server.h — the one server struct every part of the daemon hangs off.
+ *
+ * There is no mutable global state: handlers receive the server through the
+ * session or request they act on. server.c owns startup and shutdown order.
+ */
+#ifndef RLOCKD_SERVER_H
+#define RLOCKD_SERVER_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+
+struct event_base;
+struct event;
+struct config;
+struct rpool;
+struct restable;
+struct listener;
+struct session;
+struct lease;
+
+TAILQ_HEAD(session_list, session);
+TAILQ_HEAD(lease_list, lease);
+
+/* Counters reported by Stats; one list so the reply and the struct agree. */
+#define SERVER_COUNTERS(X)                                                                      \
+    X(acquires)                                                                                 \
+    X(grants)                                                                                   \
+    X(locks_lost)                                                                               \
+    X(sessions_opened)
+
+struct server_counters {
+#define COUNTER_FIELD(name) uint64_t name;
+    SERVER_COUNTERS(COUNTER_FIELD)
+#undef COUNTER_FIELD
+};
+
+struct server {
+    struct event_base *base;
+    struct config *cfg;
+    const char *config_path;
+    struct rpool *pool;
+    struct listener *listeners;     /* singly linked */
+    struct session_list sessions;   /* live sessions */
+    struct session_list closed;     /* ended, freed by reap_ev after this loop turn */
+    uint32_t nsessions;
+    struct restable *resources;     /* resource name -> struct resource */
+    struct lease_list leases;       /* every held lock, for the watchdog */
+    uint64_t nleases;
+    uint64_t nwaiters;
+    struct server_counters ctr;
+    int64_t start_ms;
+    struct event *watchdog_ev;
+    struct event *reap_ev;
+    struct event *signal_evs[3];
+    struct event *stop_ev;
+    int stopping;
+    uint32_t releases_in_flight;    /* releases issued while stopping */
+};
+
+/* Build the server from cfg (taking ownership) and open listeners; NULL on failure. */
+struct server *server_new(struct config *cfg, const char *config_path);
+/* Run the loop until SIGTERM/SIGINT shutdown completes. Returns the exit status. */
+int server_run(struct server *srv);
+void server_free(struct server *srv);
+
+/* Ask the reaper to free closed sessions after the current loop turn. */
+void server_schedule_reap(struct server *srv);
+/* During shutdown: one release finished; the loop ends once none is left. */
+void server_release_done(struct server *srv);
+
+#endif

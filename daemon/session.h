@@ -1,0 +1,96 @@
+/*
+ * session.h — one client connection and the session it carries.
+ *
+ * State: ACCEPTED (until Hello) -> ACTIVE -> CLOSING, then freed by the
+ * server's reaper after the loop turn. session_set_state is the only place
+ * the state changes. Ending a session releases its locks (token compare),
+ * cancels its waiters and orphans its requests still in Redis: those still
+ * complete, and an orphaned acquire that was granted is released at once.
+ */
+#ifndef RLOCKD_SESSION_H
+#define RLOCKD_SESSION_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "rlock.pb-c.h"
+#include "server.h"
+#include "util.h"
+
+struct bufferevent;
+struct resource;
+
+enum session_state { SESSION_ACCEPTED, SESSION_ACTIVE, SESSION_CLOSING };
+
+enum request_state { REQUEST_NEW, REQUEST_IN_REDIS, REQUEST_WAITING, REQUEST_DONE };
+
+/* An acquire, release or extend that outlives its frame (it waits or talks to Redis). */
+struct request {
+    struct server *srv;
+    struct session *sess; /* NULL once orphaned */
+    uint64_t id;
+    int op; /* Rlock__V1__Request__BodyCase */
+    enum request_state state;
+    struct resource *res; /* counted reference */
+    char token[UTIL_UUID_LEN + 1];
+    uint32_t ttl_ms;
+    int watchdog;
+    int64_t deadline_ms; /* end of the wait; 0 = try once */
+    int64_t sent_ms;     /* when the current Redis call was sent (validity starts here) */
+    int expired;         /* the wait ran out while a try was in Redis */
+    int in_queue;        /* on res->waiters */
+    int counted;         /* a shutdown release the server waits for */
+    struct event *deadline_ev;
+    TAILQ_ENTRY(request) sess_link;
+    TAILQ_ENTRY(request) wait_link;
+};
+TAILQ_HEAD(request_list, request);
+
+struct session {
+    struct server *srv;
+    struct bufferevent *bev;
+    enum session_state state;
+    char id[UTIL_UUID_LEN + 1];
+    char peer[128];
+    char name[129];
+    uint32_t timeout_ms;
+    int64_t opened_ms;
+    int64_t last_frame_ms;
+    struct event *timer;  /* Hello deadline, then keepalive deadline */
+    struct event *resume_ev; /* continue reading after the per-event frame cap */
+    struct request_list requests; /* in Redis or waiting */
+    struct lease_list leases;     /* held locks */
+    uint32_t nleases;
+    uint32_t nrequests;
+    int flush_then_close; /* closing, but the last reply is still being written */
+    int overflow;         /* output passed max_output_bytes: close from resume_ev */
+    TAILQ_ENTRY(session) link;
+};
+
+/* Take over an accepted socket. NULL (socket closed) on failure. */
+struct session *session_new(struct server *srv, int fd, const char *peer);
+
+/* Send a Response. body may be NULL; body_case selects the reply field. */
+void session_respond(struct session *s, uint64_t id, Rlock__V1__Status status, const char *msg,
+                     Rlock__V1__Response__BodyCase body_case, void *body);
+/* Send an Event. */
+void session_push_event(struct session *s, Rlock__V1__Event *ev);
+
+/*
+ * End the session: release its locks, cancel its waiters, orphan its
+ * requests. flush: send what is queued first (after an error reply). Safe to
+ * call more than once and from any callback; the memory goes to the reaper.
+ */
+void session_close(struct session *s, const char *reason, int flush);
+
+/* Hello accepted: the session is ACTIVE with this keepalive timeout. */
+void session_activate(struct session *s, uint32_t timeout_ms);
+
+/* Free a closed session (called by the server's reaper only). */
+void session_free(struct session *s);
+
+/* Request objects: created by the lock logic, tracked by their session. */
+struct request *request_new(struct session *s, uint64_t id, int op);
+void request_free(struct request *r);
+
+#endif
