@@ -54,6 +54,7 @@ struct rconn {
     redisAsyncContext *ac;
     struct event *timer;
     uint32_t backoff_ms;
+    uint32_t failures;      /* connect attempts failed since the last READY */
     int setup_pending;      /* replies still due before READY */
     int reset_requested;    /* the timer should reset the connection */
     struct rcall_list calls; /* sent and not yet answered, oldest first */
@@ -89,9 +90,23 @@ static void conn_set_state(struct rconn *c, enum rconn_state s)
     if (s == RCONN_READY) {
         c->backoff_ms = 0;
         c->pool->stats.connects++;
-        log_info("redis[%u]: ready", c->idx);
+        if (c->failures > 0)
+            log_info("redis[%u]: ready after %u failed attempt%s", c->idx, c->failures,
+                     c->failures == 1 ? "" : "s");
+        else
+            log_info("redis[%u]: ready", c->idx);
+        c->failures = 0;
     }
     c->state = s;
+}
+
+/* While Redis stays down, say so once, not at every retry. */
+static void conn_log_failure(struct rconn *c, const char *what, const char *why)
+{
+    if (c->failures++ == 0)
+        log_warn("redis[%u]: %s: %s (retrying with backoff)", c->idx, what, why);
+    else
+        log_debug("redis[%u]: %s: %s (attempt %u)", c->idx, what, why, c->failures);
 }
 
 static void conn_arm(struct rconn *c, int64_t delay_ms)
@@ -278,7 +293,10 @@ static void conn_reset(struct rconn *c, const char *why)
     redisAsyncContext *ac = c->ac;
     c->reset_requested = 0;
     if (ac != NULL) {
-        log_warn("redis[%u]: resetting connection: %s", c->idx, why);
+        if (c->state == RCONN_CONNECTING)
+            conn_log_failure(c, "connect", why);
+        else
+            log_warn("redis[%u]: resetting connection: %s", c->idx, why);
         c->ac = NULL;
         ac->data = NULL; /* our disconnect callback ignores contexts we dropped */
         struct rcall *call;
@@ -410,7 +428,7 @@ static void connect_cb(const redisAsyncContext *ac, int status)
         return;
     if (status != REDIS_OK) {
         /* hiredis frees the context after this callback and will not call onDisconnect. */
-        log_warn("redis[%u]: connect failed: %s", c->idx, ac->errstr);
+        conn_log_failure(c, "connect failed", ac->errstr);
         c->ac = NULL;
         conn_schedule_reconnect(c);
         return;
@@ -439,7 +457,7 @@ static void conn_connect(struct rconn *c)
     else
         ac = redisAsyncConnect(p->addr.host, p->addr.port);
     if (ac == NULL || ac->err) {
-        log_warn("redis[%u]: connect: %s", c->idx, ac != NULL ? ac->errstr : "out of memory");
+        conn_log_failure(c, "connect", ac != NULL ? ac->errstr : "out of memory");
         if (ac != NULL)
             redisAsyncFree(ac);
         conn_schedule_reconnect(c);

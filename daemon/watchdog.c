@@ -112,6 +112,8 @@ static void watchdog_tick(evutil_socket_t fd, short what, void *arg)
         }
         if (!l->watchdog || l->renewing || now < l->next_renew_ms)
             continue;
+        if (!rpool_route_ready(srv->pool, l->res->route))
+            continue; /* nothing to send on; validity keeps counting down */
         uint32_t route = l->res->route % nroutes;
         struct renew_batch *b = batches[route];
         if (b == NULL) {
