@@ -2,7 +2,6 @@
 #include "duration.h"
 
 #include <ctype.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,12 +11,23 @@ int duration_parse_ms(const char *s, uint32_t bare_unit_ms, uint64_t *out)
         return -1;
     while (isspace((unsigned char)*s))
         s++;
-    if (!isdigit((unsigned char)*s) && *s != '.')
+    /* Plain decimal only: digits with an optional fraction (no sign, hex or exponent). */
+    const char *end = s;
+    while (isdigit((unsigned char)*end))
+        end++;
+    if (*end == '.') {
+        end++;
+        while (isdigit((unsigned char)*end))
+            end++;
+    }
+    if (end == s || (end - s == 1 && *s == '.'))
         return -1;
-    char *end = NULL;
-    double v = strtod(s, &end);
-    if (end == s || !isfinite(v) || v < 0)
+    char num[64];
+    if ((size_t)(end - s) >= sizeof num)
         return -1;
+    memcpy(num, s, (size_t)(end - s));
+    num[end - s] = '\0';
+    double v = strtod(num, NULL);
     while (isspace((unsigned char)*end))
         end++;
     double unit;
