@@ -69,6 +69,7 @@ static void op_hello(struct session *s, const Rlock__V1__Request *req)
     r.default_ttl_ms = cfg->default_ttl_ms;
     r.max_ttl_ms = cfg->max_ttl_ms;
     r.max_wait_ms = cfg->max_wait_ms;
+    r.min_ttl_ms = cfg->min_ttl_ms;
     session_respond(s, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
                     RLOCK__V1__RESPONSE__BODY_HELLO, &r);
 }
@@ -148,13 +149,14 @@ void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
      * resource name mean something else. Such a string (or any other
      * non-canonical encoding) re-packs shorter than it arrived.
      */
-    if (protobuf_c_message_get_packed_size(&req->base) != len) {
-        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
-                      "non-canonical encoding (NUL in a string, or a repeated field)");
-    } else if (s->state == SESSION_ACCEPTED && req->body_case != RLOCK__V1__REQUEST__BODY_HELLO) {
+    if (s->state == SESSION_ACCEPTED && req->body_case != RLOCK__V1__REQUEST__BODY_HELLO) {
         respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
                       "Hello must be the first request");
         session_close(s, "request before Hello", 1);
+    } else if (protobuf_c_message_get_packed_size(&req->base) != len) {
+        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
+                      "non-canonical encoding: a NUL inside a string, a field sent twice, "
+                      "an explicit default value or a padded varint");
     } else if ((size_t)req->body_case >= sizeof ops / sizeof ops[0] ||
                ops[req->body_case].fn == NULL) {
         respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,

@@ -183,12 +183,23 @@ static void acquire_try(struct request *req);
 /* Let the head of res's queue try now, unless it already is. */
 static void waitq_kick(struct resource *res)
 {
-    struct request *head = TAILQ_FIRST(&res->waiters);
-    if (head == NULL || res->head_trying)
-        return;
-    if (res->wake_ev != NULL)
-        evtimer_del(res->wake_ev);
-    acquire_try(head);
+    struct request *head;
+    while ((head = TAILQ_FIRST(&res->waiters)) != NULL && !res->head_trying) {
+        struct lease *l = res->holder;
+        if (l == NULL || head->sess == NULL || l->sess != head->sess) {
+            if (res->wake_ev != NULL)
+                evtimer_del(res->wake_ev);
+            acquire_try(head);
+            return;
+        }
+        /* The session's own earlier acquire was granted meanwhile: a re-entry. */
+        l->holds++;
+        reply_acquired(head->sess, head->id, l);
+        head->state = REQUEST_DONE;
+        waitq_remove(head);
+        request_free(head);
+        resource_unref(res);
+    }
 }
 
 static void wake_cb(evutil_socket_t fd, short what, void *arg)
@@ -258,7 +269,10 @@ static void acquire_granted(struct request *req, uint64_t fence)
     } else {
         reply_acquired(s, req->id, l);
     }
+    resource_ref(res);
     request_finish(req);
+    waitq_kick(res); /* a waiter of the same session becomes a re-entry */
+    resource_unref(res);
 }
 
 static void acquire_busy(struct request *req, long long pttl)
@@ -505,6 +519,8 @@ static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
         reply_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE,
                     reply == NULL ? err : "unexpected reply from Redis");
     } else if (reply->element[0]->integer != 1 || l == NULL) {
+        if (l == NULL && reply->element[0]->integer == 1)
+            lock_release_token(req->srv, req->res, req->token); /* released meanwhile */
         if (l != NULL)
             lease_lose(l,
                        reply->element[0]->integer == 0 ? RLOCK__V1__LOST_REASON__LOST_MISSING
