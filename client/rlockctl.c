@@ -1,1 +1,424 @@
-int main(void) { return 1; }
+/*
+ * rlockctl.c — the command-line client of rlockd: global options, the table
+ * of subcommands, and the small ones (ping, stats). `run` lives in
+ * rlockctl_run.c.
+ */
+#include "rlockctl.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "duration.h"
+
+#ifndef RLOCK_VERSION
+#define RLOCK_VERSION "unknown"
+#endif
+
+/* Every exit status rlockctl uses, for --help (docs/rlockctl.md repeats it). */
+#define CTL_EXIT_CODES(X)                                                                     \
+    X("0", "success (run: the command's own exit status; 128+N if killed by signal N)")       \
+    X("64", "usage error, or the daemon refused an argument as invalid")                      \
+    X("69", "cannot connect, or the daemon is unavailable, shutting down or not answering")  \
+    X("70", "any other failure")                                                              \
+    X("75", "lock not acquired: held elsewhere, or --wait ran out")                           \
+    X("79", "run: the lock was lost while the command ran (it was stopped)")                  \
+    X("126", "run: the command could not be executed")                                        \
+    X("127", "run: the command was not found")
+
+void ctl_err(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("rlockctl: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int ctl_exit_code(enum rlock_err e)
+{
+    switch (e) {
+    case RLOCK_OK:
+        return EX_OK;
+    case RLOCK_ERR_NOT_ACQUIRED:
+    case RLOCK_ERR_TIMEOUT:
+        return EX_TEMPFAIL;
+    case RLOCK_ERR_ARG:
+    case RLOCK_ERR_INVALID:
+        return EX_USAGE;
+    case RLOCK_ERR_CONNECT:
+    case RLOCK_ERR_UNAVAILABLE:
+    case RLOCK_ERR_SHUTTING_DOWN:
+    case RLOCK_ERR_CLOSED:
+    case RLOCK_ERR_DEADLINE:
+        return EX_UNAVAILABLE;
+    default:
+        return EX_SOFTWARE;
+    }
+}
+
+int ctl_connect(const struct ctl *ctl, struct rlock_options *opts, struct rlock_client **out)
+{
+    char err[512];
+    opts->connect_timeout_ms = ctl->timeout_ms;
+    enum rlock_err e = rlock_connect(ctl->server, opts, out, err, sizeof err);
+    if (e == RLOCK_OK)
+        return 0;
+    ctl_err("%s", err);
+    return ctl_exit_code(e);
+}
+
+int ctl_duration(const char *opt, const char *s, uint32_t *out_ms)
+{
+    uint64_t v;
+    if (duration_parse_ms(s, 1000, &v) < 0) {
+        ctl_err("%s: '%s' is not a duration (try 30, 500ms, 10s, 5m, 1h)", opt, s);
+        return -1;
+    }
+    *out_ms = (uint32_t)v;
+    return 0;
+}
+
+int ctl_bad_option(const char *cmd, int ch, int opt, char *const argv[])
+{
+    const char *arg = argv[optind - 1];
+    const char *where = cmd ? cmd : "";
+    const char *sep = cmd ? ": " : "";
+    if (ch == ':')
+        ctl_err("%s%soption '%s' needs a value", where, sep, arg);
+    else if (opt != 0)
+        ctl_err("%s%sunknown option '-%c'", where, sep, opt);
+    else
+        ctl_err("%s%sunknown option '%s'", where, sep, arg);
+    fprintf(stderr, "Try 'rlockctl %s%s--help'.\n", where, cmd ? " " : "");
+    return EX_USAGE;
+}
+
+/* --- ping --------------------------------------------------------------- */
+
+static void ping_usage(FILE *f)
+{
+    fprintf(f, "Usage: rlockctl [OPTIONS] ping [-c N] [-i D]\n"
+               "\n"
+               "Open a session and time round trips to the daemon.\n"
+               "\n"
+               "  -c, --count N      pings to send (default 1)\n"
+               "  -i, --interval D   pause between pings (default 1s)\n"
+               "  -h, --help         show this help\n");
+}
+
+static double elapsed_ms(const struct timespec *a, const struct timespec *b)
+{
+    return (double)(b->tv_sec - a->tv_sec) * 1e3 + (double)(b->tv_nsec - a->tv_nsec) / 1e6;
+}
+
+static int cmd_ping(const struct ctl *ctl, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"count", required_argument, NULL, 'c'},
+        {"interval", required_argument, NULL, 'i'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    long count = 1;
+    uint32_t interval_ms = 1000;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "+:c:i:h", longopts, NULL)) != -1) {
+        char *end;
+        switch (ch) {
+        case 'c':
+            errno = 0;
+            count = strtol(optarg, &end, 10);
+            if (errno != 0 || *end != '\0' || count < 1) {
+                ctl_err("ping: --count: '%s' is not a positive number", optarg);
+                return EX_USAGE;
+            }
+            break;
+        case 'i':
+            if (ctl_duration("ping: --interval", optarg, &interval_ms) < 0)
+                return EX_USAGE;
+            break;
+        case 'h':
+            ping_usage(stdout);
+            return EX_OK;
+        default:
+            return ctl_bad_option("ping", ch, optopt, argv);
+        }
+    }
+    if (optind != argc) {
+        ctl_err("ping: unexpected argument '%s'", argv[optind]);
+        return EX_USAGE;
+    }
+    struct rlock_options opts = {.client_name = "rlockctl ping"};
+    struct rlock_client *c;
+    int rc = ctl_connect(ctl, &opts, &c);
+    if (rc != 0)
+        return rc;
+    for (long i = 0; i < count && rc == 0; i++) {
+        if (i > 0) {
+            struct timespec pause = {.tv_sec = interval_ms / 1000,
+                                     .tv_nsec = (long)(interval_ms % 1000) * 1000000};
+            nanosleep(&pause, NULL);
+        }
+        struct timespec t0, t1;
+        uint64_t server_ms = 0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        enum rlock_err e = rlock_ping(c, ctl->timeout_ms, &server_ms);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (e != RLOCK_OK) {
+            char msg[256];
+            rlock_errmsg(c, msg, sizeof msg);
+            ctl_err("ping %s: %s", ctl->server, msg);
+            rc = ctl_exit_code(e);
+            break;
+        }
+        time_t secs = (time_t)(server_ms / 1000);
+        struct tm tm;
+        char when[32] = "?";
+        if (gmtime_r(&secs, &tm) != NULL)
+            strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+        printf("pong from %s: rtt %.3f ms, server time %s.%03uZ\n", ctl->server,
+               elapsed_ms(&t0, &t1), when, (unsigned)(server_ms % 1000));
+        fflush(stdout);
+    }
+    rlock_close(c);
+    return rc;
+}
+
+/* --- stats -------------------------------------------------------------- */
+
+/* Every StatsReply field once; drives both the table and the JSON output. */
+#define CTL_STATS_FIELDS(X)                                                                   \
+    X(NUM, sessions)                                                                          \
+    X(NUM, held_locks)                                                                        \
+    X(NUM, waiters)                                                                           \
+    X(NUM, redis_connections)                                                                 \
+    X(NUM, redis_connections_ready)                                                           \
+    X(BOOL, redis_up)                                                                         \
+    X(NUM, script_reloads)                                                                    \
+    X(NUM, acquires)                                                                          \
+    X(NUM, grants)                                                                            \
+    X(NUM, locks_lost)                                                                        \
+    X(NUM, redis_errors)                                                                      \
+    X(NUM, uptime_ms)                                                                         \
+    X(STR, server_version)
+
+enum stat_kind { STAT_NUM, STAT_BOOL, STAT_STR };
+
+struct stat_row {
+    const char *name;
+    enum stat_kind kind;
+    uint64_t num;
+    const char *str;
+};
+
+#define STAT_ROW_NUM(f) {#f, STAT_NUM, (uint64_t)s->f, NULL},
+#define STAT_ROW_BOOL(f) {#f, STAT_BOOL, (uint64_t)(s->f != 0), NULL},
+#define STAT_ROW_STR(f) {#f, STAT_STR, 0, s->f},
+#define STAT_ROW(kind, f) STAT_ROW_##kind(f)
+
+static void stats_usage(FILE *f)
+{
+    fprintf(f, "Usage: rlockctl [OPTIONS] stats [--json]\n"
+               "\n"
+               "Print the daemon's counters as a table, or as one JSON object.\n"
+               "\n"
+               "  -j, --json   JSON output\n"
+               "  -h, --help   show this help\n");
+}
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
+static void stats_print(const struct rlock_stats *s, int json)
+{
+    const struct stat_row rows[] = {CTL_STATS_FIELDS(STAT_ROW)};
+    size_t n = sizeof rows / sizeof rows[0];
+    int width = 0;
+    for (size_t i = 0; i < n; i++) {
+        int w = (int)strlen(rows[i].name);
+        width = w > width ? w : width;
+    }
+    if (json)
+        printf("{\n");
+    for (size_t i = 0; i < n; i++) {
+        const struct stat_row *r = &rows[i];
+        if (json)
+            printf("  \"%s\": ", r->name);
+        else
+            printf("%-*s  ", width, r->name);
+        if (r->kind == STAT_NUM)
+            printf("%" PRIu64, r->num);
+        else if (r->kind == STAT_BOOL)
+            printf("%s", json ? (r->num ? "true" : "false") : (r->num ? "yes" : "no"));
+        else if (json)
+            json_string(r->str);
+        else
+            printf("%s", r->str);
+        printf("%s\n", json && i + 1 < n ? "," : "");
+    }
+    if (json)
+        printf("}\n");
+}
+
+static int cmd_stats(const struct ctl *ctl, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int json = 0, ch;
+    while ((ch = getopt_long(argc, argv, "+:jh", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'j':
+            json = 1;
+            break;
+        case 'h':
+            stats_usage(stdout);
+            return EX_OK;
+        default:
+            return ctl_bad_option("stats", ch, optopt, argv);
+        }
+    }
+    if (optind != argc) {
+        ctl_err("stats: unexpected argument '%s'", argv[optind]);
+        return EX_USAGE;
+    }
+    struct rlock_options opts = {.client_name = "rlockctl stats"};
+    struct rlock_client *c;
+    int rc = ctl_connect(ctl, &opts, &c);
+    if (rc != 0)
+        return rc;
+    struct rlock_stats st;
+    enum rlock_err e = rlock_stats(c, ctl->timeout_ms, &st);
+    if (e == RLOCK_OK) {
+        stats_print(&st, json);
+    } else {
+        char msg[256];
+        rlock_errmsg(c, msg, sizeof msg);
+        ctl_err("stats: %s", msg);
+        rc = ctl_exit_code(e);
+    }
+    rlock_close(c);
+    return rc;
+}
+
+/* --- main --------------------------------------------------------------- */
+
+static const struct ctl_cmd {
+    const char *name;
+    int (*fn)(const struct ctl *ctl, int argc, char **argv);
+    const char *summary;
+} ctl_cmds[] = {
+    {"run", ctl_run, "run a command while holding a lock (a distributed flock)"},
+    {"ping", cmd_ping, "time round trips to the daemon"},
+    {"stats", cmd_stats, "print the daemon's counters"},
+};
+
+#define CTL_NCMDS (sizeof ctl_cmds / sizeof ctl_cmds[0])
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: rlockctl [OPTIONS] COMMAND [ARGS...]\n"
+            "\n"
+            "Command-line client of rlockd, the distributed lock daemon.\n"
+            "\n"
+            "Options:\n"
+            "  -s, --server ADDR   daemon address, HOST:PORT or unix:/path\n"
+            "                      (default: $RLOCK_SERVER, else %s)\n"
+            "  -t, --timeout D     longest wait for each answer of the daemon (default 5s)\n"
+            "  -h, --help          show this help\n"
+            "  -V, --version       show the versions of rlockctl and its libraries\n"
+            "\n"
+            "Commands:\n",
+            RLOCK_DEFAULT_ADDRESS);
+    for (size_t i = 0; i < CTL_NCMDS; i++)
+        fprintf(f, "  %-8s  %s\n", ctl_cmds[i].name, ctl_cmds[i].summary);
+    fprintf(f, "\n'rlockctl COMMAND --help' shows the options of a command.\n"
+               "Durations are seconds, or a number with a unit: 250ms, 10s, 5m, 1h.\n"
+               "\n"
+               "Exit status:\n");
+#define CTL_EXIT_LINE(code, text) fprintf(f, "  %-4s %s\n", code, text);
+    CTL_EXIT_CODES(CTL_EXIT_LINE)
+#undef CTL_EXIT_LINE
+}
+
+static void version(void)
+{
+    printf("rlockctl %s\nlibrlock %s\nprotobuf-c %s\n", RLOCK_VERSION, rlock_version(),
+           protobuf_c_version());
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"server", required_argument, NULL, 's'},
+        {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *env = getenv("RLOCK_SERVER");
+    struct ctl ctl = {
+        .server = env != NULL && env[0] ? env : RLOCK_DEFAULT_ADDRESS,
+        .timeout_ms = RLOCK_DEFAULT_TIMEOUT_MS,
+    };
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "+:s:t:hV", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 's':
+            ctl.server = optarg;
+            break;
+        case 't':
+            if (ctl_duration("--timeout", optarg, &ctl.timeout_ms) < 0)
+                return EX_USAGE;
+            break;
+        case 'h':
+            usage(stdout);
+            return EX_OK;
+        case 'V':
+            version();
+            return EX_OK;
+        default:
+            return ctl_bad_option(NULL, ch, optopt, argv);
+        }
+    }
+    if (optind >= argc) {
+        ctl_err("no command given");
+        usage(stderr);
+        return EX_USAGE;
+    }
+    const char *name = argv[optind];
+    for (size_t i = 0; i < CTL_NCMDS; i++) {
+        if (strcmp(ctl_cmds[i].name, name) == 0) {
+            int sub_argc = argc - optind;
+            char **sub_argv = argv + optind;
+            optind = 0; /* glibc: restart getopt for the subcommand's own options */
+            return ctl_cmds[i].fn(&ctl, sub_argc, sub_argv);
+        }
+    }
+    ctl_err("unknown command '%s' (see rlockctl --help)", name);
+    return EX_USAGE;
+}

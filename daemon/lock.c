@@ -291,6 +291,10 @@ static void acquire_busy(struct request *req, long long pttl)
     /* Only the head of the queue tries, so this is the head: wait for a wake-up. */
     res->head_trying = 0;
     req->state = REQUEST_WAITING;
+    if (res->holder != NULL && res->holder->sess == req->sess) {
+        waitq_kick(res); /* busy because this session's own earlier acquire won: re-entry */
+        return;
+    }
     waitq_arm(res, pttl >= 0 ? pttl : pttl == -1 ? WAKE_POLL_MS : 1);
 }
 
