@@ -87,7 +87,20 @@ int ctl_duration(const char *opt, const char *s, uint32_t *out_ms)
     return 0;
 }
 
-int ctl_bad_option(const char *cmd, int ch, int opt, char *const argv[])
+static int ctl_global_option(struct ctl *ctl, int ch, const char *arg)
+{
+    switch (ch) {
+    case 's':
+        ctl->server = arg;
+        return 1;
+    case 't':
+        return ctl_duration("--timeout", arg, &ctl->timeout_ms) < 0 ? -1 : 1;
+    default:
+        return 0;
+    }
+}
+
+static int ctl_bad_option(const char *cmd, int ch, int opt, char *const argv[])
 {
     const char *arg = argv[optind - 1];
     const char *where = cmd ? cmd : "";
@@ -102,6 +115,14 @@ int ctl_bad_option(const char *cmd, int ch, int opt, char *const argv[])
     return EX_USAGE;
 }
 
+int ctl_other_option(struct ctl *ctl, const char *cmd, int ch, char *const argv[])
+{
+    int rc = ctl_global_option(ctl, ch, optarg);
+    if (rc > 0)
+        return 0;
+    return rc == 0 ? ctl_bad_option(cmd, ch, optopt, argv) : EX_USAGE;
+}
+
 /* --- ping --------------------------------------------------------------- */
 
 static void ping_usage(FILE *f)
@@ -110,9 +131,9 @@ static void ping_usage(FILE *f)
                "\n"
                "Open a session and time round trips to the daemon.\n"
                "\n"
-               "  -c, --count N      pings to send (default 1)\n"
-               "  -i, --interval D   pause between pings (default 1s)\n"
-               "  -h, --help         show this help\n");
+               "  -c, --count N       pings to send (default 1)\n"
+               "  -i, --interval D    pause between pings (default 1s)\n"
+               "  -h, --help          show this help\n" CTL_GLOBAL_HELP);
 }
 
 static double elapsed_ms(const struct timespec *a, const struct timespec *b)
@@ -120,18 +141,19 @@ static double elapsed_ms(const struct timespec *a, const struct timespec *b)
     return (double)(b->tv_sec - a->tv_sec) * 1e3 + (double)(b->tv_nsec - a->tv_nsec) / 1e6;
 }
 
-static int cmd_ping(const struct ctl *ctl, int argc, char **argv)
+static int cmd_ping(struct ctl *ctl, int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"count", required_argument, NULL, 'c'},
         {"interval", required_argument, NULL, 'i'},
         {"help", no_argument, NULL, 'h'},
+        CTL_GLOBAL_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     long count = 1;
     uint32_t interval_ms = 1000;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "+:c:i:h", longopts, NULL)) != -1) {
+    int ch, rc;
+    while ((ch = getopt_long(argc, argv, "+:c:i:h" CTL_GLOBAL_SHORTOPTS, longopts, NULL)) != -1) {
         char *end;
         switch (ch) {
         case 'c':
@@ -150,7 +172,9 @@ static int cmd_ping(const struct ctl *ctl, int argc, char **argv)
             ping_usage(stdout);
             return EX_OK;
         default:
-            return ctl_bad_option("ping", ch, optopt, argv);
+            if ((rc = ctl_other_option(ctl, "ping", ch, argv)) != 0)
+                return rc;
+            break;
         }
     }
     if (optind != argc) {
@@ -159,7 +183,7 @@ static int cmd_ping(const struct ctl *ctl, int argc, char **argv)
     }
     struct rlock_options opts = {.client_name = "rlockctl ping"};
     struct rlock_client *c;
-    int rc = ctl_connect(ctl, &opts, &c);
+    rc = ctl_connect(ctl, &opts, &c);
     if (rc != 0)
         return rc;
     for (long i = 0; i < count && rc == 0; i++) {
@@ -231,8 +255,8 @@ static void stats_usage(FILE *f)
                "\n"
                "Print the daemon's counters as a table, or as one JSON object.\n"
                "\n"
-               "  -j, --json   JSON output\n"
-               "  -h, --help   show this help\n");
+               "  -j, --json          JSON output\n"
+               "  -h, --help          show this help\n" CTL_GLOBAL_HELP);
 }
 
 static void json_string(const char *s)
@@ -280,15 +304,16 @@ static void stats_print(const struct rlock_stats *s, int json)
         printf("}\n");
 }
 
-static int cmd_stats(const struct ctl *ctl, int argc, char **argv)
+static int cmd_stats(struct ctl *ctl, int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
+        CTL_GLOBAL_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
-    int json = 0, ch;
-    while ((ch = getopt_long(argc, argv, "+:jh", longopts, NULL)) != -1) {
+    int json = 0, ch, rc;
+    while ((ch = getopt_long(argc, argv, "+:jh" CTL_GLOBAL_SHORTOPTS, longopts, NULL)) != -1) {
         switch (ch) {
         case 'j':
             json = 1;
@@ -297,7 +322,9 @@ static int cmd_stats(const struct ctl *ctl, int argc, char **argv)
             stats_usage(stdout);
             return EX_OK;
         default:
-            return ctl_bad_option("stats", ch, optopt, argv);
+            if ((rc = ctl_other_option(ctl, "stats", ch, argv)) != 0)
+                return rc;
+            break;
         }
     }
     if (optind != argc) {
@@ -306,7 +333,7 @@ static int cmd_stats(const struct ctl *ctl, int argc, char **argv)
     }
     struct rlock_options opts = {.client_name = "rlockctl stats"};
     struct rlock_client *c;
-    int rc = ctl_connect(ctl, &opts, &c);
+    rc = ctl_connect(ctl, &opts, &c);
     if (rc != 0)
         return rc;
     struct rlock_stats st;
@@ -327,7 +354,7 @@ static int cmd_stats(const struct ctl *ctl, int argc, char **argv)
 
 static const struct ctl_cmd {
     const char *name;
-    int (*fn)(const struct ctl *ctl, int argc, char **argv);
+    int (*fn)(struct ctl *ctl, int argc, char **argv);
     const char *summary;
 } ctl_cmds[] = {
     {"run", ctl_run, "run a command while holding a lock (a distributed flock)"},
@@ -343,6 +370,7 @@ static void usage(FILE *f)
             "Usage: rlockctl [OPTIONS] COMMAND [ARGS...]\n"
             "\n"
             "Command-line client of rlockd, the distributed lock daemon.\n"
+            "The options below may also follow COMMAND.\n"
             "\n"
             "Options:\n"
             "  -s, --server ADDR   daemon address, HOST:PORT or unix:/path\n"
@@ -389,10 +417,8 @@ int main(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "+:s:t:hV", longopts, NULL)) != -1) {
         switch (ch) {
         case 's':
-            ctl.server = optarg;
-            break;
         case 't':
-            if (ctl_duration("--timeout", optarg, &ctl.timeout_ms) < 0)
+            if (ctl_global_option(&ctl, ch, optarg) < 0)
                 return EX_USAGE;
             break;
         case 'h':

@@ -1,0 +1,212 @@
+/*
+ * conn.c — sockets and clocks for librlock.
+ *
+ * Every socket is created non-blocking and close-on-exec, so a program that
+ * forks and execs (rlockctl run) never leaks the session into its child, and
+ * so that every connect and write can be bounded by a deadline with poll().
+ */
+#include "rlock_internal.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+static int64_t clock_ms(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t rlk_mono_ms(void)
+{
+    return clock_ms(CLOCK_MONOTONIC);
+}
+
+int64_t rlk_alive_ms(void)
+{
+    return clock_ms(CLOCK_BOOTTIME);
+}
+
+/* Milliseconds left until deadline, for poll(); never negative. */
+static int remaining_ms(int64_t deadline)
+{
+    int64_t left = deadline - rlk_mono_ms();
+    if (left < 0)
+        return 0;
+    return left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
+/*
+ * Connect the non-blocking fd to sa and wait until deadline. Returns 0, or
+ * -1 with errno (ETIMEDOUT when the deadline passed).
+ */
+static int connect_wait(int fd, const struct sockaddr *sa, socklen_t salen, int64_t deadline)
+{
+    if (connect(fd, sa, salen) == 0)
+        return 0;
+    if (errno != EINPROGRESS && errno != EINTR)
+        return -1;
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int n = poll(&p, 1, remaining_ms(deadline));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        break;
+    }
+    int soerr = 0;
+    socklen_t len = sizeof soerr;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+        return -1;
+    if (soerr != 0) {
+        errno = soerr;
+        return -1;
+    }
+    return 0;
+}
+
+static int open_unix(const char *path, int64_t deadline, char *err, size_t errlen)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof sun.sun_path) {
+        snprintf(err, errlen, "unix socket path is empty or too long");
+        return -2;
+    }
+    memcpy(sun.sun_path, path, n + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    if (connect_wait(fd, (const struct sockaddr *)&sun, sizeof sun, deadline) < 0) {
+        snprintf(err, errlen, "connect unix:%s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Split "HOST:PORT" or "[V6]:PORT" into host and port (copied into hostbuf). */
+static int split_host_port(const char *address, char *hostbuf, size_t hostlen,
+                           const char **port)
+{
+    const char *colon;
+    const char *host = address;
+    size_t n;
+    if (address[0] == '[') {
+        const char *close_br = strchr(address, ']');
+        if (close_br == NULL || close_br[1] != ':')
+            return -1;
+        host = address + 1;
+        n = (size_t)(close_br - host);
+        colon = close_br + 1;
+    } else {
+        colon = strrchr(address, ':');
+        if (colon == NULL)
+            return -1;
+        n = (size_t)(colon - address);
+    }
+    if (n == 0 || n >= hostlen || colon[1] == '\0')
+        return -1;
+    memcpy(hostbuf, host, n);
+    hostbuf[n] = '\0';
+    *port = colon + 1;
+    return 0;
+}
+
+static int open_tcp(const char *address, int64_t deadline, char *err, size_t errlen)
+{
+    char host[256];
+    const char *port;
+    if (split_host_port(address, host, sizeof host, &port) < 0) {
+        snprintf(err, errlen, "bad address '%s' (want HOST:PORT or unix:/path)", address);
+        return -2;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    int gai = getaddrinfo(host, port, &hints, &res);
+    if (gai != 0) {
+        snprintf(err, errlen, "resolve %s: %s", address, gai_strerror(gai));
+        return -1;
+    }
+    int fd = -1;
+    snprintf(err, errlen, "connect %s: no address", address);
+    for (struct addrinfo *ai = res; ai != NULL && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                    ai->ai_protocol);
+        if (fd < 0) {
+            snprintf(err, errlen, "socket: %s", strerror(errno));
+            continue;
+        }
+        if (connect_wait(fd, ai->ai_addr, ai->ai_addrlen, deadline) < 0) {
+            snprintf(err, errlen, "connect %s: %s", address, strerror(errno));
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd >= 0) {
+        /* Requests are small and latency-bound: never wait to coalesce them. */
+        int one = 1;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    return fd;
+}
+
+int rlk_conn_open(const char *address, uint32_t timeout_ms, char *err, size_t errlen)
+{
+    int64_t deadline = rlk_mono_ms() + timeout_ms;
+    if (strncmp(address, "unix:", 5) == 0)
+        return open_unix(address + 5, deadline, err, errlen);
+    return open_tcp(address, deadline, err, errlen);
+}
+
+int rlk_conn_write(int fd, const uint8_t *buf, size_t len, int64_t deadline, size_t *written)
+{
+    size_t off = 0;
+    int rc = 0;
+    while (off < len) {
+        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            rc = -1;
+            break;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int left = remaining_ms(deadline);
+        int ready = left > 0 ? poll(&p, 1, left) : 0;
+        if (ready == 0) {
+            errno = ETIMEDOUT;
+            rc = -1;
+            break;
+        }
+        if (ready < 0 && errno != EINTR) {
+            rc = -1;
+            break;
+        }
+    }
+    *written = off;
+    return rc;
+}

@@ -1,0 +1,59 @@
+/*
+ * rlockctl.h — what the rlockctl subcommands share: global options, exit
+ * codes, and helpers for connecting, parsing durations and reporting errors.
+ */
+#ifndef RLOCKCTL_H
+#define RLOCKCTL_H
+
+#include <stdint.h>
+#include <sysexits.h>
+
+#include "rlock.h"
+
+/* The lock was lost while the command ran (no sysexits.h code fits). */
+#define CTL_EX_LOST 79
+/* The shell's codes for a command that cannot be executed / found. */
+#define CTL_EX_NOEXEC 126
+#define CTL_EX_NOTFOUND 127
+
+/* Options given before the subcommand. */
+struct ctl {
+    const char *server;   /* --server, $RLOCK_SERVER or RLOCK_DEFAULT_ADDRESS */
+    uint32_t timeout_ms;  /* --timeout: per call and for connecting */
+};
+
+/* "rlockctl: " + message + newline on stderr. */
+void ctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*
+ * Connect to ctl->server with opts (the connect timeout is taken from ctl).
+ * Returns 0, or the exit code after printing why.
+ */
+int ctl_connect(const struct ctl *ctl, struct rlock_options *opts, struct rlock_client **out);
+/* The exit code for a failed library call. */
+int ctl_exit_code(enum rlock_err e);
+/* Parse the value of option opt as a duration (bare number = seconds). 0, or -1 after printing why. */
+int ctl_duration(const char *opt, const char *s, uint32_t *out_ms);
+/*
+ * The global options are accepted after the subcommand's name too
+ * ("rlockctl run --server ADDR ..."): each subcommand lists these entries in
+ * its getopt_long table and CTL_GLOBAL_SHORTOPTS in its option string (with
+ * a leading "+:"), and hands every option it does not know itself to
+ * ctl_other_option.
+ */
+#define CTL_GLOBAL_LONGOPTS                                                                   \
+    {"server", required_argument, NULL, 's'}, {"timeout", required_argument, NULL, 't'}
+#define CTL_GLOBAL_SHORTOPTS "s:t:"
+/* Their lines in each subcommand's --help. */
+#define CTL_GLOBAL_HELP                                                                       \
+    "  -s, --server ADDR   daemon address (see rlockctl --help)\n"                              \
+    "  -t, --timeout D     longest wait for each answer of the daemon (default 5s)\n"
+/*
+ * Apply a global option, or report an unknown option / missing value for
+ * subcommand cmd. Returns 0 to go on, else EX_USAGE (after printing why).
+ */
+int ctl_other_option(struct ctl *ctl, const char *cmd, int ch, char *const argv[]);
+
+/* Subcommands: argv[0] is the subcommand's name; each returns the exit code. */
+int ctl_run(struct ctl *ctl, int argc, char **argv);
+
+#endif
