@@ -1,0 +1,578 @@
+/*
+ * harness.c — private redis-server + rlockd processes for integration tests.
+ *
+ * Ownership: an h_env belongs to the process that started it (normally the
+ * forked Check child running one test). Its processes are children of that
+ * process, die with it (PR_SET_PDEATHSIG), and are only ever signalled by pid
+ * (process helpers in harness_proc.c).
+ *
+ * Readiness is observed, never guessed: redis is ready when it answers PING on
+ * its socket, rlockd when a client can open a session and the daemon reports
+ * Redis up. Every wait has a deadline and checks that the child is alive.
+ */
+#include "harness.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef H_BIN_DIR
+#error "H_BIN_DIR must name the build's bin directory"
+#endif
+
+#define H_START_DEADLINE_MS 10000
+#define H_STOP_GRACE_MS 3000
+#define H_SIGNAL_DEADLINE_MS 10000
+#define H_LOG_TAIL_LINES 40
+#define H_BASE_ENV "RLOCK_ITEST_BASE"
+
+const char *h_bin(const char *name, char *buf, size_t len)
+{
+    const char *dir = getenv("RLOCK_BIN_DIR");
+    snprintf(buf, len, "%s/%s", dir && dir[0] ? dir : H_BIN_DIR, name);
+    return buf;
+}
+
+/* --- files --------------------------------------------------------------- */
+
+static int write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    int ok = fputs(text, f) >= 0;
+    if (fclose(f) != 0)
+        ok = 0;
+    return ok ? 0 : -1;
+}
+
+/* --- env registry: dump and clean up envs left running at exit ----------- */
+
+#define H_ENVS_MAX 16
+static struct {
+    struct h_env *env;
+    pid_t owner;
+} envs[H_ENVS_MAX];
+
+static void env_stop_quiet(struct h_env *e);
+
+static void envs_at_exit(void)
+{
+    for (int i = 0; i < H_ENVS_MAX; i++) {
+        if (!envs[i].env || envs[i].owner != getpid())
+            continue;
+        struct h_env *e = envs[i].env;
+        envs[i].env = NULL;
+        fprintf(stderr, "harness: env %s still running when the test ended\n", e->dir);
+        h_env_dump_logs(e);
+        env_stop_quiet(e);
+    }
+}
+
+static void envs_add(struct h_env *e)
+{
+    static int registered;
+    if (!registered) {
+        atexit(envs_at_exit);
+        registered = 1;
+    }
+    for (int i = 0; i < H_ENVS_MAX; i++) {
+        if (!envs[i].env) {
+            envs[i].env = e;
+            envs[i].owner = getpid();
+            return;
+        }
+    }
+}
+
+static void envs_del(struct h_env *e)
+{
+    for (int i = 0; i < H_ENVS_MAX; i++)
+        if (envs[i].env == e)
+            envs[i].env = NULL;
+}
+
+/* --- redis --------------------------------------------------------------- */
+
+redisContext *h_redis(struct h_env *e)
+{
+    struct timeval tv = { 2, 0 };
+    redisContext *r = redisConnectUnixWithTimeout(e->redis_sock, tv);
+    if (!r || r->err) {
+        fprintf(stderr, "harness: connect %s: %s\n", e->redis_sock, r ? r->errstr : "oom");
+        if (r)
+            redisFree(r);
+        return NULL;
+    }
+    struct timeval cmd = { 10, 0 };
+    redisSetTimeout(r, cmd);
+    return r;
+}
+
+static int redis_pings(struct h_env *e)
+{
+    struct timeval tv = { 0, 200000 };
+    redisContext *r = redisConnectUnixWithTimeout(e->redis_sock, tv);
+    int ok = 0;
+    if (r && !r->err) {
+        redisSetTimeout(r, tv);
+        redisReply *rep = redisCommand(r, "PING");
+        ok = rep && rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "PONG") == 0;
+        if (rep)
+            freeReplyObject(rep);
+    }
+    if (r)
+        redisFree(r);
+    return ok;
+}
+
+int h_redis_start(struct h_env *e)
+{
+    char log[320], redis_bin[256];
+    const char *bin = getenv("REDIS_SERVER");
+    snprintf(redis_bin, sizeof redis_bin, "%s", bin && bin[0] ? bin : "/usr/bin/redis-server");
+    h_env_path(e, "redis.log", log, sizeof log);
+    unlink(e->redis_sock);
+    char *argv[] = { redis_bin, "--port", "0", "--unixsocket", e->redis_sock,
+                     "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
+                     "--daemonize", "no", "--dir", e->dir, "--loglevel", "warning", NULL };
+    e->redis_pid = h_spawn_io(argv, log, log);
+    if (e->redis_pid < 0)
+        return -1;
+    int64_t deadline = h_now_ms() + H_START_DEADLINE_MS;
+    while (!redis_pings(e)) {
+        if (!h_alive(e->redis_pid)) {
+            fprintf(stderr, "harness: redis-server exited during startup\n");
+            h_print_tail(log, H_LOG_TAIL_LINES);
+            e->redis_pid = 0;
+            return -1;
+        }
+        if (h_now_ms() >= deadline) {
+            fprintf(stderr, "harness: redis-server not answering PING after %d ms\n",
+                    H_START_DEADLINE_MS);
+            h_print_tail(log, H_LOG_TAIL_LINES);
+            return -1;
+        }
+        h_sleep_ms(10);
+    }
+    return 0;
+}
+
+int h_redis_kill(struct h_env *e)
+{
+    if (e->redis_pid <= 0)
+        return -1;
+    kill(e->redis_pid, SIGKILL);
+    int status;
+    int rc = h_wait_exit(e->redis_pid, 5000, &status);
+    e->redis_pid = 0;
+    return rc;
+}
+
+/* --- rlockd -------------------------------------------------------------- */
+
+static int unix_connects(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd == -1)
+        return 0;
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    size_t n = strlen(path);
+    if (n >= sizeof sa.sun_path) {
+        close(fd);
+        return 0;
+    }
+    memcpy(sa.sun_path, path, n + 1);
+    int ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    close(fd);
+    return ok;
+}
+
+/*
+ * 1 when a session can be opened and the daemon reports Redis up (or does not
+ * answer Stats at all, which then is not this harness's business).
+ */
+static int rlockd_serves(struct h_env *e)
+{
+    struct rlock_client *c = NULL;
+    char err[256];
+    struct rlock_options o = { .client_name = "itest-harness", .connect_timeout_ms = 1000 };
+    if (rlock_connect(e->rlockd_addr, &o, &c, err, sizeof err) != RLOCK_OK)
+        return 0;
+    struct rlock_stats st;
+    memset(&st, 0, sizeof st);
+    enum rlock_err rc = rlock_stats(c, 1000, &st);
+    rlock_close(c);
+    if (rc == RLOCK_OK)
+        return st.redis_up != 0;
+    return !(rc == RLOCK_ERR_UNAVAILABLE || rc == RLOCK_ERR_CLOSED ||
+             rc == RLOCK_ERR_CONNECT || rc == RLOCK_ERR_DEADLINE);
+}
+
+int h_rlockd_start(struct h_env *e)
+{
+    char log[320], bin[512];
+    h_env_path(e, "rlockd.log", log, sizeof log);
+    h_bin("rlockd", bin, sizeof bin);
+    char *argv[] = { bin, "-c", e->conf, NULL };
+    e->rlockd_pid = h_spawn_io(argv, log, log);
+    if (e->rlockd_pid < 0)
+        return -1;
+    int64_t deadline = h_now_ms() + H_START_DEADLINE_MS;
+    int listening = 0;
+    while (!(listening = listening || unix_connects(e->rlockd_sock)) || !rlockd_serves(e)) {
+        if (!h_alive(e->rlockd_pid)) {
+            fprintf(stderr, "harness: rlockd exited during startup\n");
+            h_print_tail(log, H_LOG_TAIL_LINES);
+            e->rlockd_pid = 0;
+            return -1;
+        }
+        if (h_now_ms() >= deadline) {
+            fprintf(stderr, "harness: rlockd not %s after %d ms\n",
+                    listening ? "serving sessions with Redis up" : "accepting connections",
+                    H_START_DEADLINE_MS);
+            h_print_tail(log, H_LOG_TAIL_LINES);
+            return -1;
+        }
+        h_sleep_ms(10);
+    }
+    return 0;
+}
+
+int h_rlockd_signal(struct h_env *e, int sig)
+{
+    if (e->rlockd_pid <= 0)
+        return -1;
+    int status;
+    kill(e->rlockd_pid, sig);
+    int rc = h_wait_exit(e->rlockd_pid, H_SIGNAL_DEADLINE_MS, &status);
+    if (rc != 0) {
+        fprintf(stderr, "harness: rlockd still running %d ms after signal %d; SIGKILL\n",
+                H_SIGNAL_DEADLINE_MS, sig);
+        kill(e->rlockd_pid, SIGKILL);
+        h_wait_exit(e->rlockd_pid, 5000, &status);
+    }
+    e->rlockd_pid = 0;
+    return rc;
+}
+
+/* --- env ----------------------------------------------------------------- */
+
+const char *h_env_path(const struct h_env *e, const char *name, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%s", e->dir, name);
+    return buf;
+}
+
+int h_env_alive(const struct h_env *e)
+{
+    return h_alive(e->redis_pid) && h_alive(e->rlockd_pid);
+}
+
+void h_env_dump_logs(const struct h_env *e)
+{
+    char path[320];
+    h_print_tail(h_env_path(e, "rlockd.log", path, sizeof path), H_LOG_TAIL_LINES);
+    h_print_tail(h_env_path(e, "redis.log", path, sizeof path), 10);
+}
+
+int h_env_start(struct h_env *e, const char *extra_ini)
+{
+    static int seq;
+    memset(e, 0, sizeof *e);
+
+    const char *base = getenv(H_BASE_ENV);
+    if (!base || !base[0])
+        base = getenv("TMPDIR");
+    if (!base || !base[0])
+        base = "/tmp";
+    snprintf(e->dir, sizeof e->dir, "%s/env.XXXXXX", base);
+    if (!mkdtemp(e->dir)) {
+        fprintf(stderr, "harness: mkdtemp %s: %s\n", e->dir, strerror(errno));
+        e->dir[0] = '\0';
+        return -1;
+    }
+    h_env_path(e, "redis.sock", e->redis_sock, sizeof e->redis_sock);
+    h_env_path(e, "rlockd.sock", e->rlockd_sock, sizeof e->rlockd_sock);
+    h_env_path(e, "rlockd.conf", e->conf, sizeof e->conf);
+    snprintf(e->rlockd_addr, sizeof e->rlockd_addr, "unix:%s", e->rlockd_sock);
+    snprintf(e->prefix, sizeof e->prefix, "t%d_%d:", (int)getpid(), ++seq);
+    if (strlen(e->rlockd_sock) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+        fprintf(stderr, "harness: socket path too long: %s (set TMPDIR shorter)\n",
+                e->rlockd_sock);
+        h_rm_tree(e->dir);
+        return -1;
+    }
+
+    char conf[2048];
+    int n = snprintf(conf, sizeof conf,
+                     "[server]\nlisten = %s\n\n[redis]\naddress = unix:%s\nkey_prefix = %s\n\n%s",
+                     e->rlockd_addr, e->redis_sock, e->prefix, extra_ini ? extra_ini : "");
+    if (n < 0 || (size_t)n >= sizeof conf || write_file(e->conf, conf) != 0) {
+        fprintf(stderr, "harness: cannot write %s\n", e->conf);
+        h_rm_tree(e->dir);
+        return -1;
+    }
+
+    envs_add(e);
+    if (h_redis_start(e) != 0 || h_rlockd_start(e) != 0) {
+        fprintf(stderr, "harness: env start failed; config was:\n%s", conf);
+        h_env_stop(e);
+        return -1;
+    }
+    return 0;
+}
+
+static void env_stop_quiet(struct h_env *e)
+{
+    h_stop_pid(e->rlockd_pid, SIGTERM, H_STOP_GRACE_MS, "rlockd", NULL);
+    e->rlockd_pid = 0;
+    h_stop_pid(e->redis_pid, SIGTERM, H_STOP_GRACE_MS, "redis-server", NULL);
+    e->redis_pid = 0;
+    h_rm_tree(e->dir);
+}
+
+/*
+ * A sanitizer report anywhere in rlockd.log (over all of the env's daemon
+ * runs), or a daemon that ended badly on SIGTERM: the reason in buf, or NULL.
+ * A sanitizer report is printed whole, since the log tail may miss its start.
+ */
+static const char *rlockd_trouble(const struct h_env *e, int stopped, int in_time, int status,
+                                  char *buf, size_t len)
+{
+    static const char *const markers[] = { "Sanitizer", "runtime error:" };
+    char path[320];
+    char *log = h_read_file(h_env_path(e, "rlockd.log", path, sizeof path));
+    const char *hit = NULL;
+    for (size_t i = 0; log && i < sizeof markers / sizeof markers[0]; i++) {
+        const char *p = strstr(log, markers[i]);
+        if (p && (!hit || p < hit))
+            hit = p;
+    }
+    if (hit) {
+        while (hit > log && hit[-1] != '\n')
+            hit--;
+        fprintf(stderr, "---- sanitizer report in %s:\n%.16384s\n---- end\n", path, hit);
+        snprintf(buf, len, "sanitizer report in rlockd.log (see above)");
+    }
+    free(log);
+    if (hit)
+        return buf;
+    if (stopped && in_time && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        char st[32];
+        snprintf(buf, len, "rlockd ended with %s on SIGTERM", h_status_str(status, st, sizeof st));
+        return buf;
+    }
+    return NULL;
+}
+
+void h_env_stop(struct h_env *e)
+{
+    envs_del(e);
+    int stopped = e->rlockd_pid > 0, status = 0;
+    int in_time = h_stop_pid(e->rlockd_pid, SIGTERM, H_STOP_GRACE_MS, "rlockd", &status) == 0;
+    e->rlockd_pid = 0;
+    char why[128];
+    const char *trouble = rlockd_trouble(e, stopped, in_time, status, why, sizeof why);
+    if (trouble)
+        h_env_dump_logs(e);
+    h_stop_pid(e->redis_pid, SIGTERM, H_STOP_GRACE_MS, "redis-server", NULL);
+    e->redis_pid = 0;
+    h_rm_tree(e->dir);
+    if (trouble)
+        ck_abort_msg("%s (env %s)", trouble, e->dir);
+}
+
+/* --- keys ---------------------------------------------------------------- */
+
+const char *h_lock_key(const struct h_env *e, const char *resource, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s{%s}", e->prefix, resource);
+    return buf;
+}
+
+const char *h_fence_key(const struct h_env *e, const char *resource, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s{%s}:fence", e->prefix, resource);
+    return buf;
+}
+
+int h_key_exists(redisContext *r, const char *key)
+{
+    redisReply *rep = redisCommand(r, "EXISTS %s", key);
+    int v = -1;
+    if (rep && rep->type == REDIS_REPLY_INTEGER)
+        v = rep->integer > 0;
+    else
+        fprintf(stderr, "harness: EXISTS %s: %s\n", key, rep ? "bad reply" : r->errstr);
+    if (rep)
+        freeReplyObject(rep);
+    return v;
+}
+
+long long h_pttl(redisContext *r, const char *key)
+{
+    redisReply *rep = redisCommand(r, "PTTL %s", key);
+    long long v = -3;
+    if (rep && rep->type == REDIS_REPLY_INTEGER)
+        v = rep->integer;
+    else
+        fprintf(stderr, "harness: PTTL %s: %s\n", key, rep ? "bad reply" : r->errstr);
+    if (rep)
+        freeReplyObject(rep);
+    return v;
+}
+
+int h_get(redisContext *r, const char *key, char *buf, size_t len)
+{
+    redisReply *rep = redisCommand(r, "GET %s", key);
+    int v = -1;
+    if (rep && rep->type == REDIS_REPLY_STRING) {
+        snprintf(buf, len, "%s", rep->str);
+        v = 1;
+    } else if (rep && rep->type == REDIS_REPLY_NIL) {
+        v = 0;
+    } else {
+        fprintf(stderr, "harness: GET %s: %s\n", key,
+                rep && rep->type == REDIS_REPLY_ERROR ? rep->str : r->errstr);
+    }
+    if (rep)
+        freeReplyObject(rep);
+    return v;
+}
+
+long long h_redis_int(redisContext *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(r, fmt, ap);
+    va_end(ap);
+    long long v = -1;
+    if (rep && rep->type == REDIS_REPLY_INTEGER)
+        v = rep->integer;
+    else if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
+             rep->element[0]->type == REDIS_REPLY_INTEGER)
+        v = rep->element[0]->integer;
+    else
+        fprintf(stderr, "harness: \"%s\": %s\n", fmt,
+                !rep ? r->errstr : rep->type == REDIS_REPLY_ERROR ? rep->str : "not an integer");
+    if (rep)
+        freeReplyObject(rep);
+    return v;
+}
+
+/* --- clients and output -------------------------------------------------- */
+
+struct rlock_client *h_client(struct h_env *e, const struct rlock_options *opts)
+{
+    struct rlock_client *c = NULL;
+    char err[256] = "";
+    enum rlock_err rc = rlock_connect(e->rlockd_addr, opts, &c, err, sizeof err);
+    if (rc != RLOCK_OK) {
+        fprintf(stderr, "harness: rlock_connect %s: %s (%s)\n", e->rlockd_addr,
+                rlock_strerror(rc), err);
+        return NULL;
+    }
+    return c;
+}
+
+int64_t h_wait_key_gone(redisContext *r, const char *key, int timeout_ms, const struct h_env *e)
+{
+    int64_t start = h_now_ms();
+    for (;;) {
+        int ex = h_key_exists(r, key);
+        if (ex == 0)
+            return h_now_ms() - start;
+        if (ex < 0)
+            return -1;
+        if (e && !h_env_alive(e)) {
+            fprintf(stderr, "harness: the env died while waiting for %s to go\n", key);
+            h_env_dump_logs(e);
+            return -1;
+        }
+        if (h_now_ms() - start >= timeout_ms) {
+            fprintf(stderr, "harness: %s still exists after %d ms (PTTL %lld)\n", key,
+                    timeout_ms, h_pttl(r, key));
+            return -1;
+        }
+        h_sleep_ms(5);
+    }
+}
+
+const char *h_rlock_err(struct rlock_client *c, enum rlock_err rc, char *buf, size_t len)
+{
+    char msg[256] = "";
+    if (c)
+        rlock_errmsg(c, msg, sizeof msg);
+    snprintf(buf, len, "%s (%d): %s", rlock_strerror(rc), (int)rc, msg);
+    return buf;
+}
+
+void h_lost_cb(struct rlock_client *c, const char *resource, const char *token, uint64_t fence,
+               enum rlock_lost_reason reason, void *arg)
+{
+    (void)c;
+    struct h_lost *l = arg;
+    int64_t zero = 0;
+    atomic_compare_exchange_strong(&l->first_ms, &zero, h_now_ms());
+    atomic_store(&l->reason, (int)reason);
+    atomic_fetch_add(&l->count, 1);
+    fprintf(stderr, "lost: resource=%s token=%s fence=%llu reason=%s\n", resource, token,
+            (unsigned long long)fence, rlock_lost_reason_str(reason));
+}
+
+/* --- runner -------------------------------------------------------------- */
+
+/* Report and remove env dirs left behind by test processes that were killed. */
+static void sweep_base(const char *base)
+{
+    DIR *d = opendir(base);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, "env.", 4) != 0)
+            continue;
+        char dir[512], log[600];
+        snprintf(dir, sizeof dir, "%s/%s", base, de->d_name);
+        snprintf(log, sizeof log, "%s/rlockd.log", dir);
+        fprintf(stderr, "harness: env %s was not stopped (its test failed or timed out)\n", dir);
+        h_print_tail(log, H_LOG_TAIL_LINES);
+        h_rm_tree(dir);
+    }
+    closedir(d);
+    rmdir(base);
+}
+
+int h_run_suite(Suite *s)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    char base[256];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(base, sizeof base, "%s/rlit.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    int have_base = mkdtemp(base) != NULL;
+    if (have_base)
+        setenv(H_BASE_ENV, base, 1);
+
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_VERBOSE);
+    int run = srunner_ntests_run(sr);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+
+    if (have_base) {
+        sweep_base(base);
+        unsetenv(H_BASE_ENV);
+    }
+    if (run == 0)
+        fprintf(stderr, "harness: no test ran: counting that as a failure\n");
+    return (run == 0 || failed != 0) ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,182 @@
+/*
+ * harness.h — the integration-test harness: a private redis-server and a real
+ * rlockd per test case, hiredis access to the keys, process helpers with
+ * deadlines, and a Check runner that fails when no test ran.
+ *
+ * Every env lives in its own temp dir (unix sockets only, no ports), uses its
+ * own key prefix, and kills its processes by pid. Children get
+ * PR_SET_PDEATHSIG(SIGKILL), so a test process that dies (an assertion in a
+ * forked Check test, a Check timeout) takes them along; the env dir of a test
+ * that did not stop its env (a failed assertion ends a forked test at once)
+ * is reported with the tail of its rlockd.log and removed by h_run_suite.
+ * Spawn from the thread that will wait for the children: PR_SET_PDEATHSIG
+ * fires when the spawning thread ends.
+ */
+#ifndef RLOCK_ITEST_HARNESS_H
+#define RLOCK_ITEST_HARNESS_H
+
+#include <check.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <hiredis/hiredis.h>
+#include "rlock.h"
+
+struct h_env {
+    char dir[256];          /* private temp dir (mkdtemp under $TMPDIR or /tmp) */
+    char redis_sock[320];   /* DIR/redis.sock */
+    pid_t redis_pid;
+    char rlockd_sock[320];  /* DIR/rlockd.sock */
+    char rlockd_addr[330];  /* "unix:DIR/rlockd.sock", for rlock_connect and rlockctl --server */
+    pid_t rlockd_pid;
+    char conf[320];         /* DIR/rlockd.conf */
+    char prefix[64];        /* unique key prefix for this env, e.g. "t<pid>_<n>:" */
+};
+
+/* Start redis-server (unix socket only, --port 0, --save "", no appendonly) and
+ * rlockd with a config of [server] listen = unix:DIR/rlockd.sock, [redis]
+ * address = unix:DIR/redis.sock, key_prefix = e->prefix, plus extra_ini appended
+ * verbatim (may be NULL; it may add e.g. "[session]\ntimeout = 2s\n" but must not
+ * repeat listen/address/key_prefix). Waits (deadline 10 s, checking the child is
+ * alive) until each accepts connections. Returns 0, or -1 after printing why. */
+int h_env_start(struct h_env *e, const char *extra_ini);
+/* Kill rlockd and redis by pid (SIGTERM, then SIGKILL after 3 s), reap them, remove DIR.
+ * Fails the running test (ck_abort) when rlockd.log holds a sanitizer report or rlockd
+ * ended with anything but exit 0 on this SIGTERM; the log is printed first. */
+void h_env_stop(struct h_env *e);
+/* kill -9 redis and reap it; and start it again on the same socket path (waits until ready). */
+int h_redis_kill(struct h_env *e);
+int h_redis_start(struct h_env *e);
+/* kill -SIG rlockd and reap (for SIGKILL / SIGTERM tests); start rlockd again with the same conf. */
+int h_rlockd_signal(struct h_env *e, int sig);
+int h_rlockd_start(struct h_env *e);
+
+/* A synchronous hiredis connection to the env's redis (NULL on failure). */
+redisContext *h_redis(struct h_env *e);
+/* "PREFIX{resource}" and "PREFIX{resource}:fence" written into buf. */
+const char *h_lock_key(const struct h_env *e, const char *resource, char *buf, size_t len);
+const char *h_fence_key(const struct h_env *e, const char *resource, char *buf, size_t len);
+/* 1 if the key exists, 0 if not, -1 on error. */
+int h_key_exists(redisContext *r, const char *key);
+
+/* Connect a client to the env's rlockd with opts (NULL = defaults); NULL on failure (prints why). */
+struct rlock_client *h_client(struct h_env *e, const struct rlock_options *opts);
+
+/* Absolute path of a built executable in build/bin (e.g. "rlockd", "rlockctl", "rlock-holder"). */
+const char *h_bin(const char *name, char *buf, size_t len);
+/* fork+exec argv[0] (a path) with argv; stdout to stdout_path if not NULL (append), stderr inherited.
+ * The child gets PR_SET_PDEATHSIG(SIGKILL) so nothing outlives a crashed test. Returns pid or -1. */
+pid_t h_spawn(char *const argv[], const char *stdout_path);
+/* Wait up to timeout_ms for pid to exit; 0 and *status (waitpid status) on exit, -1 on timeout. */
+int h_wait_exit(pid_t pid, int timeout_ms, int *status);
+/* Milliseconds on CLOCK_MONOTONIC. */
+int64_t h_now_ms(void);
+/* Sleep ms milliseconds. */
+void h_sleep_ms(int ms);
+/* Poll cond(arg) every 10 ms until it returns non-zero or timeout_ms passes; returns the last value. */
+int h_wait_for(int (*cond)(void *arg), void *arg, int timeout_ms);
+/* Read a whole small file into a malloc'd NUL-terminated buffer (NULL on error). */
+char *h_read_file(const char *path);
+/* Run a suite (Check) and return the exit code for main(): non-zero if any test failed OR zero ran. */
+int h_run_suite(Suite *s);
+
+/* tests/integration/holder.c builds build/bin/rlock-holder:
+ *   rlock-holder ADDR RESOURCE [TTL_MS] [SESSION_TIMEOUT_MS]
+ * connects, acquires RESOURCE (wait 30 s; watchdog on), prints "HELD <fence> <token>\n" and
+ * flushes, then polls rlock_lock_state every 20 ms; when the lock is LOST prints
+ * "LOST <reason-name>\n", flushes and exits 3. On acquire failure prints "FAIL <err>\n", exits 2.
+ */
+
+/* --- additions beyond the fixed contract --------------------------------- */
+
+/* 1 while pid (a child of this process) has not exited; reaps it if it has. */
+int h_alive(pid_t pid);
+/* Like h_spawn, with stderr too redirected (appending) when stderr_path is not NULL. */
+pid_t h_spawn_io(char *const argv[], const char *stdout_path, const char *stderr_path);
+/* Send sig to pid, SIGKILL it after grace_ms, reap it; *status (may be NULL) gets the wait
+ * status. Returns 0 when it left in time by itself, -1 when it needed the SIGKILL. */
+int h_stop_pid(pid_t pid, int sig, int grace_ms, const char *what, int *status);
+/* Print the last lines of the file at path to stderr. */
+void h_print_tail(const char *path, int lines);
+/* Remove a directory tree (no symlinks followed). */
+void h_rm_tree(const char *dir);
+/* 1 when no process pid exists any more, or only its zombie (pid need not be our child). */
+int h_pid_gone(pid_t pid);
+/* 1 while both redis-server and rlockd of e are running. */
+int h_env_alive(const struct h_env *e);
+/* Print the last lines of DIR/rlockd.log and DIR/redis.log to stderr. */
+void h_env_dump_logs(const struct h_env *e);
+/* "DIR/name" written into buf. */
+const char *h_env_path(const struct h_env *e, const char *name, char *buf, size_t len);
+
+/* PTTL of key: >= 0 ms, -1 no expiry, -2 no key, -3 on error. */
+long long h_pttl(redisContext *r, const char *key);
+/* GET key into buf: 1 found, 0 no key, -1 on error. */
+int h_get(redisContext *r, const char *key, char *buf, size_t len);
+/* The first reply of command fmt as an integer; -1 (and a message) on error. */
+long long h_redis_int(redisContext *r, const char *fmt, ...);
+
+/*
+ * Wait up to timeout_ms for a line starting with prefix in the file at path
+ * (a child's stdout), while pid stays alive (pid <= 0: no check). Copies the
+ * whole line (without newline) into line. Returns 0 when found, -1 on timeout
+ * or when pid exits first (prints which, and the file so far).
+ */
+int h_wait_line(const char *path, const char *prefix, pid_t pid, int timeout_ms, char *line,
+                size_t len);
+
+/* Status-from-waitpid as text: "exit 3", "signal 9". */
+const char *h_status_str(int status, char *buf, size_t len);
+
+/*
+ * Wait up to timeout_ms for every pid in pids[n] to exit, checking every
+ * 50 ms that e's processes (if e is not NULL) are still alive. Statuses go
+ * to statuses[n] (may be NULL). Returns 0 when all exited, -1 on timeout or
+ * when the env died (prints which).
+ */
+int h_wait_all(const pid_t *pids, int n, int timeout_ms, int *statuses, const struct h_env *e);
+
+/*
+ * Poll (every 5 ms) until key no longer exists, at most timeout_ms, checking
+ * that e's processes (if e is not NULL) stay alive. Returns the ms it took,
+ * or -1 on timeout / error / a dead env (prints which).
+ */
+int64_t h_wait_key_gone(redisContext *r, const char *key, int timeout_ms, const struct h_env *e);
+
+/* "rlock_strerror(rc): <the client's last message>" for a failed call on c. */
+const char *h_rlock_err(struct rlock_client *c, enum rlock_err rc, char *buf, size_t len);
+
+/* Assert that a librlock call on client c returned RLOCK_OK. */
+#define h_assert_ok(c, expr)                                                                  \
+    do {                                                                                      \
+        enum rlock_err h_rc_ = (expr);                                                        \
+        char h_msg_[320];                                                                     \
+        ck_assert_msg(h_rc_ == RLOCK_OK, "%s failed: %s", #expr,                              \
+                      h_rlock_err((c), h_rc_, h_msg_, sizeof h_msg_));                        \
+    } while (0)
+
+/*
+ * A lost-lock recorder: pass h_lost_cb as rlock_options.on_lost and a zeroed
+ * struct h_lost as on_lost_arg. Safe to read from the test thread.
+ */
+struct h_lost {
+    atomic_int count;
+    atomic_int reason;        /* of the latest call */
+    _Atomic int64_t first_ms; /* h_now_ms() of the first call, 0 before */
+};
+void h_lost_cb(struct rlock_client *c, const char *resource, const char *token, uint64_t fence,
+               enum rlock_lost_reason reason, void *arg);
+
+/* Assert that e's processes are alive, printing their logs when not. */
+#define h_assert_env_alive(e)                                                                 \
+    do {                                                                                      \
+        if (!h_env_alive(e))                                                                  \
+            h_env_dump_logs(e);                                                               \
+        ck_assert_msg(h_env_alive(e), "redis-server or rlockd died (dir %s)", (e)->dir);      \
+    } while (0)
+
+/* Start an env or fail the test. */
+#define h_env_start_or_fail(e, extra)                                                         \
+    ck_assert_msg(h_env_start((e), (extra)) == 0, "could not start redis-server + rlockd")
+
+#endif

@@ -1,0 +1,364 @@
+/*
+ * test_badinput.c — hostile bytes on the daemon's socket hurt nobody else.
+ *
+ * A victim session holds a lock while raw connections send: a frame header
+ * announcing 2 GiB, 4 KiB of random bytes, a truncated frame, requests with
+ * no operation, and a Ping before Hello. Each connection must get an error
+ * and/or be closed (or, for a well-framed bad request, an INVALID answer);
+ * afterwards the daemon still runs, the victim still holds its lock (and its
+ * key in Redis), and new clients are served.
+ */
+#include "harness.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "wire.h"
+
+#define VICTIM_RES "badinput/victim"
+#define CALL_TIMEOUT_MS 5000u
+#define DEADLINE_MS 5000
+#define MAX_REPLY_BYTES 65536u
+
+/* Bytes received on a raw connection and not yet parsed. */
+struct conn {
+    int fd;
+    uint8_t buf[WIRE_HEADER_BYTES + MAX_REPLY_BYTES];
+    size_t len;
+};
+
+/* What one ServerMessage said. */
+struct reply {
+    int is_response;
+    uint64_t id;
+    int status;
+    int body;
+    char message[200];
+};
+
+static void conn_open(struct conn *c, const struct h_env *e)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    size_t n = strlen(e->rlockd_sock);
+    ck_assert_msg(n < sizeof a.sun_path, "socket path too long: %s", e->rlockd_sock);
+    memcpy(a.sun_path, e->rlockd_sock, n + 1);
+    c->len = 0;
+    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(c->fd, 0);
+    ck_assert_msg(connect(c->fd, (struct sockaddr *)&a, sizeof a) == 0, "connect %s: %s",
+                  a.sun_path, strerror(errno));
+}
+
+/* Send everything; 0, or -1 when the daemon already closed the connection. */
+static int send_bytes(const struct conn *c, const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+            return -1;
+        ck_assert_msg(n > 0, "send: %s", strerror(errno));
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int send_request(const struct conn *c, const Rlock__V1__Request *req)
+{
+    size_t len;
+    uint8_t *frame = wire_pack_request(req, &len);
+    ck_assert_ptr_nonnull(frame);
+    int rc = send_bytes(c, frame, len);
+    free(frame);
+    return rc;
+}
+
+/* Decode the complete frame at the front of c->buf into *out and drop it. */
+static void take_frame(struct conn *c, uint32_t n, struct reply *out)
+{
+    struct wire_budget b;
+    wire_budget_init(&b, wire_budget_for(n));
+    Rlock__V1__ServerMessage *m =
+        rlock__v1__server_message__unpack(&b.alloc, n, c->buf + WIRE_HEADER_BYTES);
+    ck_assert_msg(m != NULL, "the daemon sent an undecodable %u-byte frame", n);
+    memset(out, 0, sizeof *out);
+    if (m->body_case == RLOCK__V1__SERVER_MESSAGE__BODY_RESPONSE) {
+        out->is_response = 1;
+        out->id = m->response->id;
+        out->status = (int)m->response->status;
+        out->body = (int)m->response->body_case;
+        snprintf(out->message, sizeof out->message, "%s", m->response->message);
+    }
+    rlock__v1__server_message__free_unpacked(m, &b.alloc);
+    c->len -= WIRE_HEADER_BYTES + n;
+    memmove(c->buf, c->buf + WIRE_HEADER_BYTES + n, c->len);
+}
+
+/*
+ * Next message from the daemon within the deadline (absolute, h_now_ms):
+ * 1 and *out filled, 0 at EOF or reset, -1 when the deadline passed.
+ */
+static int read_reply(struct conn *c, int64_t deadline, struct reply *out)
+{
+    for (;;) {
+        if (c->len >= WIRE_HEADER_BYTES) {
+            uint32_t n = wire_get_len(c->buf);
+            ck_assert_msg(n <= MAX_REPLY_BYTES, "the daemon announced a %u-byte frame", n);
+            if (c->len >= WIRE_HEADER_BYTES + n) {
+                take_frame(c, n, out);
+                return 1;
+            }
+        }
+        int64_t left = deadline - h_now_ms();
+        if (left <= 0)
+            return -1;
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        if (poll(&pfd, 1, (int)left) == 0)
+            continue;
+        ssize_t k = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len, 0);
+        if (k == 0 || (k < 0 && errno == ECONNRESET))
+            return 0;
+        if (k < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        ck_assert_msg(k > 0, "recv: %s", strerror(errno));
+        c->len += (size_t)k;
+    }
+}
+
+/*
+ * The daemon must close the connection within DEADLINE_MS; whatever it says
+ * before that must be an error. Closes our end.
+ */
+static void expect_closed(struct conn *c, const char *what)
+{
+    int64_t t0 = h_now_ms();
+    struct reply r;
+    int got;
+    while ((got = read_reply(c, t0 + DEADLINE_MS, &r)) == 1) {
+        printf("badinput: %s: answered %s \"%s\" (id %llu)\n", what, wire_status_name(r.status),
+               r.message, (unsigned long long)r.id);
+        ck_assert_msg(!r.is_response || r.status != RLOCK__V1__STATUS__STATUS_OK,
+                      "%s: the daemon answered OK", what);
+    }
+    printf("badinput: %s: %s after %lld ms\n", what, got == 0 ? "closed" : "STILL OPEN",
+           (long long)(h_now_ms() - t0));
+    fflush(stdout);
+    ck_assert_msg(got == 0, "%s: connection still open after %d ms", what, DEADLINE_MS);
+    close(c->fd);
+}
+
+/* Send Hello with the given id and expect an OK HelloReply. */
+static void say_hello(struct conn *c, uint64_t id)
+{
+    Rlock__V1__Hello hello = RLOCK__V1__HELLO__INIT;
+    hello.client_name = "badinput";
+    hello.protocol_version = WIRE_PROTOCOL_VERSION;
+    Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
+    req.id = id;
+    req.body_case = RLOCK__V1__REQUEST__BODY_HELLO;
+    req.hello = &hello;
+    ck_assert_int_eq(send_request(c, &req), 0);
+    struct reply r;
+    ck_assert_int_eq(read_reply(c, h_now_ms() + DEADLINE_MS, &r), 1);
+    ck_assert_msg(r.is_response && r.id == id && r.status == RLOCK__V1__STATUS__STATUS_OK &&
+                      r.body == RLOCK__V1__RESPONSE__BODY_HELLO,
+                  "Hello: id %llu status %s \"%s\"", (unsigned long long)r.id,
+                  wire_status_name(r.status), r.message);
+}
+
+static void expect_daemon_alive(const struct h_env *e, const char *after)
+{
+    printf("badinput: after %s: redis-server and rlockd %s\n", after,
+           h_env_alive(e) ? "running" : "NOT running");
+    h_assert_env_alive(e);
+}
+
+/* (1) A header announcing 2^31 bytes is refused before any body arrives. */
+static void attack_huge_header(const struct h_env *e)
+{
+    struct conn c;
+    conn_open(&c, e);
+    uint8_t hdr[WIRE_HEADER_BYTES];
+    wire_put_len(hdr, UINT32_C(1) << 31);
+    send_bytes(&c, hdr, sizeof hdr);
+    expect_closed(&c, "2 GiB frame header");
+}
+
+/* (2) 4 KiB of random bytes, framed with a consistent length so the body must be decoded. */
+static void attack_garbage(const struct h_env *e)
+{
+    static uint8_t junk[4096];
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    for (size_t i = 0; i < sizeof junk; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        junk[i] = (uint8_t)(x >> 32);
+    }
+    wire_put_len(junk, (uint32_t)(sizeof junk - WIRE_HEADER_BYTES));
+    struct conn c;
+    conn_open(&c, e);
+    send_bytes(&c, junk, sizeof junk);
+    expect_closed(&c, "4 KiB of random bytes");
+}
+
+/* (3) A header for 100 bytes, 10 of them, then our end closes. */
+static void attack_truncated(const struct h_env *e)
+{
+    uint8_t frame[WIRE_HEADER_BYTES + 10] = {0};
+    wire_put_len(frame, 100);
+    memset(frame + WIRE_HEADER_BYTES, 0x08, 10);
+    struct conn c;
+    conn_open(&c, e);
+    send_bytes(&c, frame, sizeof frame);
+    close(c.fd);
+    h_sleep_ms(200);
+}
+
+/*
+ * (4) After Hello, a well-framed request naming no operation gets INVALID.
+ * raw is a hand-encoded Request body (NULL: a Request with only id set).
+ * If the daemon keeps the connection, a Ping on it must still work.
+ */
+static void attack_no_op(const struct h_env *e, uint64_t id, const uint8_t *raw, size_t raw_len)
+{
+    struct conn c;
+    conn_open(&c, e);
+    say_hello(&c, 1);
+    if (raw == NULL) {
+        Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
+        req.id = id;
+        ck_assert_int_eq(send_request(&c, &req), 0);
+    } else {
+        uint8_t hdr[WIRE_HEADER_BYTES];
+        wire_put_len(hdr, (uint32_t)raw_len);
+        ck_assert_int_eq(send_bytes(&c, hdr, sizeof hdr), 0);
+        ck_assert_int_eq(send_bytes(&c, raw, raw_len), 0);
+    }
+    struct reply r;
+    ck_assert_msg(read_reply(&c, h_now_ms() + DEADLINE_MS, &r) == 1,
+                  "no answer to a request without an operation (id %llu)", (unsigned long long)id);
+    printf("badinput: request %llu without an operation: %s \"%s\"\n", (unsigned long long)r.id,
+           wire_status_name(r.status), r.message);
+    ck_assert_msg(r.is_response && r.id == id && r.status == RLOCK__V1__STATUS__STATUS_INVALID,
+                  "request %llu without an operation: id %llu status %s",
+                  (unsigned long long)id, (unsigned long long)r.id, wire_status_name(r.status));
+
+    Rlock__V1__Ping ping = RLOCK__V1__PING__INIT;
+    Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
+    req.id = id + 1;
+    req.body_case = RLOCK__V1__REQUEST__BODY_PING;
+    req.ping = &ping;
+    if (send_request(&c, &req) == 0) {
+        int got = read_reply(&c, h_now_ms() + DEADLINE_MS, &r);
+        ck_assert_msg(got == 0 || (got == 1 && r.id == id + 1 &&
+                                   r.status == RLOCK__V1__STATUS__STATUS_OK),
+                      "Ping after the INVALID answer: got %d id %llu status %s", got,
+                      (unsigned long long)r.id, wire_status_name(r.status));
+        printf("badinput: connection after INVALID: %s\n", got == 0 ? "closed" : "Ping OK");
+    }
+    fflush(stdout);
+    close(c.fd);
+}
+
+/* (5) Ping before Hello: an error answer and/or the connection closed. */
+static void attack_ping_first(const struct h_env *e)
+{
+    Rlock__V1__Ping ping = RLOCK__V1__PING__INIT;
+    Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
+    req.id = 3;
+    req.body_case = RLOCK__V1__REQUEST__BODY_PING;
+    req.ping = &ping;
+    struct conn c;
+    conn_open(&c, e);
+    send_request(&c, &req);
+    struct reply r;
+    int got = read_reply(&c, h_now_ms() + DEADLINE_MS, &r);
+    ck_assert_msg(got >= 0, "Ping before Hello: neither an answer nor a close in %d ms",
+                  DEADLINE_MS);
+    printf("badinput: Ping before Hello: %s %s \"%s\"\n", got == 0 ? "closed" : "answered",
+           got == 1 ? wire_status_name(r.status) : "", got == 1 ? r.message : "");
+    fflush(stdout);
+    ck_assert_msg(got == 0 || (r.is_response && r.status != RLOCK__V1__STATUS__STATUS_OK),
+                  "Ping before Hello was answered OK");
+    close(c.fd);
+}
+
+START_TEST(test_badinput)
+{
+    struct h_env e;
+    ck_assert_int_eq(h_env_start(&e, NULL), 0);
+    struct rlock_client *victim = h_client(&e, NULL);
+    ck_assert_ptr_nonnull(victim);
+    struct rlock_lock *vl = NULL;
+    struct rlock_acquire_opts o = {.ttl_ms = 30000, .wait_ms = 0};
+    ck_assert_int_eq(rlock_acquire(victim, VICTIM_RES, &o, CALL_TIMEOUT_MS, &vl), RLOCK_OK);
+
+    attack_huge_header(&e);
+    expect_daemon_alive(&e, "the 2 GiB header");
+    attack_garbage(&e);
+    expect_daemon_alive(&e, "random bytes");
+    attack_truncated(&e);
+    expect_daemon_alive(&e, "a truncated frame");
+    attack_no_op(&e, 7, NULL, 0);
+    /* Request{id = 9, field 99 = 1}: an unknown field and no operation. */
+    static const uint8_t unknown_field[] = {0x08, 0x09, 0x98, 0x06, 0x01};
+    attack_no_op(&e, 9, unknown_field, sizeof unknown_field);
+    expect_daemon_alive(&e, "requests without an operation");
+    attack_ping_first(&e);
+    expect_daemon_alive(&e, "a Ping before Hello");
+
+    /* The victim noticed nothing. */
+    ck_assert_int_eq(rlock_lock_state(vl), RLOCK_HELD);
+    ck_assert_int_eq(rlock_ping(victim, CALL_TIMEOUT_MS, NULL), RLOCK_OK);
+    redisContext *r = h_redis(&e);
+    ck_assert_ptr_nonnull(r);
+    char key[512];
+    char val[256] = "";
+    h_lock_key(&e, VICTIM_RES, key, sizeof key);
+    ck_assert_msg(h_get(r, key, val, sizeof val) == 1 && strcmp(val, rlock_lock_token(vl)) == 0,
+                  "victim's key %s holds \"%s\", not its token %s", key, val,
+                  rlock_lock_token(vl));
+    redisFree(r);
+
+    /* And newcomers are served. */
+    struct rlock_client *fresh = h_client(&e, NULL);
+    ck_assert_ptr_nonnull(fresh);
+    struct rlock_lock *fl = NULL;
+    ck_assert_int_eq(rlock_acquire(fresh, VICTIM_RES, &o, CALL_TIMEOUT_MS, &fl),
+                     RLOCK_ERR_NOT_ACQUIRED);
+    ck_assert_int_eq(rlock_acquire(fresh, "badinput/other", &o, CALL_TIMEOUT_MS, &fl), RLOCK_OK);
+    ck_assert_int_eq(rlock_release(fl, CALL_TIMEOUT_MS), RLOCK_OK);
+    expect_daemon_alive(&e, "the whole test");
+
+    rlock_lock_free(fl);
+    rlock_lock_free(vl);
+    rlock_close(fresh);
+    rlock_close(victim);
+    h_env_stop(&e);
+}
+END_TEST
+
+static Suite *badinput_suite(void)
+{
+    Suite *s = suite_create("integration_badinput");
+    TCase *tc = tcase_create("raw_sockets");
+    tcase_set_timeout(tc, 90);
+    tcase_add_test(tc, test_badinput);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return h_run_suite(badinput_suite());
+}

@@ -1,0 +1,148 @@
+/*
+ * test_seed.c — rlockd and apps using the classic pattern (SET NX PX to take,
+ * the compare-and-delete Lua script to release) share the same keys:
+ *  - the classic release, given rlockd's token, deletes rlockd's key, and the
+ *    rlockd holder learns it lost the lock at its next renewal;
+ *  - a key taken with SET NX PX blocks rlockd, and an rlockd waiter gets the
+ *    lock once that key expires.
+ */
+#include "harness.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The classic unlock script, exactly as the seed articles give it. */
+static const char seed_unlock[] = "if redis.call(\"get\", KEYS[1]) == ARGV[1] then\n"
+                                  "    return redis.call(\"del\", KEYS[1])\n"
+                                  "else\n"
+                                  "    return 0\n"
+                                  "end\n";
+
+#define SEED_TTL_MS 1500
+#define FOREIGN_TOKEN "0f7c1d2e-seed-app-token"
+
+START_TEST(test_seed_unlock_steals_rlockd_lock)
+{
+    struct h_env e;
+    h_env_start_or_fail(&e, NULL);
+    redisContext *r = h_redis(&e);
+    ck_assert_ptr_nonnull(r);
+    struct h_lost lost = { 0 };
+    struct rlock_options co = { .on_lost = h_lost_cb, .on_lost_arg = &lost };
+    struct rlock_client *c = h_client(&e, &co);
+    ck_assert_ptr_nonnull(c);
+    char key[256];
+    h_lock_key(&e, "seed1", key, sizeof key);
+
+    struct rlock_acquire_opts o = { .ttl_ms = SEED_TTL_MS };
+    struct rlock_lock *l = NULL;
+    h_assert_ok(c, rlock_acquire(c, "seed1", &o, 0, &l));
+    const char *token = rlock_lock_token(l);
+
+    /* A foreign token does not unlock it; rlockd's own token does. */
+    ck_assert_int_eq(h_redis_int(r, "EVAL %s 1 %s %s", seed_unlock, key, FOREIGN_TOKEN), 0);
+    ck_assert_int_eq(h_key_exists(r, key), 1);
+    int64_t t0 = h_now_ms();
+    ck_assert_int_eq(h_redis_int(r, "EVAL %s 1 %s %s", seed_unlock, key, token), 1);
+    ck_assert_int_eq(h_key_exists(r, key), 0);
+
+    /* The watchdog renews every ttl/3, finds the key gone and reports it. */
+    int64_t deadline = t0 + 3 * SEED_TTL_MS;
+    while ((atomic_load(&lost.count) == 0 || rlock_lock_state(l) != RLOCK_LOST) &&
+           h_now_ms() < deadline) {
+        h_assert_env_alive(&e);
+        h_sleep_ms(10);
+    }
+    int64_t first = atomic_load(&lost.first_ms);
+    printf("seed: lost-lock callback %lld ms after the foreign unlock, reason %s, state %d\n",
+           first ? (long long)(first - t0) : -1LL,
+           rlock_lost_reason_str((enum rlock_lost_reason)atomic_load(&lost.reason)),
+           (int)rlock_lock_state(l));
+    ck_assert_msg(atomic_load(&lost.count) == 1, "on_lost called %d times within %d ms",
+                  atomic_load(&lost.count), 3 * SEED_TTL_MS);
+    ck_assert_int_eq(rlock_lock_state(l), RLOCK_LOST);
+    ck_assert_int_eq(rlock_lock_lost_reason(l), RLOCK_LOST_MISSING);
+    ck_assert_int_eq(atomic_load(&lost.reason), RLOCK_LOST_MISSING);
+
+    /* A renewal never recreates the key. */
+    h_sleep_ms(SEED_TTL_MS);
+    ck_assert_int_eq(h_key_exists(r, key), 0);
+    ck_assert_int_eq(atomic_load(&lost.count), 1);
+
+    h_assert_env_alive(&e);
+    rlock_lock_free(l);
+    rlock_close(c);
+    redisFree(r);
+    h_env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_seed_set_nx_blocks_rlockd)
+{
+    struct h_env e;
+    h_env_start_or_fail(&e, NULL);
+    redisContext *r = h_redis(&e);
+    ck_assert_ptr_nonnull(r);
+    struct rlock_client *c = h_client(&e, NULL);
+    ck_assert_ptr_nonnull(c);
+    char key[256], val[128];
+    h_lock_key(&e, "seed2", key, sizeof key);
+
+    /* The seed app takes the lock. */
+    redisReply *rep = redisCommand(r, "SET %s %s NX PX %d", key, FOREIGN_TOKEN, SEED_TTL_MS);
+    int64_t t_set = h_now_ms();
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_msg(rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "OK") == 0,
+                  "SET NX PX did not take the free key");
+    freeReplyObject(rep);
+
+    /* rlockd's try-acquire sees it held. */
+    struct rlock_acquire_opts try_o = { .ttl_ms = 10000 };
+    struct rlock_lock *l = NULL;
+    enum rlock_err rc = rlock_acquire(c, "seed2", &try_o, 0, &l);
+    char msg[320];
+    ck_assert_msg(rc == RLOCK_ERR_NOT_ACQUIRED, "try-acquire of a seed-held key: %s",
+                  h_rlock_err(c, rc, msg, sizeof msg));
+    ck_assert_int_eq(h_get(r, key, val, sizeof val), 1);
+    ck_assert_str_eq(val, FOREIGN_TOKEN);
+
+    /* A waiter gets it once the seed app's key expires. */
+    struct rlock_acquire_opts wait_o = { .ttl_ms = 10000, .wait_ms = 5000 };
+    h_assert_ok(c, rlock_acquire(c, "seed2", &wait_o, 0, &l));
+    int64_t waited = h_now_ms() - t_set;
+    printf("seed: rlockd waiter granted %lld ms after the seed app's SET NX PX %d\n",
+           (long long)waited, SEED_TTL_MS);
+    ck_assert_msg(waited >= SEED_TTL_MS - 200, "granted after %lld ms, before the key expired",
+                  (long long)waited);
+    ck_assert_msg(waited < 4000, "granted only after %lld ms", (long long)waited);
+    ck_assert_int_eq(h_get(r, key, val, sizeof val), 1);
+    ck_assert_str_eq(val, rlock_lock_token(l));
+
+    /* Now the seed app is the one kept out, and cannot unlock it. */
+    rep = redisCommand(r, "SET %s %s NX PX %d", key, FOREIGN_TOKEN, SEED_TTL_MS);
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_int_eq(rep->type, REDIS_REPLY_NIL);
+    freeReplyObject(rep);
+    ck_assert_int_eq(h_redis_int(r, "EVAL %s 1 %s %s", seed_unlock, key, FOREIGN_TOKEN), 0);
+    ck_assert_int_eq(rlock_lock_state(l), RLOCK_HELD);
+
+    h_assert_ok(c, rlock_release(l, 0));
+    ck_assert_int_eq(h_key_exists(r, key), 0);
+    h_assert_env_alive(&e);
+    rlock_lock_free(l);
+    rlock_close(c);
+    redisFree(r);
+    h_env_stop(&e);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("seed");
+    TCase *tc = tcase_create("seed");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_seed_unlock_steals_rlockd_lock);
+    tcase_add_test(tc, test_seed_set_nx_blocks_rlockd);
+    suite_add_tcase(s, tc);
+    return h_run_suite(s);
+}
