@@ -8,6 +8,9 @@
  * alive; if the lock is lost, the callback reports it and the program stops
  * holding at once.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* getopt_long, nanosleep */
+#endif
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
