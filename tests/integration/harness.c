@@ -100,6 +100,38 @@ static void envs_del(struct h_env *e)
             envs[i].env = NULL;
 }
 
+/* --- startup ------------------------------------------------------------- */
+
+/*
+ * Poll not_ready(e) every 10 ms until it returns NULL, for at most
+ * H_START_DEADLINE_MS, while the child *pid (what, writing to log) lives.
+ * not_ready names what the child does not do yet ("answering PING"). Returns
+ * 0, or -1 after printing why and the tail of log (*pid zeroed when the
+ * child exited).
+ */
+static int wait_started(struct h_env *e, pid_t *pid, const char *what, const char *log,
+                        const char *(*not_ready)(struct h_env *e))
+{
+    int64_t deadline = h_now_ms() + H_START_DEADLINE_MS;
+    const char *missing;
+    while ((missing = not_ready(e)) != NULL) {
+        if (!h_alive(*pid)) {
+            fprintf(stderr, "harness: %s exited during startup\n", what);
+            h_print_tail(log, H_LOG_TAIL_LINES);
+            *pid = 0;
+            return -1;
+        }
+        if (h_now_ms() >= deadline) {
+            fprintf(stderr, "harness: %s not %s after %d ms\n", what, missing,
+                    H_START_DEADLINE_MS);
+            h_print_tail(log, H_LOG_TAIL_LINES);
+            return -1;
+        }
+        h_sleep_ms(10);
+    }
+    return 0;
+}
+
 /* --- redis --------------------------------------------------------------- */
 
 redisContext *h_redis(struct h_env *e)
@@ -134,6 +166,11 @@ static int redis_pings(struct h_env *e)
     return ok;
 }
 
+static const char *redis_not_ready(struct h_env *e)
+{
+    return redis_pings(e) ? NULL : "answering PING";
+}
+
 int h_redis_start(struct h_env *e)
 {
     char log[320], redis_bin[256];
@@ -147,23 +184,7 @@ int h_redis_start(struct h_env *e)
     e->redis_pid = h_spawn_io(argv, log, log);
     if (e->redis_pid < 0)
         return -1;
-    int64_t deadline = h_now_ms() + H_START_DEADLINE_MS;
-    while (!redis_pings(e)) {
-        if (!h_alive(e->redis_pid)) {
-            fprintf(stderr, "harness: redis-server exited during startup\n");
-            h_print_tail(log, H_LOG_TAIL_LINES);
-            e->redis_pid = 0;
-            return -1;
-        }
-        if (h_now_ms() >= deadline) {
-            fprintf(stderr, "harness: redis-server not answering PING after %d ms\n",
-                    H_START_DEADLINE_MS);
-            h_print_tail(log, H_LOG_TAIL_LINES);
-            return -1;
-        }
-        h_sleep_ms(10);
-    }
-    return 0;
+    return wait_started(e, &e->redis_pid, "redis-server", log, redis_not_ready);
 }
 
 int h_redis_kill(struct h_env *e)
@@ -217,6 +238,15 @@ static int rlockd_serves(struct h_env *e)
              rc == RLOCK_ERR_CONNECT || rc == RLOCK_ERR_DEADLINE);
 }
 
+static const char *rlockd_not_ready(struct h_env *e)
+{
+    if (!unix_connects(e->rlockd_sock))
+        return "accepting connections";
+    if (!rlockd_serves(e))
+        return "serving sessions with Redis up";
+    return NULL;
+}
+
 int h_rlockd_start(struct h_env *e)
 {
     char log[320], bin[512];
@@ -226,25 +256,7 @@ int h_rlockd_start(struct h_env *e)
     e->rlockd_pid = h_spawn_io(argv, log, log);
     if (e->rlockd_pid < 0)
         return -1;
-    int64_t deadline = h_now_ms() + H_START_DEADLINE_MS;
-    int listening = 0;
-    while (!(listening = listening || unix_connects(e->rlockd_sock)) || !rlockd_serves(e)) {
-        if (!h_alive(e->rlockd_pid)) {
-            fprintf(stderr, "harness: rlockd exited during startup\n");
-            h_print_tail(log, H_LOG_TAIL_LINES);
-            e->rlockd_pid = 0;
-            return -1;
-        }
-        if (h_now_ms() >= deadline) {
-            fprintf(stderr, "harness: rlockd not %s after %d ms\n",
-                    listening ? "serving sessions with Redis up" : "accepting connections",
-                    H_START_DEADLINE_MS);
-            h_print_tail(log, H_LOG_TAIL_LINES);
-            return -1;
-        }
-        h_sleep_ms(10);
-    }
-    return 0;
+    return wait_started(e, &e->rlockd_pid, "rlockd", log, rlockd_not_ready);
 }
 
 int h_rlockd_signal(struct h_env *e, int sig)

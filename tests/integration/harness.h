@@ -16,7 +16,9 @@
 #define RLOCK_ITEST_HARNESS_H
 
 #include <check.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <hiredis/hiredis.h>
@@ -178,5 +180,76 @@ void h_lost_cb(struct rlock_client *c, const char *resource, const char *token, 
 /* Start an env or fail the test. */
 #define h_env_start_or_fail(e, extra)                                                         \
     ck_assert_msg(h_env_start((e), (extra)) == 0, "could not start redis-server + rlockd")
+
+/* --- test bodies: fixture, assertions, holder, threads, suites ----------- */
+/* (harness_fixture.c; every function here fails the running test on error) */
+
+/* h_client, failing the test when it cannot connect. */
+struct rlock_client *h_client_or_fail(struct h_env *e, const struct rlock_options *opts);
+
+/* The usual test setup: an env, a hiredis connection to its redis and (when started with
+ * h_fixture_start) one client of its rlockd, whose lost locks are recorded in lost. */
+struct h_fixture {
+    struct h_env e;
+    struct rlock_client *c; /* NULL after h_fixture_start_env */
+    redisContext *r;
+    struct h_lost lost;     /* c's on_lost calls */
+};
+/* Start the env (extra_ini as for h_env_start), connect r, and connect c (on_lost recorded
+ * in f->lost). f must stay in place until h_fixture_stop. */
+void h_fixture_start(struct h_fixture *f, const char *extra_ini);
+/* The same without a client (f->c stays NULL; a test may set it later, and stop closes it). */
+void h_fixture_start_env(struct h_fixture *f, const char *extra_ini);
+/* Assert the env is still alive, close c (when set) and r, and stop the env. Locks of c must
+ * be freed first. */
+void h_fixture_stop(struct h_fixture *f);
+
+/* rlock_acquire(c, resource, o, 0, &lock), asserted to succeed; returns the lock. */
+struct rlock_lock *h_acquire_ok(struct rlock_client *c, const char *resource,
+                                const struct rlock_acquire_opts *o);
+/* Assert that key holds token (GET). */
+void h_assert_key_token(redisContext *r, const char *key, const char *token);
+/* Release l (a lock of client c) and assert that it went: RLOCK_OK, state RELEASED, and its
+ * key gone from f's redis. Does not free l. */
+void h_release_gone(struct h_fixture *f, struct rlock_client *c, struct rlock_lock *l);
+
+/* An rlock-holder child (see above) with its stdout in DIR/holder.out. */
+struct h_holder {
+    pid_t pid;
+    char out[320];    /* DIR/holder.out */
+    char line[256];   /* its HELD line */
+    uint64_t fence;   /* and what it said */
+    char token[128];
+};
+/* Spawn rlock-holder on resource (ttl_ms 0: the default lease) and wait up to held_within_ms
+ * for its HELD line. */
+void h_holder_start(struct h_holder *h, struct h_env *e, const char *resource, uint32_t ttl_ms,
+                    int held_within_ms);
+/* kill -9 the holder and reap it (within 5 s); returns h_now_ms() right after the kill. */
+int64_t h_holder_kill9(struct h_holder *h);
+
+/* A test thread whose end can be awaited with a deadline. */
+struct h_thread {
+    pthread_t id;
+    void *(*fn)(void *);
+    void *arg;
+    atomic_int done; /* set once fn has returned */
+};
+/* Run fn(arg) on a new thread. */
+void h_thread_start(struct h_thread *t, void *(*fn)(void *), void *arg);
+/* 1 once t's function has returned. */
+int h_thread_done(struct h_thread *t);
+/* Wait until t's function has returned, at the latest until deadline (an h_now_ms() time),
+ * and join it; fails the test with fail_msg when it still runs then. */
+void h_thread_join(struct h_thread *t, int64_t deadline, const char *fail_msg);
+
+/* The number of elements of array a. */
+#define H_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A new TCase in s with a timeout of timeout_s seconds. */
+TCase *h_tcase(Suite *s, const char *name, int timeout_s);
+/* Run tests[n] through h_run_suite as suite name, each in its own TCase (named after the test
+ * without its "test_" prefix) with a timeout of timeout_s seconds. Returns main()'s exit code. */
+int h_run_tests(const char *name, int timeout_s, const TTest *const tests[], size_t n);
 
 #endif

@@ -295,70 +295,51 @@ static void attack_ping_first(const struct h_env *e)
 
 START_TEST(test_badinput)
 {
-    struct h_env e;
-    ck_assert_int_eq(h_env_start(&e, NULL), 0);
-    struct rlock_client *victim = h_client(&e, NULL);
-    ck_assert_ptr_nonnull(victim);
+    struct h_fixture f; /* f.c is the victim session */
+    h_fixture_start(&f, NULL);
     struct rlock_lock *vl = NULL;
     struct rlock_acquire_opts o = {.ttl_ms = 30000, .wait_ms = 0};
-    ck_assert_int_eq(rlock_acquire(victim, VICTIM_RES, &o, CALL_TIMEOUT_MS, &vl), RLOCK_OK);
+    ck_assert_int_eq(rlock_acquire(f.c, VICTIM_RES, &o, CALL_TIMEOUT_MS, &vl), RLOCK_OK);
 
-    attack_huge_header(&e);
-    expect_daemon_alive(&e, "the 2 GiB header");
-    attack_garbage(&e);
-    expect_daemon_alive(&e, "random bytes");
-    attack_truncated(&e);
-    expect_daemon_alive(&e, "a truncated frame");
-    attack_no_op(&e, 7, NULL, 0);
+    attack_huge_header(&f.e);
+    expect_daemon_alive(&f.e, "the 2 GiB header");
+    attack_garbage(&f.e);
+    expect_daemon_alive(&f.e, "random bytes");
+    attack_truncated(&f.e);
+    expect_daemon_alive(&f.e, "a truncated frame");
+    attack_no_op(&f.e, 7, NULL, 0);
     /* Request{id = 9, field 99 = 1}: an unknown field and no operation. */
     static const uint8_t unknown_field[] = {0x08, 0x09, 0x98, 0x06, 0x01};
-    attack_no_op(&e, 9, unknown_field, sizeof unknown_field);
-    expect_daemon_alive(&e, "requests without an operation");
-    attack_ping_first(&e);
-    expect_daemon_alive(&e, "a Ping before Hello");
+    attack_no_op(&f.e, 9, unknown_field, sizeof unknown_field);
+    expect_daemon_alive(&f.e, "requests without an operation");
+    attack_ping_first(&f.e);
+    expect_daemon_alive(&f.e, "a Ping before Hello");
 
     /* The victim noticed nothing. */
     ck_assert_int_eq(rlock_lock_state(vl), RLOCK_HELD);
-    ck_assert_int_eq(rlock_ping(victim, CALL_TIMEOUT_MS, NULL), RLOCK_OK);
-    redisContext *r = h_redis(&e);
-    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(rlock_ping(f.c, CALL_TIMEOUT_MS, NULL), RLOCK_OK);
     char key[512];
-    char val[256] = "";
-    h_lock_key(&e, VICTIM_RES, key, sizeof key);
-    ck_assert_msg(h_get(r, key, val, sizeof val) == 1 && strcmp(val, rlock_lock_token(vl)) == 0,
-                  "victim's key %s holds \"%s\", not its token %s", key, val,
-                  rlock_lock_token(vl));
-    redisFree(r);
+    h_lock_key(&f.e, VICTIM_RES, key, sizeof key);
+    h_assert_key_token(f.r, key, rlock_lock_token(vl));
 
     /* And newcomers are served. */
-    struct rlock_client *fresh = h_client(&e, NULL);
-    ck_assert_ptr_nonnull(fresh);
+    struct rlock_client *fresh = h_client_or_fail(&f.e, NULL);
     struct rlock_lock *fl = NULL;
     ck_assert_int_eq(rlock_acquire(fresh, VICTIM_RES, &o, CALL_TIMEOUT_MS, &fl),
                      RLOCK_ERR_NOT_ACQUIRED);
     ck_assert_int_eq(rlock_acquire(fresh, "badinput/other", &o, CALL_TIMEOUT_MS, &fl), RLOCK_OK);
     ck_assert_int_eq(rlock_release(fl, CALL_TIMEOUT_MS), RLOCK_OK);
-    expect_daemon_alive(&e, "the whole test");
+    expect_daemon_alive(&f.e, "the whole test");
 
     rlock_lock_free(fl);
     rlock_lock_free(vl);
     rlock_close(fresh);
-    rlock_close(victim);
-    h_env_stop(&e);
+    h_fixture_stop(&f);
 }
 END_TEST
 
-static Suite *badinput_suite(void)
-{
-    Suite *s = suite_create("integration_badinput");
-    TCase *tc = tcase_create("raw_sockets");
-    tcase_set_timeout(tc, 90);
-    tcase_add_test(tc, test_badinput);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return h_run_suite(badinput_suite());
+    const TTest *tests[] = { test_badinput };
+    return h_run_tests("integration_badinput", 90, tests, H_LEN(tests));
 }

@@ -118,10 +118,6 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("mutex");
-    TCase *tc = tcase_create("mutex");
-    tcase_set_timeout(tc, MUTEX_DEADLINE_MS / 1000 + 60);
-    tcase_add_test(tc, test_mutex_counter);
-    suite_add_tcase(s, tc);
-    return h_run_suite(s);
+    const TTest *tests[] = { test_mutex_counter };
+    return h_run_tests("mutex", MUTEX_DEADLINE_MS / 1000 + 60, tests, H_LEN(tests));
 }

@@ -8,7 +8,6 @@
  */
 #include "harness.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,8 +23,7 @@ struct worker {
     long pairs;             /* acquire + release pairs that both succeeded */
     long failures;          /* calls that returned anything but RLOCK_OK */
     char first_error[300];
-    pthread_t thread;
-    atomic_int done;
+    struct h_thread thread;
 };
 
 static void note_failure(struct worker *w, const char *what, const char *res, enum rlock_err rc)
@@ -59,17 +57,7 @@ static void *worker_main(void *arg)
         else
             w->pairs++;
     }
-    atomic_store(&w->done, 1);
     return NULL;
-}
-
-static int workers_done(void *arg)
-{
-    struct worker *w = arg;
-    for (int i = 0; i < WORKERS; i++)
-        if (!atomic_load(&w[i].done))
-            return 0;
-    return 1;
 }
 
 /* SCRIPT FLUSH, checked. */
@@ -84,25 +72,21 @@ static void script_flush(redisContext *r)
 
 START_TEST(test_noscript)
 {
-    struct h_env e;
-    ck_assert_int_eq(h_env_start(&e, NULL), 0);
-    redisContext *r = h_redis(&e);
-    ck_assert_ptr_nonnull(r);
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
 
     static struct worker w[WORKERS];
     atomic_int stop;
     atomic_init(&stop, 0);
     for (int i = 0; i < WORKERS; i++) {
         memset(&w[i], 0, sizeof w[i]);
-        w[i].c = h_client(&e, NULL);
-        ck_assert_ptr_nonnull(w[i].c);
+        w[i].c = h_client_or_fail(&f.e, NULL);
         w[i].id = i;
         w[i].stop = &stop;
-        atomic_init(&w[i].done, 0);
     }
     int64_t t0 = h_now_ms();
     for (int i = 0; i < WORKERS; i++)
-        ck_assert_int_eq(pthread_create(&w[i].thread, NULL, worker_main, &w[i]), 0);
+        h_thread_start(&w[i].thread, worker_main, &w[i]);
 
     /* Spread the flushes over the run so that each lands among live traffic. */
     for (int i = 1; i <= FLUSHES; i++) {
@@ -110,17 +94,18 @@ START_TEST(test_noscript)
         int64_t now = h_now_ms();
         if (at > now)
             h_sleep_ms((int)(at - now));
-        script_flush(r);
+        script_flush(f.r);
     }
     int64_t left = t0 + RUN_MS - h_now_ms();
     if (left > 0)
         h_sleep_ms((int)left);
     atomic_store(&stop, 1);
-    ck_assert_msg(h_wait_for(workers_done, w, 15000), "workers still blocked 15 s after stop");
+    int64_t stop_deadline = h_now_ms() + 15000;
+    for (int i = 0; i < WORKERS; i++)
+        h_thread_join(&w[i].thread, stop_deadline, "workers still blocked 15 s after stop");
 
     long pairs = 0, failures = 0;
     for (int i = 0; i < WORKERS; i++) {
-        pthread_join(w[i].thread, NULL);
         printf("noscript: worker %d: %ld acquire/release pairs, %ld failed calls%s%s\n", i,
                w[i].pairs, w[i].failures, w[i].failures ? "; first: " : "", w[i].first_error);
         pairs += w[i].pairs;
@@ -140,22 +125,12 @@ START_TEST(test_noscript)
 
     for (int i = 0; i < WORKERS; i++)
         rlock_close(w[i].c);
-    redisFree(r);
-    h_env_stop(&e);
+    h_fixture_stop(&f);
 }
 END_TEST
 
-static Suite *noscript_suite(void)
-{
-    Suite *s = suite_create("integration_noscript");
-    TCase *tc = tcase_create("script_flush");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_noscript);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return h_run_suite(noscript_suite());
+    const TTest *tests[] = { test_noscript };
+    return h_run_tests("integration_noscript", 60, tests, H_LEN(tests));
 }

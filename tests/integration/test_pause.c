@@ -27,12 +27,11 @@
  * Stop pid, measure when key disappears, check it lies in the window, and
  * resume pid. The env must stay up meanwhile.
  */
-static void stop_until_released(struct h_env *e, redisContext *r, const char *key, pid_t pid,
-                                const char *who)
+static void stop_until_released(struct h_fixture *f, const char *key, pid_t pid, const char *who)
 {
-    ck_assert_int_eq(h_key_exists(r, key), 1);
+    ck_assert_int_eq(h_key_exists(f->r, key), 1);
     ck_assert_int_eq(kill(pid, SIGSTOP), 0);
-    int64_t gone = h_wait_key_gone(r, key, GONE_LATEST_MS, e);
+    int64_t gone = h_wait_key_gone(f->r, key, GONE_LATEST_MS, &f->e);
     printf("pause: %s stopped; key removed after %lld ms (window %d..%d ms)\n", who,
            (long long)gone, GONE_EARLIEST_MS, GONE_LATEST_MS);
     kill(pid, SIGCONT);
@@ -43,40 +42,32 @@ static void stop_until_released(struct h_env *e, redisContext *r, const char *ke
 
 START_TEST(test_pause_holder)
 {
-    struct h_env e;
-    h_env_start_or_fail(&e, SESSION_INI);
-    redisContext *r = h_redis(&e);
-    ck_assert_ptr_nonnull(r);
-    char key[256], out[320], bin[512], line[256];
-    h_lock_key(&e, "paused", key, sizeof key);
-    h_env_path(&e, "holder.out", out, sizeof out);
+    struct h_fixture f;
+    h_fixture_start_env(&f, SESSION_INI);
+    char key[256], line[256];
+    h_lock_key(&f.e, "paused", key, sizeof key);
 
-    h_bin("rlock-holder", bin, sizeof bin);
-    char *argv[] = { bin, e.rlockd_addr, "paused", NULL };
-    pid_t holder = h_spawn(argv, out);
-    ck_assert_int_gt(holder, 0);
-    ck_assert_msg(h_wait_line(out, "HELD ", holder, 15000, line, sizeof line) == 0,
-                  "holder did not report HELD");
+    struct h_holder holder;
+    h_holder_start(&holder, &f.e, "paused", 0, 15000);
+    h_assert_key_token(f.r, key, holder.token);
     /* Let a few keepalives pass so the session is in its steady state. */
     h_sleep_ms(SESSION_MS);
-    ck_assert_msg(h_alive(holder), "holder exited while holding");
+    ck_assert_msg(h_alive(holder.pid), "holder exited while holding");
 
-    stop_until_released(&e, r, key, holder, "rlock-holder");
+    stop_until_released(&f, key, holder.pid, "rlock-holder");
 
     int64_t t_cont = h_now_ms();
-    ck_assert_msg(h_wait_line(out, "LOST ", holder, 5000, line, sizeof line) == 0,
+    ck_assert_msg(h_wait_line(holder.out, "LOST ", holder.pid, 5000, line, sizeof line) == 0,
                   "resumed holder did not report LOST");
     int status;
-    ck_assert_msg(h_wait_exit(holder, 5000 - (int)(h_now_ms() - t_cont), &status) == 0,
+    ck_assert_msg(h_wait_exit(holder.pid, 5000 - (int)(h_now_ms() - t_cont), &status) == 0,
                   "holder still running 5 s after SIGCONT");
     char st[32];
     printf("pause: holder said \"%s\" and ended (%s) %lld ms after SIGCONT\n", line,
            h_status_str(status, st, sizeof st), (long long)(h_now_ms() - t_cont));
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 3, "holder ended with %s", st);
 
-    h_assert_env_alive(&e);
-    redisFree(r);
-    h_env_stop(&e);
+    h_fixture_stop(&f);
 }
 END_TEST
 
@@ -93,17 +84,15 @@ static pid_t read_pid(const char *path)
 
 START_TEST(test_pause_rlockctl)
 {
-    struct h_env e;
-    h_env_start_or_fail(&e, SESSION_INI);
-    redisContext *r = h_redis(&e);
-    ck_assert_ptr_nonnull(r);
+    struct h_fixture f;
+    h_fixture_start_env(&f, SESSION_INI);
     char key[256], bin[512], pidfile[320], out[320];
-    h_lock_key(&e, "pausedctl", key, sizeof key);
-    h_env_path(&e, "child.pid", pidfile, sizeof pidfile);
-    h_env_path(&e, "rlockctl.out", out, sizeof out);
+    h_lock_key(&f.e, "pausedctl", key, sizeof key);
+    h_env_path(&f.e, "child.pid", pidfile, sizeof pidfile);
+    h_env_path(&f.e, "rlockctl.out", out, sizeof out);
 
     h_bin("rlockctl", bin, sizeof bin);
-    char *argv[] = { bin, "run", "--server", e.rlockd_addr,
+    char *argv[] = { bin, "run", "--server", f.e.rlockd_addr,
                      "pausedctl", "--", "sh", "-c", "echo $$ > \"$0\"; exec sleep 60", pidfile,
                      NULL };
     pid_t ctl = h_spawn(argv, out);
@@ -119,7 +108,7 @@ START_TEST(test_pause_rlockctl)
     ck_assert_msg(h_alive(ctl), "rlockctl exited while holding");
     ck_assert_int_eq(kill(child, 0), 0);
 
-    stop_until_released(&e, r, key, ctl, "rlockctl run");
+    stop_until_released(&f, key, ctl, "rlockctl run");
 
     int64_t t_cont = h_now_ms();
     int status;
@@ -144,19 +133,12 @@ START_TEST(test_pause_rlockctl)
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == RLOCKCTL_EXIT_LOST,
                   "rlockctl ended with %s, not exit %d (lock lost)", st, RLOCKCTL_EXIT_LOST);
 
-    h_assert_env_alive(&e);
-    redisFree(r);
-    h_env_stop(&e);
+    h_fixture_stop(&f);
 }
 END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("pause");
-    TCase *tc = tcase_create("pause");
-    tcase_set_timeout(tc, 90);
-    tcase_add_test(tc, test_pause_holder);
-    tcase_add_test(tc, test_pause_rlockctl);
-    suite_add_tcase(s, tc);
-    return h_run_suite(s);
+    const TTest *tests[] = { test_pause_holder, test_pause_rlockctl };
+    return h_run_tests("pause", 90, tests, H_LEN(tests));
 }

@@ -29,34 +29,20 @@ static void expect_taken(struct rlock_client *other)
     ck_assert_ptr_null(l);
 }
 
-/* The key exists and holds token (present = 1), or is gone (present = 0). */
-static void expect_key(redisContext *r, const char *key, const char *token, int present)
-{
-    char val[256] = "";
-    ck_assert_int_eq(h_get(r, key, val, sizeof val), present);
-    if (present)
-        ck_assert_str_eq(val, token);
-}
-
 START_TEST(test_reentry)
 {
-    struct h_env e;
-    ck_assert_int_eq(h_env_start(&e, NULL), 0);
-    struct rlock_client *a = h_client(&e, NULL);
-    struct rlock_client *b = h_client(&e, NULL);
-    ck_assert_ptr_nonnull(a);
-    ck_assert_ptr_nonnull(b);
-    redisContext *r = h_redis(&e);
-    ck_assert_ptr_nonnull(r);
+    struct h_fixture f; /* f.c is session A, the one that re-enters */
+    h_fixture_start(&f, NULL);
+    struct rlock_client *b = h_client_or_fail(&f.e, NULL);
     char key[512];
-    h_lock_key(&e, RES, key, sizeof key);
+    h_lock_key(&f.e, RES, key, sizeof key);
 
     struct rlock_lock *l[HOLDS];
     for (int i = 0; i < HOLDS; i++) {
         /* Re-entries ask to wait: a hold of one's own must not make them queue. */
         struct rlock_acquire_opts o = {.ttl_ms = 10000, .wait_ms = i == 0 ? 0 : 3000};
         int64_t t0 = h_now_ms();
-        enum rlock_err rc = rlock_acquire(a, RES, &o, CALL_TIMEOUT_MS, &l[i]);
+        enum rlock_err rc = rlock_acquire(f.c, RES, &o, CALL_TIMEOUT_MS, &l[i]);
         int64_t dt = h_now_ms() - t0;
         ck_assert_msg(rc == RLOCK_OK, "acquire #%d: %s", i + 1, rlock_strerror(rc));
         printf("reentry: acquire #%d took %lld ms, fence %llu, hold count %u\n", i + 1,
@@ -71,21 +57,21 @@ START_TEST(test_reentry)
     fflush(stdout);
     const char *token = rlock_lock_token(l[0]);
     uint64_t fence = rlock_lock_fence(l[0]);
-    expect_key(r, key, token, 1);
+    h_assert_key_token(f.r, key, token);
     expect_taken(b);
 
     /* Two of three holds returned: still held, key still there. */
     for (int i = HOLDS - 1; i >= 1; i--) {
         enum rlock_err rc = rlock_release(l[i], CALL_TIMEOUT_MS);
         ck_assert_msg(rc == RLOCK_OK, "release of hold %d: %s", i + 1, rlock_strerror(rc));
-        expect_key(r, key, token, 1);
+        h_assert_key_token(f.r, key, token);
         expect_taken(b);
     }
 
     /* The last hold deletes the key. */
     enum rlock_err rc = rlock_release(l[0], CALL_TIMEOUT_MS);
     ck_assert_msg(rc == RLOCK_OK, "last release: %s", rlock_strerror(rc));
-    expect_key(r, key, token, 0);
+    ck_assert_int_eq(h_key_exists(f.r, key), 0);
 
     /* One release too many. */
     rc = rlock_release(l[0], CALL_TIMEOUT_MS);
@@ -102,24 +88,13 @@ START_TEST(test_reentry)
     for (int i = 0; i < HOLDS; i++)
         rlock_lock_free(l[i]);
     rlock_lock_free(lb);
-    rlock_close(a);
     rlock_close(b);
-    redisFree(r);
-    h_env_stop(&e);
+    h_fixture_stop(&f);
 }
 END_TEST
 
-static Suite *reentry_suite(void)
-{
-    Suite *s = suite_create("integration_reentry");
-    TCase *tc = tcase_create("reentry");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_reentry);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return h_run_suite(reentry_suite());
+    const TTest *tests[] = { test_reentry };
+    return h_run_tests("integration_reentry", 60, tests, H_LEN(tests));
 }

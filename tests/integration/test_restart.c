@@ -16,7 +16,6 @@
  */
 #include "harness.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,9 +54,8 @@ struct loader {
     int id;
     struct marks *m;
     struct tally t;
-    pthread_t thread;
+    struct h_thread thread;
     atomic_int granted_again; /* set once a grant followed the restart */
-    atomic_int done;
 };
 
 static void note_bad(struct tally *t, const char *fmt, const char *what, enum rlock_err rc,
@@ -133,7 +131,6 @@ static void *loader_main(void *arg)
             atomic_store(&ld->granted_again, 1);
         h_sleep_ms(2);
     }
-    atomic_store(&ld->done, 1);
     return NULL;
 }
 
@@ -193,16 +190,7 @@ static int loaders_granted(void *arg)
 {
     struct loader *ld = arg;
     for (int i = 0; i < LOADERS; i++)
-        if (!atomic_load(&ld[i].granted_again) && !atomic_load(&ld[i].done))
-            return 0;
-    return 1;
-}
-
-static int loaders_done(void *arg)
-{
-    struct loader *ld = arg;
-    for (int i = 0; i < LOADERS; i++)
-        if (!atomic_load(&ld[i].done))
+        if (!atomic_load(&ld[i].granted_again) && !h_thread_done(&ld[i].thread))
             return 0;
     return 1;
 }
@@ -241,14 +229,13 @@ START_TEST(test_restart)
     const int outage = outage_ms[_i];
     printf("restart: outage of %d ms\n", outage);
     struct h_env e;
-    ck_assert_int_eq(h_env_start(&e, NULL), 0);
+    h_env_start_or_fail(&e, NULL);
     static struct lost_log log;
     memset(&log, 0, sizeof log);
     atomic_init(&log.n, 0);
     struct rlock_options hopts = {.client_name = "restart-holder", .on_lost = on_lost,
                                   .on_lost_arg = &log};
-    struct rlock_client *holder = h_client(&e, &hopts);
-    ck_assert_ptr_nonnull(holder);
+    struct rlock_client *holder = h_client_or_fail(&e, &hopts);
     struct held h = {.log = &log};
     holder_take(holder, &h);
 
@@ -257,17 +244,14 @@ START_TEST(test_restart)
     static struct loader ld[LOADERS];
     for (int i = 0; i < LOADERS; i++) {
         memset(&ld[i], 0, sizeof ld[i]);
-        ld[i].c = h_client(&e, NULL);
-        ck_assert_ptr_nonnull(ld[i].c);
+        ld[i].c = h_client_or_fail(&e, NULL);
         ld[i].id = i;
         ld[i].m = &m;
         atomic_init(&ld[i].granted_again, 0);
-        atomic_init(&ld[i].done, 0);
     }
-    struct probe p = {.c = h_client(&e, NULL), .m = &m};
-    ck_assert_ptr_nonnull(p.c);
+    struct probe p = {.c = h_client_or_fail(&e, NULL), .m = &m};
     for (int i = 0; i < LOADERS; i++)
-        ck_assert_int_eq(pthread_create(&ld[i].thread, NULL, loader_main, &ld[i]), 0);
+        h_thread_start(&ld[i].thread, loader_main, &ld[i]);
 
     /* Longer than the lease: the watchdog must have kept the holder's keys alive. */
     h_sleep_ms((int)HELD_TTL_MS + 500);
@@ -300,11 +284,12 @@ START_TEST(test_restart)
     /* Let the load threads see the daemon working again, then stop them. */
     h_wait_for(loaders_granted, ld, RESUME_LIMIT_MS);
     atomic_store(&m.stop, 1);
-    ck_assert_msg(h_wait_for(loaders_done, ld, 15000), "load threads still blocked 15 s after stop");
+    int64_t stop_deadline = h_now_ms() + 15000;
+    for (int i = 0; i < LOADERS; i++)
+        h_thread_join(&ld[i].thread, stop_deadline, "load threads still blocked 15 s after stop");
 
     struct tally sum = p.t;
     for (int i = 0; i < LOADERS; i++) {
-        pthread_join(ld[i].thread, NULL);
         const struct tally *t = &ld[i].t;
         printf("restart: loader %d: %ld calls, max %lld ms, %ld during the outage "
                "(%ld UNAVAILABLE, %ld NOT_ACQUIRED), %ld grants after resume, %ld bad%s%s\n",
@@ -342,24 +327,16 @@ START_TEST(test_restart)
         rlock_close(ld[i].c);
     rlock_close(p.c);
     rlock_close(holder);
+    h_assert_env_alive(&e);
     h_env_stop(&e);
 }
 END_TEST
 
-static Suite *restart_suite(void)
+int main(void)
 {
     Suite *s = suite_create("integration_restart");
     static const char *const names[] = {"long_outage", "short_outage"};
-    for (int i = 0; i < (int)(sizeof outage_ms / sizeof outage_ms[0]); i++) {
-        TCase *tc = tcase_create(names[i]);
-        tcase_set_timeout(tc, 90);
-        tcase_add_loop_test(tc, test_restart, i, i + 1);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
-
-int main(void)
-{
-    return h_run_suite(restart_suite());
+    for (int i = 0; i < (int)H_LEN(outage_ms); i++)
+        tcase_add_loop_test(h_tcase(s, names[i], 90), test_restart, i, i + 1);
+    return h_run_suite(s);
 }

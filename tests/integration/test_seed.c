@@ -23,73 +23,59 @@ static const char seed_unlock[] = "if redis.call(\"get\", KEYS[1]) == ARGV[1] th
 
 START_TEST(test_seed_unlock_steals_rlockd_lock)
 {
-    struct h_env e;
-    h_env_start_or_fail(&e, NULL);
-    redisContext *r = h_redis(&e);
-    ck_assert_ptr_nonnull(r);
-    struct h_lost lost = { 0 };
-    struct rlock_options co = { .on_lost = h_lost_cb, .on_lost_arg = &lost };
-    struct rlock_client *c = h_client(&e, &co);
-    ck_assert_ptr_nonnull(c);
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
     char key[256];
-    h_lock_key(&e, "seed1", key, sizeof key);
+    h_lock_key(&f.e, "seed1", key, sizeof key);
 
     struct rlock_acquire_opts o = { .ttl_ms = SEED_TTL_MS };
-    struct rlock_lock *l = NULL;
-    h_assert_ok(c, rlock_acquire(c, "seed1", &o, 0, &l));
+    struct rlock_lock *l = h_acquire_ok(f.c, "seed1", &o);
     const char *token = rlock_lock_token(l);
 
     /* A foreign token does not unlock it; rlockd's own token does. */
-    ck_assert_int_eq(h_redis_int(r, "EVAL %s 1 %s %s", seed_unlock, key, FOREIGN_TOKEN), 0);
-    ck_assert_int_eq(h_key_exists(r, key), 1);
+    ck_assert_int_eq(h_redis_int(f.r, "EVAL %s 1 %s %s", seed_unlock, key, FOREIGN_TOKEN), 0);
+    ck_assert_int_eq(h_key_exists(f.r, key), 1);
     int64_t t0 = h_now_ms();
-    ck_assert_int_eq(h_redis_int(r, "EVAL %s 1 %s %s", seed_unlock, key, token), 1);
-    ck_assert_int_eq(h_key_exists(r, key), 0);
+    ck_assert_int_eq(h_redis_int(f.r, "EVAL %s 1 %s %s", seed_unlock, key, token), 1);
+    ck_assert_int_eq(h_key_exists(f.r, key), 0);
 
     /* The watchdog renews every ttl/3, finds the key gone and reports it. */
     int64_t deadline = t0 + 3 * SEED_TTL_MS;
-    while ((atomic_load(&lost.count) == 0 || rlock_lock_state(l) != RLOCK_LOST) &&
+    while ((atomic_load(&f.lost.count) == 0 || rlock_lock_state(l) != RLOCK_LOST) &&
            h_now_ms() < deadline) {
-        h_assert_env_alive(&e);
+        h_assert_env_alive(&f.e);
         h_sleep_ms(10);
     }
-    int64_t first = atomic_load(&lost.first_ms);
+    int64_t first = atomic_load(&f.lost.first_ms);
     printf("seed: lost-lock callback %lld ms after the foreign unlock, reason %s, state %d\n",
            first ? (long long)(first - t0) : -1LL,
-           rlock_lost_reason_str((enum rlock_lost_reason)atomic_load(&lost.reason)),
+           rlock_lost_reason_str((enum rlock_lost_reason)atomic_load(&f.lost.reason)),
            (int)rlock_lock_state(l));
-    ck_assert_msg(atomic_load(&lost.count) == 1, "on_lost called %d times within %d ms",
-                  atomic_load(&lost.count), 3 * SEED_TTL_MS);
+    ck_assert_msg(atomic_load(&f.lost.count) == 1, "on_lost called %d times within %d ms",
+                  atomic_load(&f.lost.count), 3 * SEED_TTL_MS);
     ck_assert_int_eq(rlock_lock_state(l), RLOCK_LOST);
     ck_assert_int_eq(rlock_lock_lost_reason(l), RLOCK_LOST_MISSING);
-    ck_assert_int_eq(atomic_load(&lost.reason), RLOCK_LOST_MISSING);
+    ck_assert_int_eq(atomic_load(&f.lost.reason), RLOCK_LOST_MISSING);
 
     /* A renewal never recreates the key. */
     h_sleep_ms(SEED_TTL_MS);
-    ck_assert_int_eq(h_key_exists(r, key), 0);
-    ck_assert_int_eq(atomic_load(&lost.count), 1);
+    ck_assert_int_eq(h_key_exists(f.r, key), 0);
+    ck_assert_int_eq(atomic_load(&f.lost.count), 1);
 
-    h_assert_env_alive(&e);
     rlock_lock_free(l);
-    rlock_close(c);
-    redisFree(r);
-    h_env_stop(&e);
+    h_fixture_stop(&f);
 }
 END_TEST
 
 START_TEST(test_seed_set_nx_blocks_rlockd)
 {
-    struct h_env e;
-    h_env_start_or_fail(&e, NULL);
-    redisContext *r = h_redis(&e);
-    ck_assert_ptr_nonnull(r);
-    struct rlock_client *c = h_client(&e, NULL);
-    ck_assert_ptr_nonnull(c);
-    char key[256], val[128];
-    h_lock_key(&e, "seed2", key, sizeof key);
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    char key[256];
+    h_lock_key(&f.e, "seed2", key, sizeof key);
 
     /* The seed app takes the lock. */
-    redisReply *rep = redisCommand(r, "SET %s %s NX PX %d", key, FOREIGN_TOKEN, SEED_TTL_MS);
+    redisReply *rep = redisCommand(f.r, "SET %s %s NX PX %d", key, FOREIGN_TOKEN, SEED_TTL_MS);
     int64_t t_set = h_now_ms();
     ck_assert_ptr_nonnull(rep);
     ck_assert_msg(rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "OK") == 0,
@@ -99,50 +85,39 @@ START_TEST(test_seed_set_nx_blocks_rlockd)
     /* rlockd's try-acquire sees it held. */
     struct rlock_acquire_opts try_o = { .ttl_ms = 10000 };
     struct rlock_lock *l = NULL;
-    enum rlock_err rc = rlock_acquire(c, "seed2", &try_o, 0, &l);
+    enum rlock_err rc = rlock_acquire(f.c, "seed2", &try_o, 0, &l);
     char msg[320];
     ck_assert_msg(rc == RLOCK_ERR_NOT_ACQUIRED, "try-acquire of a seed-held key: %s",
-                  h_rlock_err(c, rc, msg, sizeof msg));
-    ck_assert_int_eq(h_get(r, key, val, sizeof val), 1);
-    ck_assert_str_eq(val, FOREIGN_TOKEN);
+                  h_rlock_err(f.c, rc, msg, sizeof msg));
+    h_assert_key_token(f.r, key, FOREIGN_TOKEN);
 
     /* A waiter gets it once the seed app's key expires. */
     struct rlock_acquire_opts wait_o = { .ttl_ms = 10000, .wait_ms = 5000 };
-    h_assert_ok(c, rlock_acquire(c, "seed2", &wait_o, 0, &l));
+    l = h_acquire_ok(f.c, "seed2", &wait_o);
     int64_t waited = h_now_ms() - t_set;
     printf("seed: rlockd waiter granted %lld ms after the seed app's SET NX PX %d\n",
            (long long)waited, SEED_TTL_MS);
     ck_assert_msg(waited >= SEED_TTL_MS - 200, "granted after %lld ms, before the key expired",
                   (long long)waited);
     ck_assert_msg(waited < 4000, "granted only after %lld ms", (long long)waited);
-    ck_assert_int_eq(h_get(r, key, val, sizeof val), 1);
-    ck_assert_str_eq(val, rlock_lock_token(l));
+    h_assert_key_token(f.r, key, rlock_lock_token(l));
 
     /* Now the seed app is the one kept out, and cannot unlock it. */
-    rep = redisCommand(r, "SET %s %s NX PX %d", key, FOREIGN_TOKEN, SEED_TTL_MS);
+    rep = redisCommand(f.r, "SET %s %s NX PX %d", key, FOREIGN_TOKEN, SEED_TTL_MS);
     ck_assert_ptr_nonnull(rep);
     ck_assert_int_eq(rep->type, REDIS_REPLY_NIL);
     freeReplyObject(rep);
-    ck_assert_int_eq(h_redis_int(r, "EVAL %s 1 %s %s", seed_unlock, key, FOREIGN_TOKEN), 0);
+    ck_assert_int_eq(h_redis_int(f.r, "EVAL %s 1 %s %s", seed_unlock, key, FOREIGN_TOKEN), 0);
     ck_assert_int_eq(rlock_lock_state(l), RLOCK_HELD);
 
-    h_assert_ok(c, rlock_release(l, 0));
-    ck_assert_int_eq(h_key_exists(r, key), 0);
-    h_assert_env_alive(&e);
+    h_release_gone(&f, f.c, l);
     rlock_lock_free(l);
-    rlock_close(c);
-    redisFree(r);
-    h_env_stop(&e);
+    h_fixture_stop(&f);
 }
 END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("seed");
-    TCase *tc = tcase_create("seed");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_seed_unlock_steals_rlockd_lock);
-    tcase_add_test(tc, test_seed_set_nx_blocks_rlockd);
-    suite_add_tcase(s, tc);
-    return h_run_suite(s);
+    const TTest *tests[] = { test_seed_unlock_steals_rlockd_lock, test_seed_set_nx_blocks_rlockd };
+    return h_run_tests("seed", 60, tests, H_LEN(tests));
 }

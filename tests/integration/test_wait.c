@@ -9,8 +9,6 @@
  */
 #include "harness.h"
 
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,8 +27,7 @@ struct waiter {
     enum rlock_err rel_rc;  /* the release's result (when granted) */
     int64_t t_done;         /* when the acquire returned */
     uint64_t fence;         /* the grant's fencing token */
-    pthread_t thread;
-    atomic_int done;
+    struct h_thread thread;
 };
 
 static void *waiter_main(void *arg)
@@ -47,7 +44,6 @@ static void *waiter_main(void *arg)
         w->rel_rc = rlock_release(l, CALL_TIMEOUT_MS);
         rlock_lock_free(l);
     }
-    atomic_store(&w->done, 1);
     return NULL;
 }
 
@@ -61,32 +57,17 @@ static void waiter_start(struct waiter *w, struct rlock_client *c, uint32_t wait
     w->grants = grants;
     w->order = -1;
     w->rc = w->rel_rc = RLOCK_ERR_INTERNAL;
-    atomic_init(&w->done, 0);
-    ck_assert_int_eq(pthread_create(&w->thread, NULL, waiter_main, w), 0);
-}
-
-struct all_done {
-    struct waiter *w;
-    int n;
-};
-
-static int all_done(void *arg)
-{
-    struct all_done *a = arg;
-    for (int i = 0; i < a->n; i++)
-        if (!atomic_load(&a->w[i].done))
-            return 0;
-    return 1;
+    h_thread_start(&w->thread, waiter_main, w);
 }
 
 /* Wait (bounded) for n waiter threads to finish, then join them. */
 static void waiters_join(struct waiter *w, int n, int timeout_ms)
 {
-    struct all_done a = {w, n};
-    ck_assert_msg(h_wait_for(all_done, &a, timeout_ms), "waiter threads still blocked after %d ms",
-                  timeout_ms);
+    char msg[64];
+    snprintf(msg, sizeof msg, "waiter threads still blocked after %d ms", timeout_ms);
+    int64_t deadline = h_now_ms() + timeout_ms;
     for (int i = 0; i < n; i++)
-        pthread_join(w[i].thread, NULL);
+        h_thread_join(&w[i].thread, deadline, msg);
 }
 
 struct queued {
@@ -122,23 +103,16 @@ static struct rlock_lock *take(struct rlock_client *c)
     return l;
 }
 
-static struct rlock_client *client(struct h_env *e)
-{
-    struct rlock_client *c = h_client(e, NULL);
-    ck_assert_ptr_nonnull(c);
-    return c;
-}
-
 START_TEST(test_fifo)
 {
-    struct h_env e;
-    ck_assert_int_eq(h_env_start(&e, NULL), 0);
-    struct rlock_client *holder = client(&e);
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct rlock_client *holder = f.c;
     struct rlock_lock *hl = take(holder);
 
     struct rlock_client *c[FIFO_WAITERS];
     for (int i = 0; i < FIFO_WAITERS; i++)
-        c[i] = client(&e);
+        c[i] = h_client_or_fail(&f.e, NULL);
     static struct waiter w[FIFO_WAITERS];
     atomic_int grants;
     atomic_init(&grants, 0);
@@ -169,17 +143,16 @@ START_TEST(test_fifo)
     ck_assert_int_eq(atomic_load(&grants), FIFO_WAITERS);
     expect_waiters(holder, 0);
     rlock_lock_free(hl);
-    rlock_close(holder);
-    h_env_stop(&e);
+    h_fixture_stop(&f);
 }
 END_TEST
 
 START_TEST(test_timeout)
 {
-    struct h_env e;
-    ck_assert_int_eq(h_env_start(&e, NULL), 0);
-    struct rlock_client *holder = client(&e);
-    struct rlock_client *b = client(&e);
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct rlock_client *holder = f.c;
+    struct rlock_client *b = h_client_or_fail(&f.e, NULL);
     struct rlock_lock *hl = take(holder);
 
     for (int i = 0; i < 3; i++) {
@@ -200,39 +173,26 @@ START_TEST(test_timeout)
     ck_assert_int_eq(rlock_lock_state(hl), RLOCK_HELD);
     rlock_lock_free(hl);
     rlock_close(b);
-    rlock_close(holder);
-    h_env_stop(&e);
+    h_fixture_stop(&f);
 }
 END_TEST
 
 START_TEST(test_holder_killed)
 {
-    struct h_env e;
-    ck_assert_int_eq(h_env_start(&e, NULL), 0);
-    char bin[512], out[400], res[] = RES, ttl[] = "30000";
-    ck_assert_ptr_nonnull(h_bin("rlock-holder", bin, sizeof bin));
-    snprintf(out, sizeof out, "%s/holder.out", e.dir);
-    char *argv[] = {bin, e.rlockd_addr, res, ttl, NULL};
-    pid_t pid = h_spawn(argv, out);
-    ck_assert_int_gt(pid, 0);
-    char line[256];
-    unsigned long long fence = 0;
-    ck_assert_msg(h_wait_line(out, "HELD ", pid, 10000, line, sizeof line) == 0,
-                  "rlock-holder did not report HELD");
-    ck_assert_int_eq(sscanf(line, "HELD %llu", &fence), 1);
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct rlock_client *observer = f.c;
+    struct h_holder holder;
+    h_holder_start(&holder, &f.e, RES, 30000, 10000);
 
-    struct rlock_client *observer = client(&e);
-    struct rlock_client *wc = client(&e);
+    struct rlock_client *wc = h_client_or_fail(&f.e, NULL);
     struct waiter w;
     atomic_int grants;
     atomic_init(&grants, 0);
     waiter_start(&w, wc, 10000, 0, &grants);
     expect_waiters(observer, 1);
 
-    ck_assert_int_eq(kill(pid, SIGKILL), 0);
-    int64_t t_kill = h_now_ms();
-    int status;
-    ck_assert_int_eq(h_wait_exit(pid, 5000, &status), 0);
+    int64_t t_kill = h_holder_kill9(&holder);
     waiters_join(&w, 1, 12000);
     printf("wait/holder-killed: waiter got %s %lld ms after kill -9 of the holder\n",
            rlock_strerror(w.rc), (long long)(w.t_done - t_kill));
@@ -241,35 +201,15 @@ START_TEST(test_holder_killed)
     ck_assert_msg(w.t_done - t_kill < 1000, "waiter granted %lld ms after the kill",
                   (long long)(w.t_done - t_kill));
     ck_assert_int_eq(w.rel_rc, RLOCK_OK);
-    ck_assert_msg(w.fence > fence, "waiter's fence %llu not above the dead holder's %llu",
-                  (unsigned long long)w.fence, fence);
+    ck_assert_msg(w.fence > holder.fence, "waiter's fence %llu not above the dead holder's %llu",
+                  (unsigned long long)w.fence, (unsigned long long)holder.fence);
     rlock_close(wc);
-    rlock_close(observer);
-    h_env_stop(&e);
+    h_fixture_stop(&f);
 }
 END_TEST
 
-static Suite *wait_suite(void)
-{
-    Suite *s = suite_create("integration_wait");
-    struct {
-        const char *name;
-        const TTest *test;
-    } cases[] = {
-        {"fifo", test_fifo},
-        {"timeout", test_timeout},
-        {"holder_killed", test_holder_killed},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_set_timeout(tc, 90);
-        tcase_add_test(tc, cases[i].test);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
-
 int main(void)
 {
-    return h_run_suite(wait_suite());
+    const TTest *tests[] = { test_fifo, test_timeout, test_holder_killed };
+    return h_run_tests("integration_wait", 90, tests, H_LEN(tests));
 }

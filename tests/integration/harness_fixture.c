@@ -1,0 +1,164 @@
+/*
+ * harness_fixture.c — the pieces test bodies share: the usual env + client +
+ * hiredis fixture, lock and key assertions, rlock-holder as a child, test
+ * threads with a deadline on their end, and the Check suite builder.
+ *
+ * Everything here asserts (fails the running test) instead of returning an
+ * error: it is called from test bodies only.
+ */
+#include "harness.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+/* --- fixture ------------------------------------------------------------- */
+
+struct rlock_client *h_client_or_fail(struct h_env *e, const struct rlock_options *opts)
+{
+    struct rlock_client *c = h_client(e, opts);
+    ck_assert_msg(c != NULL, "cannot connect a client to %s", e->rlockd_addr);
+    return c;
+}
+
+void h_fixture_start_env(struct h_fixture *f, const char *extra_ini)
+{
+    memset(f, 0, sizeof *f);
+    h_env_start_or_fail(&f->e, extra_ini);
+    f->r = h_redis(&f->e);
+    ck_assert_msg(f->r != NULL, "cannot connect hiredis to %s", f->e.redis_sock);
+}
+
+void h_fixture_start(struct h_fixture *f, const char *extra_ini)
+{
+    h_fixture_start_env(f, extra_ini);
+    struct rlock_options o = { .on_lost = h_lost_cb, .on_lost_arg = &f->lost };
+    f->c = h_client_or_fail(&f->e, &o);
+}
+
+void h_fixture_stop(struct h_fixture *f)
+{
+    h_assert_env_alive(&f->e);
+    if (f->c)
+        rlock_close(f->c);
+    f->c = NULL;
+    redisFree(f->r);
+    f->r = NULL;
+    h_env_stop(&f->e);
+}
+
+/* --- locks and keys ------------------------------------------------------ */
+
+struct rlock_lock *h_acquire_ok(struct rlock_client *c, const char *resource,
+                                const struct rlock_acquire_opts *o)
+{
+    struct rlock_lock *l = NULL;
+    h_assert_ok(c, rlock_acquire(c, resource, o, 0, &l));
+    ck_assert_ptr_nonnull(l);
+    return l;
+}
+
+void h_assert_key_token(redisContext *r, const char *key, const char *token)
+{
+    char val[256] = "";
+    int got = h_get(r, key, val, sizeof val);
+    ck_assert_msg(got == 1 && strcmp(val, token) == 0,
+                  "key %s holds \"%s\" (GET returned %d), not the token %s", key, val, got, token);
+}
+
+void h_release_gone(struct h_fixture *f, struct rlock_client *c, struct rlock_lock *l)
+{
+    char key[512];
+    h_lock_key(&f->e, rlock_lock_resource(l), key, sizeof key);
+    h_assert_ok(c, rlock_release(l, 0));
+    ck_assert_int_eq(rlock_lock_state(l), RLOCK_RELEASED);
+    ck_assert_msg(h_key_exists(f->r, key) == 0, "key %s still exists after the release", key);
+}
+
+/* --- rlock-holder -------------------------------------------------------- */
+
+void h_holder_start(struct h_holder *h, struct h_env *e, const char *resource, uint32_t ttl_ms,
+                    int held_within_ms)
+{
+    char bin[512], ttl[16], res[256];
+    memset(h, 0, sizeof *h);
+    h_bin("rlock-holder", bin, sizeof bin);
+    h_env_path(e, "holder.out", h->out, sizeof h->out);
+    snprintf(res, sizeof res, "%s", resource);
+    snprintf(ttl, sizeof ttl, "%" PRIu32, ttl_ms);
+    char *argv[] = { bin, e->rlockd_addr, res, ttl_ms ? ttl : NULL, NULL };
+    h->pid = h_spawn(argv, h->out);
+    ck_assert_int_gt(h->pid, 0);
+    int held = h_wait_line(h->out, "HELD ", h->pid, held_within_ms, h->line, sizeof h->line);
+    ck_assert_msg(held == 0, "rlock-holder did not report HELD within %d ms", held_within_ms);
+    ck_assert_msg(sscanf(h->line, "HELD %" SCNu64 " %127s", &h->fence, h->token) == 2,
+                  "rlock-holder said \"%s\"", h->line);
+}
+
+int64_t h_holder_kill9(struct h_holder *h)
+{
+    ck_assert_int_eq(kill(h->pid, SIGKILL), 0);
+    int64_t t_kill = h_now_ms();
+    int status;
+    ck_assert_msg(h_wait_exit(h->pid, 5000, &status) == 0,
+                  "rlock-holder (pid %d) not reaped within 5 s of kill -9", (int)h->pid);
+    return t_kill;
+}
+
+/* --- threads ------------------------------------------------------------- */
+
+static void *thread_main(void *arg)
+{
+    struct h_thread *t = arg;
+    void *ret = t->fn(t->arg);
+    atomic_store(&t->done, 1);
+    return ret;
+}
+
+void h_thread_start(struct h_thread *t, void *(*fn)(void *), void *arg)
+{
+    t->fn = fn;
+    t->arg = arg;
+    atomic_init(&t->done, 0);
+    ck_assert_int_eq(pthread_create(&t->id, NULL, thread_main, t), 0);
+}
+
+int h_thread_done(struct h_thread *t)
+{
+    return atomic_load(&t->done);
+}
+
+static int thread_done(void *arg)
+{
+    return h_thread_done(arg);
+}
+
+void h_thread_join(struct h_thread *t, int64_t deadline, const char *fail_msg)
+{
+    int64_t left = deadline - h_now_ms();
+    ck_assert_msg(h_wait_for(thread_done, t, left > 0 ? (int)left : 0), "%s", fail_msg);
+    pthread_join(t->id, NULL);
+}
+
+/* --- suites -------------------------------------------------------------- */
+
+TCase *h_tcase(Suite *s, const char *name, int timeout_s)
+{
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, timeout_s);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+int h_run_tests(const char *name, int timeout_s, const TTest *const tests[], size_t n)
+{
+    Suite *s = suite_create(name);
+    for (size_t i = 0; i < n; i++) {
+        const char *tc_name = tests[i]->name;
+        if (strncmp(tc_name, "test_", 5) == 0)
+            tc_name += 5;
+        tcase_add_test(h_tcase(s, tc_name, timeout_s), tests[i]);
+    }
+    return h_run_suite(s);
+}
