@@ -432,6 +432,27 @@ static void check_order(struct config_report *r, const struct config *c, size_t 
                klo->name, tlo);
 }
 
+/*
+ * A renew is sent a third of a lease after the last one; if it can take
+ * longer than that to time out, one slow command can cost a lock.
+ */
+static void check_command_timeout(struct config_report *r, const struct config *c)
+{
+    if (key_refused(r, KEY_command_timeout_ms) || key_refused(r, KEY_min_ttl_ms) ||
+        (uint64_t)c->command_timeout_ms * 3 <= c->min_ttl_ms)
+        return;
+    size_t at = key_line(r, KEY_command_timeout_ms) >= key_line(r, KEY_min_ttl_ms)
+                    ? KEY_command_timeout_ms
+                    : KEY_min_ttl_ms;
+    char tc[NUM_TEXT], tm[NUM_TEXT];
+    format_number(&config_keys[KEY_command_timeout_ms], c->command_timeout_ms, tc, sizeof tc);
+    format_number(&config_keys[KEY_min_ttl_ms], c->min_ttl_ms, tm, sizeof tm);
+    report(r, key_line(r, at), &config_keys[at],
+           "redis.command_timeout (%s) must be at most a third of limits.min_ttl (%s), so "
+           "that a renew can time out and be retried within the shortest lease",
+           tc, tm);
+}
+
 static void check_addresses(struct config_report *r, const struct config *c)
 {
     struct config_address addrs[CONFIG_MAX_LISTEN];
@@ -457,6 +478,7 @@ static int validate(struct config_report *r, const struct config *c)
     int before = r->errors;
     for (size_t i = 0; i < sizeof config_order / sizeof config_order[0]; i++)
         check_order(r, c, config_order[i].lo, config_order[i].hi);
+    check_command_timeout(r, c);
     check_addresses(r, c);
     return r->errors == before ? 0 : -1;
 }

@@ -52,8 +52,8 @@ enum config_type {
       "Lock key is PREFIX{resource}, fence key PREFIX{resource}:fence")                        \
     X("redis", "connect_timeout", CONFIG_DURATION, connect_timeout_ms, "1s", 10, 60000, 1, 0,    \
       "Deadline for connecting and loading scripts")                                           \
-    X("redis", "command_timeout", CONFIG_DURATION, command_timeout_ms, "500ms", 10, 60000, 1, 0, \
-      "Deadline for one Redis command; a connection that misses it is reset")                  \
+    X("redis", "command_timeout", CONFIG_DURATION, command_timeout_ms, "300ms", 10, 60000, 1, 0, \
+      "Deadline for one Redis command (at most min_ttl/3); a connection that misses it is reset") \
     X("redis", "reconnect_min", CONFIG_DURATION, reconnect_min_ms, "50ms", 1, 60000, 1, 0,       \
       "First reconnect delay; doubles per failure, with jitter")                               \
     X("redis", "reconnect_max", CONFIG_DURATION, reconnect_max_ms, "1s", 1, 300000, 1, 0,        \
@@ -68,7 +68,7 @@ enum config_type {
       "Locks one session may hold (or wait for) at once")                                      \
     X("limits", "default_ttl", CONFIG_DURATION, default_ttl_ms, "30s", 100, 86400000, 1, 0,      \
       "Lease of a lock whose Acquire gives ttl_ms = 0")                                        \
-    X("limits", "min_ttl", CONFIG_DURATION, min_ttl_ms, "300ms", 100, 86400000, 1, 0,            \
+    X("limits", "min_ttl", CONFIG_DURATION, min_ttl_ms, "1s", 100, 86400000, 1, 0,               \
       "Smallest lease a client may ask for")                                                   \
     X("limits", "max_ttl", CONFIG_DURATION, max_ttl_ms, "1h", 100, 86400000, 1, 0,               \
       "Largest lease a client may ask for")                                                    \

@@ -10,21 +10,27 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <event2/event.h>
 #include <event2/listener.h>
 
 #include "config.h"
 #include "log.h"
 #include "server.h"
 #include "session.h"
+#include "util.h"
+
+#define LISTENER_PAUSE_MS 500 /* pause after running out of descriptors */
 
 struct listener {
     struct server *srv;
     struct evconnlistener *evl;
+    struct event *resume_ev; /* re-enables accepting after a pause */
     struct config_address addr;
     struct listener *next;
 };
@@ -67,12 +73,24 @@ static void accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct soc
     session_new(srv, fd, peer);
 }
 
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct listener *l = arg;
+    evconnlistener_enable(l->evl);
+}
+
 static void error_cb(struct evconnlistener *evl, void *arg)
 {
-    (void)evl;
-    (void)arg;
-    /* EMFILE and friends: log and keep listening; libevent retries. */
-    log_error("accept: %s", strerror(errno));
+    struct listener *l = arg;
+    int err = errno;
+    /* Out of descriptors, the pending connection stays in the backlog and
+     * libevent would report it again at once: pause instead of spinning. */
+    log_error("accept: %s; not accepting for %d ms", strerror(err), LISTENER_PAUSE_MS);
+    evconnlistener_disable(evl);
+    struct timeval tv = util_tv_ms(LISTENER_PAUSE_MS);
+    evtimer_add(l->resume_ev, &tv);
 }
 
 static int listener_open(struct server *srv, const struct config_address *addr)
@@ -118,6 +136,12 @@ static int listener_open(struct server *srv, const struct config_address *addr)
         return -1;
     }
     evconnlistener_set_error_cb(l->evl, error_cb);
+    l->resume_ev = evtimer_new(srv->base, resume_cb, l);
+    if (l->resume_ev == NULL) {
+        evconnlistener_free(l->evl);
+        free(l);
+        return -1;
+    }
     if (!l->addr.is_unix && l->addr.port == 0) {
         struct sockaddr_storage bound;
         socklen_t blen = sizeof bound;
@@ -135,6 +159,19 @@ static int listener_open(struct server *srv, const struct config_address *addr)
 
 int listener_open_all(struct server *srv)
 {
+    struct rlimit rl;
+    /* Each session is a descriptor; leave room for Redis, listeners and logs.
+     * Raise the soft limit as far as the hard one allows before complaining. */
+    rlim_t need = (rlim_t)srv->cfg->max_sessions + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        need > rl.rlim_cur)
+        log_warn("server.max_sessions (%u) exceeds the descriptor limit (%llu) minus a reserve "
+                 "of 64; raise LimitNOFILE / ulimit -n",
+                 srv->cfg->max_sessions, (unsigned long long)rl.rlim_cur);
     struct config_address addrs[CONFIG_MAX_LISTEN];
     char err[256];
     int n = config_parse_listen(srv->cfg->listen, addrs, CONFIG_MAX_LISTEN, err, sizeof err);
@@ -154,6 +191,7 @@ void listener_close_all(struct server *srv)
     for (; l != NULL; l = next) {
         next = l->next;
         evconnlistener_free(l->evl);
+        event_free(l->resume_ev);
         if (l->addr.is_unix)
             unlink(l->addr.path);
         free(l);

@@ -14,12 +14,16 @@
 
 #include <event2/event.h>
 
+#include "cleanup.h"
 #include "config.h"
 #include "log.h"
 #include "redis_pool.h"
 #include "resource.h"
 
 #define WAKE_POLL_MS 1000 /* retry period when the holder's key has no expiry */
+/* How long past a lease's end an unconfirmed delete is still retried: an
+ * acquire buffered in a stalled Redis may execute that much later. */
+#define CLEANUP_GRACE_MS 60000
 
 static void waitq_kick(struct resource *res);
 
@@ -54,7 +58,7 @@ static struct lease *lease_new(struct session *s, struct resource *res, const ch
     l->holds = 1;
     l->watchdog = watchdog;
     l->refs = 1;
-    lease_renewed(l, sent_ms);
+    lease_renewed(l, sent_ms, ttl_ms);
     TAILQ_INSERT_TAIL(&s->leases, l, sess_link);
     s->nleases++;
     TAILQ_INSERT_TAIL(&s->srv->leases, l, srv_link);
@@ -63,10 +67,10 @@ static struct lease *lease_new(struct session *s, struct resource *res, const ch
     return l;
 }
 
-void lease_renewed(struct lease *l, int64_t sent_ms)
+void lease_renewed(struct lease *l, int64_t sent_ms, uint32_t ttl_ms)
 {
-    l->valid_until_ms = sent_ms + l->ttl_ms;
-    l->next_renew_ms = sent_ms + l->ttl_ms / 3;
+    l->valid_until_ms = sent_ms + ttl_ms;
+    l->next_renew_ms = sent_ms + ttl_ms / 3;
 }
 
 /* Take l off every list; it is no longer held. */
@@ -105,6 +109,8 @@ void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
     session_push_event(s, &ev);
     l->srv->ctr.locks_lost++;
     resource_ref(res);
+    if (reason == RLOCK__V1__LOST_REASON__LOST_EXPIRED && l->watchdog)
+        lock_release_token(l->srv, res, l->token, l->ttl_ms); /* the key may outlive our clock */
     lease_forget(l);
     waitq_kick(res); /* the key may be free now */
     resource_unref(res);
@@ -184,13 +190,22 @@ static void acquire_try(struct request *req);
 static void waitq_kick(struct resource *res)
 {
     struct request *head;
+    resource_ref(res); /* dropping waiters below must not free res under us */
     while ((head = TAILQ_FIRST(&res->waiters)) != NULL && !res->head_trying) {
         struct lease *l = res->holder;
+        if (head->sess != NULL && head->sess->state == SESSION_CLOSING) {
+            /* Its session is ending (and dropping its waiters): not worth a try. */
+            head->state = REQUEST_DONE;
+            waitq_remove(head);
+            request_free(head);
+            resource_unref(res);
+            continue;
+        }
         if (l == NULL || head->sess == NULL || l->sess != head->sess) {
             if (res->wake_ev != NULL)
                 evtimer_del(res->wake_ev);
             acquire_try(head);
-            return;
+            break;
         }
         /* The session's own earlier acquire was granted meanwhile: a re-entry. */
         l->holds++;
@@ -200,6 +215,7 @@ static void waitq_kick(struct resource *res)
         request_free(head);
         resource_unref(res);
     }
+    resource_unref(res);
 }
 
 static void wake_cb(evutil_socket_t fd, short what, void *arg)
@@ -257,14 +273,22 @@ static void acquire_granted(struct request *req, uint64_t fence)
     struct resource *res = req->res;
     if (s == NULL || s->state == SESSION_CLOSING) {
         log_debug("granted %s to a session that has ended; releasing", res->name);
-        lock_release_token(req->srv, res, req->token);
+        lock_release_token(req->srv, res, req->token, req->ttl_ms);
+        request_finish(req);
+        return;
+    }
+    if (util_now_ms() + LEASE_DRIFT_MS(req->ttl_ms) >= req->sent_ms + req->ttl_ms) {
+        /* Redis answered so late that the lease may already have run out. */
+        lock_release_token(req->srv, res, req->token, req->ttl_ms);
+        reply_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE,
+                    "redis answered after the lease had run out");
         request_finish(req);
         return;
     }
     struct lease *l = lease_new(s, res, req->token, fence, req->ttl_ms, req->watchdog,
                                 req->sent_ms);
     if (l == NULL) {
-        lock_release_token(req->srv, res, req->token);
+        lock_release_token(req->srv, res, req->token, req->ttl_ms);
         reply_error(req, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
     } else {
         reply_acquired(s, req->id, l);
@@ -303,7 +327,7 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
     struct request *req = arg;
     if (reply == NULL) {
         /* The outcome is unknown: a compare-and-delete of our fresh token is always safe. */
-        lock_release_token(req->srv, req->res, req->token);
+        lock_release_token(req->srv, req->res, req->token, req->ttl_ms);
         reply_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE, err);
         request_finish(req);
         return;
@@ -314,7 +338,7 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
         log_error("acquire %s: unexpected reply from Redis%s%s", req->res->name,
                   reply->type == REDIS_REPLY_ERROR ? ": " : "",
                   reply->type == REDIS_REPLY_ERROR ? reply->str : "");
-        lock_release_token(req->srv, req->res, req->token);
+        lock_release_token(req->srv, req->res, req->token, req->ttl_ms);
         reply_error(req, reply->type == REDIS_REPLY_ERROR ? RLOCK__V1__STATUS__STATUS_UNAVAILABLE
                                                           : RLOCK__V1__STATUS__STATUS_INTERNAL,
                     "unexpected reply from Redis");
@@ -404,7 +428,7 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
                       "too many waiters on this resource");
         return;
     }
-    struct request *req = request_new(s, id, RLOCK__V1__REQUEST__BODY_ACQUIRE);
+    struct request *req = request_new(s->srv, s, id, RLOCK__V1__REQUEST__BODY_ACQUIRE);
     if (req == NULL) {
         resource_unref(res);
         respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
@@ -448,8 +472,9 @@ static void release_reply_cb(const redisReply *reply, const char *err, void *arg
     if (reply == NULL || reply->type == REDIS_REPLY_ERROR)
         log_warn("release of %s not confirmed: %s", req->res->name,
                  reply == NULL ? err : reply->str);
-    if (req->counted)
-        server_release_done(req->srv);
+    if (reply == NULL || reply->type != REDIS_REPLY_INTEGER)
+        cleanup_add(req->srv, req->res->key, req->res->key_len, req->res->route, req->token,
+                    util_now_ms() + req->ttl_ms + CLEANUP_GRACE_MS);
     struct resource *res = req->res;
     resource_ref(res);
     request_finish(req);
@@ -457,9 +482,14 @@ static void release_reply_cb(const redisReply *reply, const char *err, void *arg
     resource_unref(res);
 }
 
-/* Send release.lua for token; req is answered (if it has a session) and freed by the callback. */
-static void release_send(struct request *req, const char *token)
+/*
+ * Send release.lua for token; req is answered (if it has a session) and freed
+ * by the callback. ttl_ms bounds how long the key could outlive an
+ * unconfirmed release, for the cleanup retries.
+ */
+static void release_send(struct request *req, const char *token, uint32_t ttl_ms)
 {
+    req->ttl_ms = ttl_ms;
     struct resource *res = req->res;
     const char *args[3] = {res->key, token, ""};
     size_t lens[3] = {res->key_len, strlen(token), 0};
@@ -469,19 +499,18 @@ static void release_send(struct request *req, const char *token)
                req);
 }
 
-void lock_release_token(struct server *srv, struct resource *res, const char *token)
+void lock_release_token(struct server *srv, struct resource *res, const char *token,
+                        uint32_t ttl_ms)
 {
-    struct request *req = request_new(NULL, 0, 0);
-    if (req == NULL)
-        return; /* the key expires by its ttl */
-    req->srv = srv;
+    struct request *req = request_new(srv, NULL, 0, 0);
+    if (req == NULL) {
+        cleanup_add(srv, res->key, res->key_len, res->route, token,
+                    util_now_ms() + ttl_ms + CLEANUP_GRACE_MS);
+        return;
+    }
     req->res = res;
     resource_ref(res);
-    if (srv->stopping) {
-        req->counted = 1;
-        srv->releases_in_flight++;
-    }
-    release_send(req, token);
+    release_send(req, token, ttl_ms);
 }
 
 void lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r)
@@ -496,7 +525,7 @@ void lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r)
         reply_released(s, id, l->holds, NULL);
         return;
     }
-    struct request *req = request_new(s, id, RLOCK__V1__REQUEST__BODY_RELEASE);
+    struct request *req = request_new(s->srv, s, id, RLOCK__V1__REQUEST__BODY_RELEASE);
     if (req == NULL) {
         l->holds++;
         respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
@@ -506,8 +535,9 @@ void lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r)
     resource_ref(l->res);
     char token[UTIL_UUID_LEN + 1];
     memcpy(token, l->token, sizeof token);
+    uint32_t ttl = l->ttl_ms;
     lease_forget(l);
-    release_send(req, token);
+    release_send(req, token, ttl);
 }
 
 /* --- extend ----------------------------------------------------------------- */
@@ -518,13 +548,15 @@ static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
     struct lease *l = req->res->holder;
     if (l != NULL && (l->sess != req->sess || strcmp(l->token, req->token) != 0))
         l = NULL;
+    if (l != NULL)
+        l->extending = 0;
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != 1 ||
         reply->element[0]->type != REDIS_REPLY_INTEGER) {
         reply_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE,
                     reply == NULL ? err : "unexpected reply from Redis");
     } else if (reply->element[0]->integer != 1 || l == NULL) {
         if (l == NULL && reply->element[0]->integer == 1)
-            lock_release_token(req->srv, req->res, req->token); /* released meanwhile */
+            lock_release_token(req->srv, req->res, req->token, req->ttl_ms); /* released meanwhile */
         if (l != NULL)
             lease_lose(l,
                        reply->element[0]->integer == 0 ? RLOCK__V1__LOST_REASON__LOST_MISSING
@@ -533,7 +565,7 @@ static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
         reply_error(req, RLOCK__V1__STATUS__STATUS_NOT_HELD, "the lock is no longer held");
     } else {
         l->ttl_ms = req->ttl_ms;
-        lease_renewed(l, req->sent_ms);
+        lease_renewed(l, req->sent_ms, req->ttl_ms);
         Rlock__V1__ExtendReply e = RLOCK__V1__EXTEND_REPLY__INIT;
         e.ttl_ms = l->ttl_ms;
         session_respond(req->sess, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
@@ -550,10 +582,15 @@ void lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e)
                       "this session does not hold the lock");
         return;
     }
+    if (l->extending) {
+        respond_error(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
+                      "an Extend of this lock is already in progress");
+        return;
+    }
     uint32_t ttl = e->ttl_ms != 0 ? e->ttl_ms : l->ttl_ms;
     if (check_ttl(s, id, &ttl) != 0)
         return;
-    struct request *req = request_new(s, id, RLOCK__V1__REQUEST__BODY_EXTEND);
+    struct request *req = request_new(s->srv, s, id, RLOCK__V1__REQUEST__BODY_EXTEND);
     if (req == NULL) {
         respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
         return;
@@ -568,6 +605,7 @@ void lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e)
     lens[2] = (size_t)snprintf(ttl_text, sizeof ttl_text, "%u", ttl);
     req->state = REQUEST_IN_REDIS;
     req->sent_ms = util_now_ms();
+    l->extending = 1;
     rpool_eval(s->srv->pool, l->res->route, SCRIPT_RENEW, 1, 3, args, lens, extend_reply_cb,
                req);
 }
@@ -580,21 +618,18 @@ void lock_session_end(struct session *s)
     while ((l = TAILQ_FIRST(&s->leases)) != NULL) {
         struct resource *res = l->res;
         char token[UTIL_UUID_LEN + 1];
+        uint32_t ttl = l->ttl_ms;
         memcpy(token, l->token, sizeof token);
         resource_ref(res);
         lease_forget(l);
-        lock_release_token(s->srv, res, token);
+        lock_release_token(s->srv, res, token, ttl);
         resource_unref(res);
     }
     struct request *req;
     while ((req = TAILQ_FIRST(&s->requests)) != NULL) {
         if (req->state == REQUEST_IN_REDIS) {
             /* Orphan: its reply still arrives; a grant is then released by token. */
-            TAILQ_REMOVE(&s->requests, req, sess_link);
-            s->nrequests--;
-            req->sess = NULL;
-            if (req->deadline_ev != NULL)
-                evtimer_del(req->deadline_ev);
+            request_orphan(req);
         } else {
             request_finish(req);
         }

@@ -32,6 +32,7 @@ struct lease {
     int64_t valid_until_ms;
     int64_t next_renew_ms;
     int renewing;  /* a renew is in Redis */
+    int extending; /* an Extend is in Redis (one at a time bounds a client's Redis load) */
     int forgotten; /* released or lost; only in-flight renews still point here */
     uint32_t refs;
     TAILQ_ENTRY(lease) sess_link;
@@ -48,12 +49,27 @@ void lock_session_end(struct session *s);
 
 /* The lease is lost: push LockLost to its session and forget it. */
 void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why);
-/* A renew was sent at sent_ms and succeeded. */
-void lease_renewed(struct lease *l, int64_t sent_ms);
+/*
+ * Safety margin taken off a lease's validity: Redis expires keys by its own
+ * clock, which may run a little fast against ours.
+ */
+#define LEASE_DRIFT_MS(ttl_ms) ((int64_t)(ttl_ms) / 100 + 2)
+
+/*
+ * A renew (or the acquire) carrying ttl_ms was sent at sent_ms and succeeded:
+ * the key is ours until at least sent_ms + ttl_ms. The ttl must be the one
+ * sent, not the lease's current one, which an Extend may have changed since.
+ */
+void lease_renewed(struct lease *l, int64_t sent_ms, uint32_t ttl_ms);
 void lease_ref(struct lease *l);
 void lease_unref(struct lease *l);
 
-/* Compare-and-delete token on res with nobody to answer (session end, reconciliation). */
-void lock_release_token(struct server *srv, struct resource *res, const char *token);
+/*
+ * Compare-and-delete token on res with nobody to answer (session end,
+ * reconciliation). If Redis does not confirm, the delete is retried (see
+ * cleanup.h) while a key with a ttl_ms lease could still exist.
+ */
+void lock_release_token(struct server *srv, struct resource *res, const char *token,
+                        uint32_t ttl_ms);
 
 #endif

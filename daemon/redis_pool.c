@@ -28,6 +28,10 @@
 #include "log.h"
 #include "util.h"
 
+/* Calls one connection may have in flight; beyond that new calls are refused
+ * (UNAVAILABLE) instead of growing hiredis' buffers without bound. */
+#define RPOOL_MAX_PENDING 65536
+
 enum rconn_state { RCONN_DOWN, RCONN_CONNECTING, RCONN_READY };
 
 struct rcall {
@@ -58,6 +62,7 @@ struct rconn {
     int setup_pending;      /* replies still due before READY */
     int reset_requested;    /* the timer should reset the connection */
     struct rcall_list calls; /* sent and not yet answered, oldest first */
+    uint32_t npending;       /* length of calls */
 };
 
 struct rpool {
@@ -70,6 +75,8 @@ struct rpool {
     struct rpool_stats stats;
     int warned_policy;
     int closing; /* rpool_free is running: new calls fail at once */
+    struct rcall_list failed; /* refused calls, answered by fail_ev on the next loop turn */
+    struct event *fail_ev;
 };
 
 static void conn_connect(struct rconn *c);
@@ -140,6 +147,7 @@ static void call_unlink(struct rcall *call)
 {
     if (call->conn != NULL) {
         TAILQ_REMOVE(&call->conn->calls, call, link);
+        call->conn->npending--;
         call->conn = NULL;
     }
 }
@@ -207,14 +215,24 @@ static void call_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
     }
 }
 
-/* Complete call with err from outside any hiredis callback, on the next loop turn. */
-static void call_fail_later_cb(evutil_socket_t fd, short what, void *arg)
+/* Answer the calls refused so far (not those refused while answering). */
+static void fail_drain(struct rpool *p)
+{
+    struct rcall_list batch = TAILQ_HEAD_INITIALIZER(batch);
+    TAILQ_CONCAT(&batch, &p->failed, link);
+    struct rcall *call;
+    while ((call = TAILQ_FIRST(&batch)) != NULL) {
+        TAILQ_REMOVE(&batch, call, link);
+        call_complete(call, NULL, "redis unavailable");
+        call_free(call);
+    }
+}
+
+static void fail_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    struct rcall *call = arg;
-    call_complete(call, NULL, "redis unavailable");
-    call_free(call);
+    fail_drain(arg);
 }
 
 void rpool_eval(struct rpool *p, uint32_t route, enum script_id script, int nkeys, int nargs,
@@ -249,10 +267,11 @@ void rpool_eval(struct rpool *p, uint32_t route, enum script_id script, int nkey
         return;
     }
     struct rconn *c = &p->conns[route % p->n];
-    if (c->state != RCONN_READY || c->reset_requested || call_send(c, call, 0) != 0) {
-        struct timeval now = {0, 0};
-        if (event_base_once(p->base, -1, EV_TIMEOUT, call_fail_later_cb, call, &now) != 0)
-            goto oom;
+    if (c->state != RCONN_READY || c->reset_requested || c->npending >= RPOOL_MAX_PENDING ||
+        call_send(c, call, 0) != 0) {
+        /* Refused: answered on the next loop turn, never inside this call. */
+        TAILQ_INSERT_TAIL(&p->failed, call, link);
+        event_active(p->fail_ev, EV_TIMEOUT, 0);
         return;
     }
     call->conn = c;
@@ -260,6 +279,7 @@ void rpool_eval(struct rpool *p, uint32_t route, enum script_id script, int nkey
     if (TAILQ_EMPTY(&c->calls))
         conn_arm(c, p->cfg->command_timeout_ms);
     TAILQ_INSERT_TAIL(&c->calls, call, link);
+    c->npending++;
     return;
 oom:
     /* Out of memory while accepting the call: there is no way to defer, so
@@ -339,10 +359,15 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
             break;
         }
         /* The oldest call is late: the connection is presumed stuck. Fail
-         * every call on it now, then drop it. */
-        struct rcall *call;
-        TAILQ_FOREACH(call, &c->calls, link)
+         * every call on it now, then drop it. It is marked first, so that
+         * calls those callbacks start are refused instead of being queued
+         * on a context about to be freed. */
+        c->reset_requested = 1;
+        struct rcall *call, *next;
+        for (call = TAILQ_FIRST(&c->calls); call != NULL; call = next) {
+            next = TAILQ_NEXT(call, link);
             call_complete(call, NULL, "redis command timed out");
+        }
         conn_reset(c, "command timed out");
         break;
     }
@@ -482,14 +507,22 @@ struct rpool *rpool_new(struct event_base *base, const struct config *cfg)
         return NULL;
     p->base = base;
     p->cfg = cfg;
+    TAILQ_INIT(&p->failed);
+    p->fail_ev = event_new(base, -1, 0, fail_cb, p);
+    if (p->fail_ev == NULL) {
+        free(p);
+        return NULL;
+    }
     if (config_parse_address(cfg->redis_address, &p->addr, err, sizeof err) != 0) {
         log_error("redis.address: %s", err);
+        event_free(p->fail_ev);
         free(p);
         return NULL;
     }
     p->n = cfg->pool_size;
     p->conns = calloc(p->n, sizeof *p->conns);
     if (p->conns == NULL) {
+        event_free(p->fail_ev);
         free(p);
         return NULL;
     }
@@ -514,6 +547,7 @@ void rpool_free(struct rpool *p)
     if (p == NULL)
         return;
     p->closing = 1;
+    fail_drain(p);
     for (uint32_t i = 0; i < p->n; i++) {
         struct rconn *c = &p->conns[i];
         if (c->ac != NULL) {
@@ -529,6 +563,8 @@ void rpool_free(struct rpool *p)
             event_free(c->timer);
     }
     free(p->conns);
+    if (p->fail_ev != NULL)
+        event_free(p->fail_ev);
     free(p);
 }
 

@@ -17,6 +17,7 @@
 
 #include <event2/event.h>
 
+#include "cleanup.h"
 #include "config.h"
 #include "listener.h"
 #include "lock.h"
@@ -51,9 +52,9 @@ static void server_finish(struct server *srv)
     event_base_loopexit(srv->base, &tv);
 }
 
-void server_release_done(struct server *srv)
+void server_background_done(struct server *srv)
 {
-    if (srv->releases_in_flight > 0 && --srv->releases_in_flight == 0 && srv->stopping) {
+    if (--srv->background == 0 && srv->stopping) {
         log_info("all locks released");
         server_finish(srv);
     }
@@ -64,8 +65,8 @@ static void stop_timeout_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct server *srv = arg;
-    log_warn("shutdown_timeout passed with %u release%s unconfirmed; their keys expire by ttl",
-             srv->releases_in_flight, srv->releases_in_flight == 1 ? "" : "s");
+    log_warn("shutdown_timeout passed with %u Redis call%s unanswered; their keys expire by ttl",
+             srv->background, srv->background == 1 ? "" : "s");
     event_base_loopbreak(srv->base);
 }
 
@@ -91,7 +92,10 @@ static void server_stop(struct server *srv, const char *why)
         session_push_event(s, &ev);
         session_close(s, "server shutting down", 1);
     }
-    if (srv->releases_in_flight == 0) {
+    if (cleanup_count(srv->cleanups) > 0)
+        log_warn("%u unconfirmed delete%s still pending; those keys expire by ttl",
+                 cleanup_count(srv->cleanups), cleanup_count(srv->cleanups) == 1 ? "" : "s");
+    if (srv->background == 0) {
         server_finish(srv);
         return;
     }
@@ -123,6 +127,7 @@ struct server *server_new(struct config *cfg, const char *config_path)
     srv->config_path = config_path;
     TAILQ_INIT(&srv->sessions);
     TAILQ_INIT(&srv->closed);
+    TAILQ_INIT(&srv->draining);
     TAILQ_INIT(&srv->leases);
     srv->start_ms = util_now_ms();
     srv->base = event_base_new();
@@ -130,7 +135,8 @@ struct server *server_new(struct config *cfg, const char *config_path)
         goto fail;
     srv->reap_ev = event_new(srv->base, -1, 0, reap_cb, srv);
     srv->resources = restable_new();
-    if (srv->reap_ev == NULL || srv->resources == NULL)
+    srv->cleanups = cleanup_new();
+    if (srv->reap_ev == NULL || srv->resources == NULL || srv->cleanups == NULL)
         goto fail;
     srv->pool = rpool_new(srv->base, cfg);
     if (srv->pool == NULL)
@@ -166,6 +172,8 @@ void server_free(struct server *srv)
     struct session *s;
     while ((s = TAILQ_FIRST(&srv->sessions)) != NULL)
         session_close(s, "exiting", 0);
+    while ((s = TAILQ_FIRST(&srv->draining)) != NULL)
+        session_abandon_flush(s);
     /* Freeing the pool answers every call still in flight, which may touch sessions. */
     rpool_free(srv->pool);
     srv->pool = NULL;
@@ -180,6 +188,7 @@ void server_free(struct server *srv)
         event_free(srv->stop_ev);
     if (srv->reap_ev != NULL)
         event_free(srv->reap_ev);
+    cleanup_free(srv->cleanups);
     restable_free(srv->resources);
     if (srv->base != NULL)
         event_base_free(srv->base);

@@ -18,6 +18,7 @@ struct restable;
 struct listener;
 struct session;
 struct lease;
+struct cleanup_list;
 
 TAILQ_HEAD(session_list, session);
 TAILQ_HEAD(lease_list, lease);
@@ -43,9 +44,11 @@ struct server {
     struct listener *listeners;     /* singly linked */
     struct session_list sessions;   /* live sessions */
     struct session_list closed;     /* ended, freed by reap_ev after this loop turn */
+    struct session_list draining;   /* ended, still writing their last reply */
     uint32_t nsessions;
     struct restable *resources;     /* resource name -> struct resource */
     struct lease_list leases;       /* every held lock, for the watchdog */
+    struct cleanup_list *cleanups;  /* unconfirmed deletes to retry */
     uint64_t nleases;
     uint64_t nwaiters;
     struct server_counters ctr;
@@ -55,7 +58,7 @@ struct server {
     struct event *signal_evs[3];
     struct event *stop_ev;
     int stopping;
-    uint32_t releases_in_flight;    /* releases issued while stopping */
+    uint32_t background;            /* requests in Redis with no session to answer */
 };
 
 /* Build the server from cfg (taking ownership) and open listeners; NULL on failure. */
@@ -66,7 +69,7 @@ void server_free(struct server *srv);
 
 /* Ask the reaper to free closed sessions after the current loop turn. */
 void server_schedule_reap(struct server *srv);
-/* During shutdown: one release finished; the loop ends once none is left. */
-void server_release_done(struct server *srv);
+/* A session-less request (release, orphan) finished; shutdown waits for the last. */
+void server_background_done(struct server *srv);
 
 #endif

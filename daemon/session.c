@@ -50,6 +50,10 @@ static void session_arm(struct session *s, int64_t ms)
 /* Move a closing session to the reaper. */
 static void session_retire(struct session *s)
 {
+    if (s->flush_then_close) {
+        TAILQ_REMOVE(&s->srv->draining, s, link);
+        s->flush_then_close = 0;
+    }
     bufferevent_disable(s->bev, EV_READ | EV_WRITE);
     bufferevent_setcb(s->bev, NULL, NULL, NULL, NULL);
     evtimer_del(s->timer);
@@ -81,9 +85,15 @@ void session_close(struct session *s, const char *reason, int flush)
         bufferevent_disable(s->bev, EV_READ);
         bufferevent_setcb(s->bev, NULL, flushed_cb, NULL, s);
         s->flush_then_close = 1;
+        TAILQ_INSERT_TAIL(&s->srv->draining, s, link);
         session_arm(s, SESSION_FLUSH_MS);
         return;
     }
+    session_retire(s);
+}
+
+void session_abandon_flush(struct session *s)
+{
     session_retire(s);
 }
 
@@ -301,27 +311,41 @@ fail:
 
 /* --- requests --------------------------------------------------------------- */
 
-struct request *request_new(struct session *s, uint64_t id, int op)
+struct request *request_new(struct server *srv, struct session *s, uint64_t id, int op)
 {
     struct request *r = calloc(1, sizeof *r);
     if (r == NULL)
         return NULL;
+    r->srv = srv;
     r->sess = s;
     r->id = id;
     r->op = op;
     r->state = REQUEST_NEW;
     if (s != NULL) {
-        r->srv = s->srv;
         TAILQ_INSERT_TAIL(&s->requests, r, sess_link);
         s->nrequests++;
+    } else {
+        srv->background++;
     }
     return r;
+}
+
+void request_orphan(struct request *r)
+{
+    TAILQ_REMOVE(&r->sess->requests, r, sess_link);
+    r->sess->nrequests--;
+    r->sess = NULL;
+    r->srv->background++;
+    if (r->deadline_ev != NULL)
+        evtimer_del(r->deadline_ev);
 }
 
 void request_free(struct request *r)
 {
     if (r == NULL)
         return;
+    struct server *srv = r->srv;
+    int background = r->sess == NULL;
     if (r->sess != NULL) {
         TAILQ_REMOVE(&r->sess->requests, r, sess_link);
         r->sess->nrequests--;
@@ -329,4 +353,6 @@ void request_free(struct request *r)
     if (r->deadline_ev != NULL)
         event_free(r->deadline_ev);
     free(r);
+    if (background)
+        server_background_done(srv);
 }

@@ -39,7 +39,6 @@ struct request {
     int64_t sent_ms;     /* when the current Redis call was sent (validity starts here) */
     int expired;         /* the wait ran out while a try was in Redis */
     int in_queue;        /* on res->waiters */
-    int counted;         /* a shutdown release the server waits for */
     struct event *deadline_ev;
     TAILQ_ENTRY(request) sess_link;
     TAILQ_ENTRY(request) wait_link;
@@ -86,11 +85,17 @@ void session_close(struct session *s, const char *reason, int flush);
 /* Hello accepted: the session is ACTIVE with this keepalive timeout. */
 void session_activate(struct session *s, uint32_t timeout_ms);
 
+/* Give up writing a closing session's last reply (at exit); it goes to the reaper. */
+void session_abandon_flush(struct session *s);
+
 /* Free a closed session (called by the server's reaper only). */
 void session_free(struct session *s);
 
 /* Request objects: created by the lock logic, tracked by their session. */
-struct request *request_new(struct session *s, uint64_t id, int op);
+/* s may be NULL: a request nobody awaits (a release by token), counted as background work. */
+struct request *request_new(struct server *srv, struct session *s, uint64_t id, int op);
+/* The session ended while r is in Redis: r completes with nobody to answer. */
+void request_orphan(struct request *r);
 void request_free(struct request *r);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include <event2/event.h>
 
+#include "cleanup.h"
 #include "config.h"
 #include "lock.h"
 #include "log.h"
@@ -24,6 +25,7 @@ struct renew_batch {
     uint32_t route;
     uint32_t n;
     struct lease *leases[RENEW_BATCH_MAX];
+    uint32_t ttls[RENEW_BATCH_MAX]; /* as sent: an Extend may change the lease meanwhile */
 };
 
 static void renew_reply_cb(const redisReply *reply, const char *err, void *arg)
@@ -46,9 +48,9 @@ static void renew_reply_cb(const redisReply *reply, const char *err, void *arg)
             /* Released or declared lost meanwhile; if this renew still
              * extended our key, take it back so it does not linger. */
             if (v == 1)
-                lock_release_token(b->srv, l->res, l->token);
+                lock_release_token(b->srv, l->res, l->token, b->ttls[i]);
         } else if (v == 1) {
-            lease_renewed(l, b->sent_ms);
+            lease_renewed(l, b->sent_ms, b->ttls[i]);
         } else if (v == 0) {
             lease_lose(l, RLOCK__V1__LOST_REASON__LOST_MISSING, "the key is gone");
         } else if (v == -1) {
@@ -81,7 +83,7 @@ static void batch_send(struct renew_batch *b)
         lens[i] = l->res->key_len;
         args[b->n + 2 * i] = l->token;
         lens[b->n + 2 * i] = UTIL_UUID_LEN;
-        lens[b->n + 2 * i + 1] = (size_t)snprintf(ttls[i], sizeof ttls[i], "%u", l->ttl_ms);
+        lens[b->n + 2 * i + 1] = (size_t)snprintf(ttls[i], sizeof ttls[i], "%u", b->ttls[i]);
         args[b->n + 2 * i + 1] = ttls[i];
     }
     b->sent_ms = util_now_ms();
@@ -105,7 +107,8 @@ static void watchdog_tick(evutil_socket_t fd, short what, void *arg)
     struct lease *l, *next;
     for (l = TAILQ_FIRST(&srv->leases); l != NULL; l = next) {
         next = TAILQ_NEXT(l, srv_link);
-        if (now >= l->valid_until_ms) {
+        /* Lost before the next tick could be too late, with a margin for clock drift. */
+        if (now + WATCHDOG_TICK_MS + LEASE_DRIFT_MS(l->ttl_ms) >= l->valid_until_ms) {
             lease_lose(l, RLOCK__V1__LOST_REASON__LOST_EXPIRED,
                        "the lease ran out before a renew succeeded");
             continue;
@@ -125,6 +128,7 @@ static void watchdog_tick(evutil_socket_t fd, short what, void *arg)
         }
         l->renewing = 1;
         lease_ref(l);
+        b->ttls[b->n] = l->ttl_ms;
         b->leases[b->n++] = l;
         if (b->n == RENEW_BATCH_MAX) {
             batch_send(b);
@@ -134,6 +138,7 @@ static void watchdog_tick(evutil_socket_t fd, short what, void *arg)
     for (uint32_t r = 0; r < nroutes; r++)
         if (batches[r] != NULL)
             batch_send(batches[r]);
+    cleanup_tick(srv);
 }
 
 int watchdog_start(struct server *srv)

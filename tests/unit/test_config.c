@@ -129,7 +129,8 @@ START_TEST(test_defaults_validate)
     ck_assert_uint_eq(c->max_frame_bytes, 65536);
     ck_assert_uint_eq(c->session_timeout_ms, 10000);
     ck_assert_uint_eq(c->session_max_timeout_ms, 300000);
-    ck_assert_uint_eq(c->command_timeout_ms, 500);
+    ck_assert_uint_eq(c->command_timeout_ms, 300);
+    ck_assert_uint_eq(c->min_ttl_ms, 1000);
     ck_assert_uint_eq(c->max_ttl_ms, 3600000);
     ck_assert_int_eq(c->log_level, LOG_LEVEL_INFO);
     config_free(c);
@@ -362,7 +363,13 @@ static const struct {
     {"[session]\nmax_timeout = 2s\n",
      ":2: session.max_timeout: 2s is less than session.timeout (10s)\n"},
     {"[limits]\ndefault_ttl = 200ms\n",
-     ":2: limits.default_ttl: 200ms is less than limits.min_ttl (300ms)\n"},
+     ":2: limits.default_ttl: 200ms is less than limits.min_ttl (1s)\n"},
+    {"[limits]\nmin_ttl = 600ms\n",
+     ":2: limits.min_ttl: redis.command_timeout (300ms) must be at most a third of "
+     "limits.min_ttl (600ms)"},
+    {"[redis]\ncommand_timeout = 400ms\n",
+     ":2: redis.command_timeout: redis.command_timeout (400ms) must be at most a third of "
+     "limits.min_ttl (1s)"},
     {"[limits]\nmax_ttl = 10s\n",
      ":2: limits.max_ttl: 10s is less than limits.default_ttl (30s)\n"},
     {"[redis]\nreconnect_max = 10ms\n",
