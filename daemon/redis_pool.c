@@ -339,7 +339,7 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct rconn *c = arg;
     if (c->reset_requested) {
-        conn_reset(c, "setup failed");
+        conn_reset(c, "connection setup failed");
         return;
     }
     switch (c->state) {
@@ -382,7 +382,9 @@ static void setup_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
     if (c == NULL || reply == NULL)
         return; /* the connection is going away; its own path reconnects */
     if (reply->type == REDIS_REPLY_ERROR) {
-        log_error("redis[%u]: %s failed: %s", c->idx, what, reply->str);
+        char step[64];
+        snprintf(step, sizeof step, "%s failed", what);
+        conn_log_failure(c, step, reply->str);
         conn_request_reset(c);
         return;
     }

@@ -134,6 +134,18 @@ static int wait_started(struct h_env *e, pid_t *pid, const char *what, const cha
 
 /* --- redis --------------------------------------------------------------- */
 
+/* AUTH with the env's password, if it has one; 0 on success. */
+static int redis_auth(const struct h_env *e, redisContext *r)
+{
+    if (!e->redis_password[0])
+        return 0;
+    redisReply *rep = redisCommand(r, "AUTH %s", e->redis_password);
+    int ok = rep && rep->type == REDIS_REPLY_STATUS;
+    if (rep)
+        freeReplyObject(rep);
+    return ok ? 0 : -1;
+}
+
 redisContext *h_redis(struct h_env *e)
 {
     struct timeval tv = { 2, 0 };
@@ -146,6 +158,10 @@ redisContext *h_redis(struct h_env *e)
     }
     struct timeval cmd = { 10, 0 };
     redisSetTimeout(r, cmd);
+    if (redis_auth(e, r) != 0) {
+        redisFree(r);
+        return NULL;
+    }
     return r;
 }
 
@@ -154,7 +170,7 @@ static int redis_pings(struct h_env *e)
     struct timeval tv = { 0, 200000 };
     redisContext *r = redisConnectUnixWithTimeout(e->redis_sock, tv);
     int ok = 0;
-    if (r && !r->err) {
+    if (r && !r->err && redis_auth(e, r) == 0) {
         redisSetTimeout(r, tv);
         redisReply *rep = redisCommand(r, "PING");
         ok = rep && rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "PONG") == 0;
@@ -180,7 +196,8 @@ int h_redis_start(struct h_env *e)
     unlink(e->redis_sock);
     char *argv[] = { redis_bin, "--port", "0", "--unixsocket", e->redis_sock,
                      "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
-                     "--daemonize", "no", "--dir", e->dir, "--loglevel", "warning", NULL };
+                     "--daemonize", "no", "--dir", e->dir, "--loglevel", "warning",
+                     e->redis_password[0] ? "--requirepass" : NULL, e->redis_password, NULL };
     e->redis_pid = h_spawn_io(argv, log, log);
     if (e->redis_pid < 0)
         return -1;
@@ -298,8 +315,14 @@ void h_env_dump_logs(const struct h_env *e)
 
 int h_env_start(struct h_env *e, const char *extra_ini)
 {
+    return h_env_start_auth(e, NULL, extra_ini);
+}
+
+int h_env_start_auth(struct h_env *e, const char *password, const char *extra_ini)
+{
     static int seq;
     memset(e, 0, sizeof *e);
+    snprintf(e->redis_password, sizeof e->redis_password, "%s", password ? password : "");
 
     const char *base = getenv(H_BASE_ENV);
     if (!base || !base[0])
@@ -325,9 +348,12 @@ int h_env_start(struct h_env *e, const char *extra_ini)
     }
 
     char conf[2048];
+    char auth[128] = "";
+    if (e->redis_password[0])
+        snprintf(auth, sizeof auth, "password = %s\n", e->redis_password);
     int n = snprintf(conf, sizeof conf,
-                     "[server]\nlisten = %s\n\n[redis]\naddress = unix:%s\nkey_prefix = %s\n\n%s",
-                     e->rlockd_addr, e->redis_sock, e->prefix, extra_ini ? extra_ini : "");
+                     "[server]\nlisten = %s\n\n[redis]\naddress = unix:%s\nkey_prefix = %s\n%s\n%s",
+                     e->rlockd_addr, e->redis_sock, e->prefix, auth, extra_ini ? extra_ini : "");
     if (n < 0 || (size_t)n >= sizeof conf || write_file(e->conf, conf) != 0) {
         fprintf(stderr, "harness: cannot write %s\n", e->conf);
         h_rm_tree(e->dir);

@@ -33,6 +33,7 @@ struct h_env {
     pid_t rlockd_pid;
     char conf[320];         /* DIR/rlockd.conf */
     char prefix[64];        /* unique key prefix for this env, e.g. "t<pid>_<n>:" */
+    char redis_password[64]; /* requirepass of the env's redis-server; empty = none */
 };
 
 /* Start redis-server (unix socket only, --port 0, --save "", no appendonly) and
@@ -42,6 +43,9 @@ struct h_env {
  * repeat listen/address/key_prefix). Waits (deadline 10 s, checking the child is
  * alive) until each accepts connections. Returns 0, or -1 after printing why. */
 int h_env_start(struct h_env *e, const char *extra_ini);
+/* The same with redis-server requiring password (AUTH); rlockd's config and the
+ * harness's own connections use it. */
+int h_env_start_auth(struct h_env *e, const char *password, const char *extra_ini);
 /* Kill rlockd and redis by pid (SIGTERM, then SIGKILL after 3 s), reap them, remove DIR.
  * Fails the running test (ck_abort) when rlockd.log holds a sanitizer report or rlockd
  * ended with anything but exit 0 on this SIGTERM; the log is printed first. */
