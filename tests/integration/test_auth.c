@@ -23,6 +23,16 @@ static void rewrite_conf(struct h_env *e, const char *extra)
     fclose(f);
 }
 
+/* Free what a test case used and stop its env, which must still be alive. */
+static void finish(struct h_env *e, struct rlock_client *c, redisContext *r, struct rlock_lock *l)
+{
+    rlock_lock_free(l);
+    rlock_close(c);
+    redisFree(r);
+    h_assert_env_alive(e);
+    h_env_stop(e);
+}
+
 static int count_substr(const char *hay, const char *needle)
 {
     int n = 0;
@@ -51,11 +61,7 @@ START_TEST(test_auth_password_select)
     ck_assert_int_eq(h_key_exists(r, key), 0);
     printf("auth: password AUTH + SELECT 3 served a lock in database 3\n");
 
-    rlock_lock_free(l);
-    rlock_close(c);
-    redisFree(r);
-    h_assert_env_alive(&e);
-    h_env_stop(&e);
+    finish(&e, c, r, l);
 }
 END_TEST
 
@@ -83,11 +89,7 @@ START_TEST(test_auth_acl_user)
     ck_assert_msg(as_locker >= 1, "no Redis connection uses the ACL user");
     h_assert_ok(c, rlock_release(l, 0));
 
-    rlock_lock_free(l);
-    rlock_close(c);
-    redisFree(r);
-    h_assert_env_alive(&e);
-    h_env_stop(&e);
+    finish(&e, c, r, l);
 }
 END_TEST
 
