@@ -71,11 +71,9 @@ void session_close(struct session *s, const char *reason, int flush)
 {
     if (s->state == SESSION_CLOSING)
         return;
-    int was_active = s->state == SESSION_ACTIVE;
     session_set_state(s, SESSION_CLOSING);
     log_info("session %s (%s, %s): closed: %s; releasing %u lock%s", s->id, s->peer,
              s->name[0] ? s->name : "-", reason, s->nleases, s->nleases == 1 ? "" : "s");
-    (void)was_active;
     lock_session_end(s);
     TAILQ_REMOVE(&s->srv->sessions, s, link);
     s->srv->nsessions--;
