@@ -78,7 +78,7 @@ enum rlock_lost_reason {
     RLOCK_LOST_EXPIRED = 1,  /* not renewed in time (Redis unreachable) */
     RLOCK_LOST_STOLEN = 2,   /* the key holds another token */
     RLOCK_LOST_MISSING = 3,  /* the key vanished */
-    RLOCK_LOST_FORCED = 4,   /* an operator released it */
+    RLOCK_LOST_FORCED = 4,   /* an operator released it (reserved: not sent yet) */
     RLOCK_LOST_SESSION = 5,  /* the session ended (connection lost or timed out) */
 };
 

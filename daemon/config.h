@@ -3,7 +3,7 @@
  * validation, --dump-config and the commented conf/rlockd.conf.
  *
  * A struct config is built whole from a file (or from defaults) and never
- * edited while live: a reload builds a new one and swaps it.
+ * edited while live (a future reload would build a new one and swap it).
  */
 #ifndef RLOCKD_CONFIG_H
 #define RLOCKD_CONFIG_H
@@ -22,6 +22,8 @@ enum config_type {
 
 /*
  * X(section, key, type, field, default_text, min, max, reloadable, secret, help)
+ * reloadable marks keys a SIGHUP reload may change once reload exists; rlockd
+ * currently ignores SIGHUP.
  * default_text is what the key's value would be in the file. min/max bound
  * UINT and DURATION values (in their unit: count or ms) and STRING lengths.
  */

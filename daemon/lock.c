@@ -277,7 +277,7 @@ static void acquire_granted(struct request *req, uint64_t fence)
         request_finish(req);
         return;
     }
-    if (util_now_ms() + LEASE_DRIFT_MS(req->ttl_ms) >= req->sent_ms + req->ttl_ms) {
+    if (util_now_ms() + LEASE_MARGIN_MS(req->ttl_ms) >= req->sent_ms + req->ttl_ms) {
         /* Redis answered so late that the lease may already have run out. */
         lock_release_token(req->srv, res, req->token, req->ttl_ms);
         reply_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE,

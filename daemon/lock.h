@@ -19,6 +19,7 @@
 
 #include "rlock.pb-c.h"
 #include "session.h"
+#include "watchdog.h"
 
 struct lease {
     struct server *srv;
@@ -54,6 +55,11 @@ void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why);
  * clock, which may run a little fast against ours.
  */
 #define LEASE_DRIFT_MS(ttl_ms) ((int64_t)(ttl_ms) / 100 + 2)
+/*
+ * A lease is treated as lost this long before its validity ends: the drift
+ * margin plus one watchdog tick, so that the loss is never noticed late.
+ */
+#define LEASE_MARGIN_MS(ttl_ms) (WATCHDOG_TICK_MS + LEASE_DRIFT_MS(ttl_ms))
 
 /*
  * A renew (or the acquire) carrying ttl_ms was sent at sent_ms and succeeded:

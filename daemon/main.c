@@ -92,6 +92,8 @@ int main(int argc, char **argv)
     if (test_only || dump) {
         if (dump)
             config_dump(cfg, stdout, 0);
+        else if (path == NULL && stat(DEFAULT_CONFIG, &st) != 0)
+            printf("rlockd: %s not found; the built-in defaults are valid\n", DEFAULT_CONFIG);
         else
             printf("rlockd: configuration %s is valid\n", path != NULL ? path : DEFAULT_CONFIG);
         config_free(cfg);

@@ -1,8 +1,8 @@
 /*
  * server.h — the one server struct every part of the daemon hangs off.
  *
- * There is no mutable global state: handlers receive the server through the
- * session or request they act on. server.c owns startup and shutdown order.
+ * There is no mutable global state besides the log level (log.c): handlers
+ * receive the server through the session or request they act on. server.c owns startup and shutdown order.
  */
 #ifndef RLOCKD_SERVER_H
 #define RLOCKD_SERVER_H

@@ -15,7 +15,6 @@
 #include "resource.h"
 #include "server.h"
 
-#define WATCHDOG_TICK_MS 50
 #define WATCHDOG_RETRY_MS 100 /* after a failed renew; validity keeps counting down */
 #define RENEW_BATCH_MAX 64
 
@@ -107,8 +106,7 @@ static void watchdog_tick(evutil_socket_t fd, short what, void *arg)
     struct lease *l, *next;
     for (l = TAILQ_FIRST(&srv->leases); l != NULL; l = next) {
         next = TAILQ_NEXT(l, srv_link);
-        /* Lost before the next tick could be too late, with a margin for clock drift. */
-        if (now + WATCHDOG_TICK_MS + LEASE_DRIFT_MS(l->ttl_ms) >= l->valid_until_ms) {
+        if (now + LEASE_MARGIN_MS(l->ttl_ms) >= l->valid_until_ms) {
             lease_lose(l, RLOCK__V1__LOST_REASON__LOST_EXPIRED,
                        "the lease ran out before a renew succeeded");
             continue;

@@ -11,6 +11,9 @@
 
 struct server;
 
+/* Period of the renewal and expiry scan. */
+#define WATCHDOG_TICK_MS 50
+
 /* Start the periodic tick on srv's loop; 0 or -1. */
 int watchdog_start(struct server *srv);
 
