@@ -144,17 +144,24 @@ enum rlock_err rlk_call(struct rlock_client *c, Rlock__V1__Request *req, struct 
         call_unlink(c, call);
     pthread_mutex_unlock(&c->mu);
 
-    if (done)
+    /*
+     * Only a written request can have been answered. When the write failed,
+     * the break it caused also marked this call done (CLOSED); the caller's
+     * own reason (a write that ran out of time: DEADLINE) is the truer one.
+     */
+    if (done && e == RLOCK_OK)
         return call_result(c, call);
     if (timed_out) {
         rlk_session_break(c, "no answer to request %llu within %llu ms",
                           (unsigned long long)call->id, (unsigned long long)budget_ms);
-        e = RLOCK_ERR_DEADLINE;
+        return rlk_fail(c, RLOCK_ERR_DEADLINE,
+                        "no answer from the daemon within %llu ms; session closed",
+                        (unsigned long long)budget_ms);
     }
     if (e == RLOCK_ERR_NOMEM)
         return rlk_fail(c, e, "out of memory packing a request");
     if (e == RLOCK_ERR_DEADLINE)
-        return rlk_fail(c, e, "no answer from the daemon within %llu ms; session closed",
+        return rlk_fail(c, e, "request not written within %llu ms; session closed",
                         (unsigned long long)budget_ms);
     return closed_error(c);
 }

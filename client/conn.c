@@ -20,6 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Backoff between connects while a unix socket's listen backlog is full. */
+#define UNIX_RETRY_FIRST_MS 1
+#define UNIX_RETRY_MAX_MS 50
+
 static int64_t clock_ms(clockid_t id)
 {
     struct timespec ts;
@@ -80,6 +84,13 @@ static int connect_wait(int fd, const struct sockaddr *sa, socklen_t salen, int6
     return 0;
 }
 
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
 static int open_unix(const char *path, int64_t deadline, char *err, size_t errlen)
 {
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
@@ -89,17 +100,44 @@ static int open_unix(const char *path, int64_t deadline, char *err, size_t errle
         return -2;
     }
     memcpy(sun.sun_path, path, n + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
-        snprintf(err, errlen, "socket: %s", strerror(errno));
-        return -1;
-    }
-    if (connect_wait(fd, (const struct sockaddr *)&sun, sizeof sun, deadline) < 0) {
-        snprintf(err, errlen, "connect unix:%s: %s", path, strerror(errno));
+    int64_t backoff = UNIX_RETRY_FIRST_MS;
+    for (;;) {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+            snprintf(err, errlen, "socket: %s", strerror(errno));
+            return -1;
+        }
+        if (connect_wait(fd, (const struct sockaddr *)&sun, sizeof sun, deadline) == 0)
+            return fd;
+        int e = errno;
         close(fd);
-        return -1;
+        /*
+         * A non-blocking connect to a unix socket whose listen backlog is
+         * full fails at once with EAGAIN, where TCP would wait: the daemon
+         * is busy, not gone, so keep trying until the deadline.
+         */
+        int64_t left = deadline - rlk_mono_ms();
+        if (e != EAGAIN || left <= 0) {
+            snprintf(err, errlen, "connect unix:%s: %s%s", path, strerror(e),
+                     e == EAGAIN ? " (the daemon's listen backlog stayed full)" : "");
+            return -1;
+        }
+        sleep_ms(backoff < left ? backoff : left);
+        backoff = backoff * 2 < UNIX_RETRY_MAX_MS ? backoff * 2 : UNIX_RETRY_MAX_MS;
     }
-    return fd;
+}
+
+/* "1".."65535" in decimal, nothing else: a service name or port 0 is a malformed address. */
+static int port_valid(const char *s)
+{
+    unsigned long v = 0;
+    size_t n = 0;
+    for (; s[n] != '\0'; n++) {
+        if (s[n] < '0' || s[n] > '9' || n >= 5)
+            return 0;
+        v = v * 10 + (unsigned long)(s[n] - '0');
+    }
+    return n > 0 && v >= 1 && v <= 65535;
 }
 
 /* Split "HOST:PORT" or "[V6]:PORT" into host and port (copied into hostbuf). */
@@ -136,6 +174,11 @@ static int open_tcp(const char *address, int64_t deadline, char *err, size_t err
     const char *port;
     if (split_host_port(address, host, sizeof host, &port) < 0) {
         snprintf(err, errlen, "bad address '%s' (want HOST:PORT or unix:/path)", address);
+        return -2;
+    }
+    if (!port_valid(port)) {
+        snprintf(err, errlen, "bad port '%s' in '%s' (want a number from 1 to 65535)", port,
+                 address);
         return -2;
     }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,

@@ -158,6 +158,8 @@ static struct lock_view lock_view(const struct rlock_lock *l)
     if (l == NULL)
         return v;
     pthread_mutex_lock(&l->client->mu);
+    /* A resumed process may ask before the background thread has looked at the clock. */
+    (void)rlk_session_check(l->client);
     v.state = l->state;
     v.reason = l->lost_reason;
     v.ttl_ms = l->ttl_ms;

@@ -84,6 +84,7 @@ static struct rlock_client *client_new(const struct rlock_options *opts)
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->write_mu, NULL);
     c->fd = -1;
+    c->timer_fd = -1;
     c->state = RLK_SESSION_OPEN;
     c->on_lost = opts->on_lost;
     c->on_lost_arg = opts->on_lost_arg;
@@ -91,27 +92,44 @@ static struct rlock_client *client_new(const struct rlock_options *opts)
     return c;
 }
 
-RLOCK_API void rlock_close(struct rlock_client *c)
+void rlk_client_free(struct rlock_client *c)
 {
-    if (c == NULL)
-        return;
-    pthread_mutex_lock(&c->mu);
-    c->closing = 1;
-    pthread_mutex_unlock(&c->mu);
-    if (c->fd >= 0)
-        rlk_session_break(c, "closed by the application");
-    if (c->thread_started)
-        pthread_join(c->thread, NULL);
     pthread_mutex_lock(&c->mu);
     rlk_lock_free_all(c);
     pthread_mutex_unlock(&c->mu);
     if (c->fd >= 0)
         close(c->fd);
+    if (c->timer_fd >= 0)
+        close(c->timer_fd);
     free(c->rx);
     pthread_cond_destroy(&c->cond);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->write_mu);
     free(c);
+}
+
+RLOCK_API void rlock_close(struct rlock_client *c)
+{
+    if (c == NULL)
+        return;
+    /*
+     * From on_lost, on the background thread itself: that thread cannot be
+     * joined by itself, and its caller still uses the client after the
+     * callback returns. End the session and let the thread free the client
+     * as it exits (no further callbacks: closing is set).
+     */
+    int self = c->thread_started && pthread_equal(pthread_self(), c->thread);
+    pthread_mutex_lock(&c->mu);
+    c->closing = 1;
+    c->free_on_exit = self;
+    pthread_mutex_unlock(&c->mu);
+    if (c->fd >= 0)
+        rlk_session_break(c, "closed by the application");
+    if (self)
+        return;
+    if (c->thread_started)
+        pthread_join(c->thread, NULL);
+    rlk_client_free(c);
 }
 
 /* Say Hello; the background thread adopts the granted timeouts from the reply. */
@@ -129,6 +147,30 @@ static enum rlock_err client_hello(struct rlock_client *c, const struct rlock_op
     enum rlock_err e = rlk_call(c, &req, &call, 0, timeout_ms);
     rlk_call_done(&call);
     return e;
+}
+
+/*
+ * The session must still be alive when the Hello reply is in: a reply that
+ * took a whole session timeout leaves a session the daemon may have ended
+ * already, and handing that out would only fail the first call. 0, or -1
+ * with a message in err.
+ */
+static int client_check_new(struct rlock_client *c, const char *address, int64_t took_ms,
+                            char *err, size_t errlen)
+{
+    pthread_mutex_lock(&c->mu);
+    int open = rlk_session_check(c);
+    uint32_t timeout_ms = c->session_timeout_ms;
+    char reason[RLK_ERRMSG_BYTES];
+    snprintf(reason, sizeof reason, "%s", c->end_reason);
+    pthread_mutex_unlock(&c->mu);
+    if (open)
+        return 0;
+    snprintf(err, errlen,
+             "%s: hello: the session ended as soon as it opened (%s); the reply took %lld ms "
+             "and the session timeout is %u ms",
+             address, reason[0] ? reason : "closed", (long long)took_ms, timeout_ms);
+    return -1;
 }
 
 RLOCK_API enum rlock_err rlock_connect(const char *address, const struct rlock_options *opts,
@@ -165,6 +207,7 @@ RLOCK_API enum rlock_err rlock_connect(const char *address, const struct rlock_o
         goto fail;
     }
     int64_t left = (int64_t)budget - (rlk_mono_ms() - start);
+    int64_t hello_at = rlk_alive_ms();
     e = client_hello(c, opts, left > 0 ? (uint32_t)left : 1);
     if (e != RLOCK_OK) {
         char why[RLK_ERRMSG_BYTES];
@@ -173,6 +216,10 @@ RLOCK_API enum rlock_err rlock_connect(const char *address, const struct rlock_o
         /* Transport trouble is a failed connect; a refusal keeps the daemon's status. */
         if (e == RLOCK_ERR_DEADLINE || e == RLOCK_ERR_CLOSED || e == RLOCK_ERR_PROTOCOL)
             e = RLOCK_ERR_CONNECT;
+        goto fail;
+    }
+    if (client_check_new(c, address, rlk_alive_ms() - hello_at, err, sizeof err) < 0) {
+        e = RLOCK_ERR_CONNECT;
         goto fail;
     }
     *out = c;
@@ -205,7 +252,7 @@ RLOCK_API int rlock_client_alive(struct rlock_client *c)
     if (c == NULL)
         return 0;
     pthread_mutex_lock(&c->mu);
-    int alive = c->state == RLK_SESSION_OPEN;
+    int alive = rlk_session_check(c);
     pthread_mutex_unlock(&c->mu);
     return alive;
 }

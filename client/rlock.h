@@ -23,8 +23,9 @@
  * threads may share one client (requests are multiplexed by id). A lock
  * handle may be used by one thread at a time. The lost-lock callback runs on
  * the library's background thread; it must return quickly and must not call
- * blocking functions (acquire, release, extend, ping, stats, close) of the
- * same client. There is no global state: clients are independent.
+ * blocking functions (acquire, release, extend, ping, stats) of the same
+ * client; it may close it (see rlock_close). There is no global state:
+ * clients are independent.
  *
  * Timeouts: every blocking call takes timeout_ms, the longest it waits for
  * the daemon's answer (for acquire: on top of the requested wait). 0 selects
@@ -134,7 +135,10 @@ enum rlock_err rlock_connect(const char *address, const struct rlock_options *op
 /*
  * End the session (the daemon releases every lock it still holds), stop the
  * background thread and free the client and every lock handle not yet freed.
- * Accepts NULL.
+ * Accepts NULL. Called from the lost-lock callback, it returns at once: no
+ * further callback comes, and the background thread frees the client and
+ * its handles once the callback has returned. Either way, neither the client
+ * nor its handles may be used after the call.
  */
 void rlock_close(struct rlock_client *c);
 
@@ -142,7 +146,12 @@ void rlock_close(struct rlock_client *c);
 const char *rlock_session_id(const struct rlock_client *c);
 /* Effective session timeout and keepalive interval the daemon granted. */
 uint32_t rlock_session_timeout_ms(const struct rlock_client *c);
-/* 1 while the connection is up, 0 once the session has ended. */
+/*
+ * 1 while the session is open, 0 once it has ended. A session that nothing
+ * was written to or heard from for a whole session timeout (the process was
+ * stopped, the machine suspended) is ended by this check; so are the lock
+ * state getters below.
+ */
 int rlock_client_alive(struct rlock_client *c);
 
 /*

@@ -51,7 +51,8 @@
 
 /*
  * OPEN -> ENDED, once, by session_over() in session.c: from the background
- * thread (EOF, error, silence) or from a caller that gave up on the stream.
+ * thread (EOF, error, silence, SessionClosing), from a caller that gave up on
+ * the stream, or from any call that finds the session stale (rlk_session_check).
  */
 enum rlk_session_state {
     RLK_SESSION_OPEN,
@@ -97,6 +98,7 @@ struct rlock_lock {
 
 struct rlock_client {
     int fd;
+    int timer_fd;            /* CLOCK_BOOTTIME timerfd of the background thread, or -1 */
     pthread_t thread;
     int thread_started;
     pthread_mutex_t mu;
@@ -109,6 +111,7 @@ struct rlock_client {
     /* guarded by mu */
     enum rlk_session_state state;
     int closing;             /* rlock_close is running: no callbacks */
+    int free_on_exit;        /* rlock_close ran on the background thread: it frees c */
     uint64_t next_id;
     struct rlk_call *calls;
     struct rlock_lock *locks;
@@ -125,6 +128,11 @@ struct rlock_client {
     uint8_t *rx;
     size_t rx_len, rx_cap;
 };
+
+/* --- rlock.c ------------------------------------------------------------ */
+
+/* Free everything c owns and c itself; the background thread is gone or is the caller. */
+void rlk_client_free(struct rlock_client *c);
 
 /* --- conn.c ------------------------------------------------------------- */
 
@@ -187,6 +195,15 @@ RLK_MUST_CHECK enum rlock_err rlk_session_send(struct rlock_client *c, const uin
  * exits and calls on_lost). No-op once ended.
  */
 void rlk_session_break(struct rlock_client *c, const char *fmt, ...) RLK_PRINTF(2, 3);
+/*
+ * c->mu held: 1 while the session is open. A session the daemon has surely
+ * given up on by now (nothing written or heard for a session timeout, e.g.
+ * after the process was stopped) is ended here, as rlk_session_break would,
+ * and the background thread is woken to deliver on_lost. Every getter that
+ * reports liveness goes through this, so a resumed process never reads a
+ * stale HELD.
+ */
+int rlk_session_check(struct rlock_client *c);
 
 /* --- lock.c ------------------------------------------------------------- */
 

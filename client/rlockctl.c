@@ -29,7 +29,8 @@
     X("69", "cannot connect, or the daemon is unavailable, shutting down or not answering")  \
     X("70", "any other failure")                                                              \
     X("75", "lock not acquired: held elsewhere, or --wait ran out")                           \
-    X("79", "run: the lock was lost while the command ran (it was stopped)")                  \
+    X("79", "run: the lock was lost while the command ran (it was stopped), or before")       \
+    X("", "it started (it was not started)")                                                  \
     X("126", "run: the command could not be executed")                                        \
     X("127", "run: the command was not found")
 

@@ -10,10 +10,13 @@
  *
  * The supervisor sleeps in poll() on a self-pipe. Three things write to it:
  * the SIGCHLD handler, the handler of the signals forwarded to the command,
- * and the lost-lock callback (on the library's thread). After every wake-up
- * it reaps the child first and only then looks at the lock, so a command that
- * finished while the lock was held always yields its own status. The command
- * dies with rlockctl (PR_SET_PDEATHSIG), since the lock dies with its session.
+ * and the lost-lock callback (on the library's thread). Before it sleeps it
+ * looks at the lock; after every wake-up it reaps the child first, and a
+ * command found to have exited is judged by the lock as seen before that
+ * sleep. So a command that finished before rlockctl noticed the loss keeps
+ * its own status, even when rlockctl was stopped (or the machine suspended)
+ * until long after, and the lock's session with it. The command dies with
+ * rlockctl (PR_SET_PDEATHSIG), since the lock dies with its session.
  */
 #include "rlockctl.h"
 
@@ -23,6 +26,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +39,13 @@
 #define RUN_WAKE_LOST 0xff
 
 /*
- * Write end of the self-pipe. A signal handler can reach nothing else; set
- * once before any handler is installed and never changed while they are.
+ * Write end of the self-pipe. A signal handler can reach nothing else, and
+ * the lost-lock callback reads it on the library's thread: atomic (lock-free,
+ * so async-signal-safe). Set before any handler is installed; reset only
+ * after the handlers are gone and the client is closed, and only then is
+ * the pipe closed, so no write can land on a reused descriptor.
  */
-static int run_wake_fd = -1;
+static atomic_int run_wake_fd = -1;
 
 /* Signals caught while the command runs; SIGCHLD last. */
 static const int run_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
@@ -53,7 +60,8 @@ struct run {
     int no_watchdog;
     const char *name;
     int caught[RUN_NSIGNALS]; /* 1 where our handler is installed */
-    int wake[2];              /* self-pipe */
+    sigset_t old_mask;        /* the signal mask rlockctl was started with */
+    int wake[2];              /* self-pipe; -1 when not open */
 };
 
 static void run_usage(FILE *f)
@@ -75,11 +83,13 @@ static void run_usage(FILE *f)
             "  -h, --help          show this help\n" CTL_GLOBAL_HELP
             "\n"
             "SIGINT, SIGTERM and SIGHUP sent to rlockctl are passed on to COMMAND (those the\n"
-            "terminal sends reach COMMAND directly).\n"
+            "terminal sends reach COMMAND directly; signalling the whole process group\n"
+            "delivers them to COMMAND twice).\n"
             "\n"
             "Exit status: COMMAND's (128+N if killed by signal N); 75 lock not acquired;\n"
-            "79 lock lost (COMMAND was stopped); 69 daemon unreachable or unavailable;\n"
-            "64 usage error; 126 COMMAND not executable; 127 COMMAND not found; 70 other.\n");
+            "79 lock lost (COMMAND was stopped, or not started); 69 daemon unreachable or\n"
+            "unavailable; 64 usage error; 126 COMMAND not executable; 127 COMMAND not found;\n"
+            "70 other.\n");
 }
 
 /* Parse options and operands. Returns -1 to go on, else the exit code. */
@@ -143,7 +153,7 @@ static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
 static void run_wake(unsigned char what)
 {
     int saved = errno;
-    ssize_t n = write(run_wake_fd, &what, 1);
+    ssize_t n = write(atomic_load(&run_wake_fd), &what, 1);
     (void)n; /* a full pipe already holds a wake-up */
     errno = saved;
 }
@@ -166,11 +176,17 @@ static void run_on_lost(struct rlock_client *c, const char *resource, const char
 
 /*
  * Install the handlers (SIGINT/SIGTERM/SIGHUP only where not ignored, so a
- * command started in the background keeps ignoring them). Before the fork,
+ * command started in the background keeps ignoring them), then unblock the
+ * caught signals: started with SIGCHLD blocked, rlockctl would never learn
+ * that the command ended and would hold the lock for ever. Before the fork,
  * so no SIGCHLD can be missed.
  */
 static int run_catch_signals(struct run *r)
 {
+    sigset_t caught;
+    sigemptyset(&caught);
+    if (sigprocmask(SIG_BLOCK, NULL, &r->old_mask) < 0)
+        return -1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = run_on_signal;
@@ -186,8 +202,9 @@ static int run_catch_signals(struct run *r)
         if (sigaction(run_signals[i], &sa, NULL) < 0)
             return -1;
         r->caught[i] = 1;
+        sigaddset(&caught, run_signals[i]);
     }
-    return 0;
+    return sigprocmask(SIG_UNBLOCK, &caught, NULL);
 }
 
 static void run_default_signals(const struct run *r)
@@ -200,6 +217,18 @@ static void run_default_signals(const struct run *r)
         if (r->caught[i])
             sigaction(run_signals[i], &dfl, NULL);
     }
+}
+
+/* Undo run_catch_signals: default handlers, and the mask rlockctl was started with. */
+static void run_restore_signals(struct run *r)
+{
+    int any = 0;
+    for (size_t i = 0; i < RUN_NSIGNALS; i++)
+        any |= r->caught[i];
+    run_default_signals(r);
+    if (any)
+        sigprocmask(SIG_SETMASK, &r->old_mask, NULL);
+    memset(r->caught, 0, sizeof r->caught);
 }
 
 /* In the child: only async-signal-safe calls until exec. */
@@ -271,10 +300,15 @@ static pid_t run_spawn(const struct run *r, int *status)
     return pid;
 }
 
-static int64_t mono_ms(void)
+/*
+ * Milliseconds on CLOCK_BOOTTIME: a lease in Redis runs on while this machine
+ * is suspended, so the lease end (--no-watchdog) must be judged by a clock
+ * that does too.
+ */
+static int64_t now_ms(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_BOOTTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
@@ -299,8 +333,8 @@ static int run_lock_gone(const struct rlock_lock *l, int64_t lease_end, int64_t 
 
 /*
  * Wait for the command, stopping it if the lock is lost or (watchdog off)
- * its lease runs out. Returns the waitpid status; *lost says whether the lock
- * was gone by the time the command had exited.
+ * its lease runs out. Returns the waitpid status; *lost says whether the
+ * loss was noticed while the command was still running.
  */
 static int run_supervise(const struct run *r, struct rlock_lock *l, pid_t pid,
                          int64_t lease_end, int *lost)
@@ -315,11 +349,16 @@ static int run_supervise(const struct run *r, struct rlock_lock *l, pid_t pid,
             ctl_err("run: waitpid: %s", strerror(errno));
             return -1;
         }
-        int64_t now = mono_ms();
-        if (w == pid) {
-            *lost = run_lock_gone(l, lease_end, now);
+        /*
+         * Reaped: the command ended during the sleep just over, when the lock
+         * was last seen held unless *lost says otherwise. Looking at the lock
+         * again now would also count a loss that came after the command's end
+         * but was only noticed at this wake-up (after rlockctl was stopped or
+         * the machine suspended, both turn up together).
+         */
+        if (w == pid)
             return status;
-        }
+        int64_t now = now_ms();
         if (!*lost && run_lock_gone(l, lease_end, now)) {
             *lost = 1;
             const char *why = rlock_lock_state(l) == RLOCK_HELD
@@ -363,20 +402,31 @@ static int run_locked(const struct ctl *ctl, struct run *r, struct rlock_client 
         return EX_SOFTWARE;
     if (pipe2(r->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
         ctl_err("run: pipe: %s", strerror(errno));
+        r->wake[0] = r->wake[1] = -1;
         return EX_SOFTWARE;
     }
-    run_wake_fd = r->wake[1];
+    atomic_store(&run_wake_fd, r->wake[1]);
     int rc = EX_SOFTWARE;
     if (run_catch_signals(r) < 0) {
         ctl_err("run: sigaction: %s", strerror(errno));
         goto out;
     }
     int status = 0, lost = 0;
+    int64_t lease_end = r->no_watchdog ? granted_at + rlock_lock_ttl_ms(l) : 0;
+    /* Lost already (e.g. rlockctl was stopped right after the grant): never start unguarded. */
+    if (run_lock_gone(l, lease_end, now_ms())) {
+        const char *why = rlock_lock_state(l) == RLOCK_HELD
+                              ? "lease ran out"
+                              : rlock_lost_reason_str(rlock_lock_lost_reason(l));
+        ctl_err("run: lock '%s' lost (%s) before the command started; not running it",
+                r->resource, why);
+        rc = CTL_EX_LOST;
+        goto out;
+    }
     pid_t pid = run_spawn(r, &status);
     if (pid < 0)
         goto out;
     if (pid > 0) {
-        int64_t lease_end = r->no_watchdog ? granted_at + rlock_lock_ttl_ms(l) : 0;
         status = run_supervise(r, l, pid, lease_end, &lost);
         if (status < 0)
             goto out;
@@ -386,7 +436,12 @@ static int run_locked(const struct ctl *ctl, struct run *r, struct rlock_client 
         rc = CTL_EX_LOST;
     } else {
         rc = run_exit_status(status);
-        if (rlock_release(l, ctl->timeout_ms) != RLOCK_OK) {
+        if (rlock_lock_state(l) == RLOCK_LOST) {
+            /* Noticed only after the command's end: its status stands, nothing to release. */
+            ctl_err("run: note: lock '%s' found lost (%s) only after the command ended",
+                    r->resource,
+                    rlock_lost_reason_str(rlock_lock_lost_reason(l)));
+        } else if (rlock_release(l, ctl->timeout_ms) != RLOCK_OK) {
             char msg[256];
             rlock_errmsg(c, msg, sizeof msg);
             ctl_err("run: warning: release of '%s' failed: %s (closing the session releases it)",
@@ -394,16 +449,14 @@ static int run_locked(const struct ctl *ctl, struct run *r, struct rlock_client 
         }
     }
 out:
-    run_default_signals(r);
-    run_wake_fd = -1;
-    close(r->wake[0]);
-    close(r->wake[1]);
+    /* The pipe stays open: the lost-lock callback may still write until rlock_close. */
+    run_restore_signals(r);
     return rc;
 }
 
 int ctl_run(struct ctl *ctl, int argc, char **argv)
 {
-    struct run r = {.grace_ms = 5000, .name = "rlockctl"};
+    struct run r = {.grace_ms = 5000, .name = "rlockctl", .wake = {-1, -1}};
     int rc = run_parse(ctl, &r, argc, argv);
     if (rc >= 0)
         return rc;
@@ -415,7 +468,7 @@ int ctl_run(struct ctl *ctl, int argc, char **argv)
     struct rlock_acquire_opts ao = {
         .ttl_ms = r.ttl_ms, .wait_ms = r.wait_ms, .watchdog_off = r.no_watchdog};
     struct rlock_lock *l = NULL;
-    int64_t asked_at = mono_ms();
+    int64_t asked_at = now_ms();
     enum rlock_err e = rlock_acquire(c, r.resource, &ao, ctl->timeout_ms, &l);
     if (e == RLOCK_OK) {
         /*
@@ -423,7 +476,7 @@ int ctl_run(struct ctl *ctl, int argc, char **argv)
          * asked_at and now, so asked_at is safe; after a wait the grant
          * came just before the reply, so now is late only by its trip.
          */
-        rc = run_locked(ctl, &r, c, l, r.wait_ms ? mono_ms() : asked_at);
+        rc = run_locked(ctl, &r, c, l, r.wait_ms ? now_ms() : asked_at);
     } else {
         char msg[256];
         rlock_errmsg(c, msg, sizeof msg);
@@ -438,5 +491,11 @@ int ctl_run(struct ctl *ctl, int argc, char **argv)
     }
     rlock_lock_free(l);
     rlock_close(c);
+    /* No handler and no callback is left to write to the pipe now. */
+    atomic_store(&run_wake_fd, -1);
+    if (r.wake[0] >= 0) {
+        close(r.wake[0]);
+        close(r.wake[1]);
+    }
     return rc;
 }

@@ -17,13 +17,18 @@
  * for a whole session timeout: the daemon ends a session it has not heard from
  * for that long, so a process that was stopped (SIGSTOP, a debugger, a
  * suspended machine) must assume its locks are gone. The clock is checked
- * right after every wake-up so that a resumed process notices at once.
+ * right after every wake-up so that a resumed process notices at once, and
+ * by every getter of the application (rlk_session_check) in case that
+ * thread runs first. The thread sleeps on CLOCK_BOOTTIME too (a timerfd):
+ * poll's own timeout counts CLOCK_MONOTONIC, which stands still while the
+ * machine is suspended.
  *
  * Any thread may end the session (a call that ran out of time breaks it);
  * at that moment every pending call fails with RLOCK_ERR_CLOSED and every
  * HELD handle becomes LOST (RLOCK_LOST_SESSION). on_lost then fires once per
  * lock from this thread as it exits, unless the application itself is
- * closing the client.
+ * closing the client. When the application closes the client from on_lost
+ * (on this thread), the thread frees the client on its way out.
  */
 #include "rlock_internal.h"
 
@@ -35,10 +40,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 /* Shortest poll timeout: bounds spinning while another thread holds the writer. */
 #define SESSION_MIN_POLL_MS 10
+/* Longest poll timeout without a timerfd, so that a suspend is noticed soon after resuming. */
+#define SESSION_MAX_POLL_MS 1000
+/* Safety margin on the session timeout: at least this, or 1/SESSION_MARGIN_DIV of it. */
+#define SESSION_MARGIN_MIN_MS 2
+#define SESSION_MARGIN_DIV 50
 #define SESSION_RX_INITIAL (64u * 1024u)
 
 /*
@@ -83,18 +94,37 @@ void rlk_session_break(struct rlock_client *c, const char *fmt, ...)
     shutdown(c->fd, SHUT_RDWR);
 }
 
-/* c->mu held: 1 (with why) if the daemon has surely given up on the session by now. */
+/*
+ * c->mu held: how long the client may stay unheard (or hear nothing) before
+ * it must assume the session is over; 0 = no limit. The daemon ends a session
+ * once no frame came for >= the timeout, counting from when the frame
+ * arrived, which is after our timestamp; the margin covers clock granularity
+ * and the daemon's timer firing a little early, so that the client never
+ * believes in a session the daemon already ended.
+ */
+static int64_t session_limit_ms(const struct rlock_client *c)
+{
+    int64_t t = c->session_timeout_ms;
+    if (t == 0)
+        return 0;
+    int64_t margin = t / SESSION_MARGIN_DIV;
+    if (margin < SESSION_MARGIN_MIN_MS)
+        margin = SESSION_MARGIN_MIN_MS;
+    return t - margin > 1 ? t - margin : 1;
+}
+
+/* c->mu held: 1 (with why) if the daemon may have given up on the session by now. */
 static int session_stale(const struct rlock_client *c, int64_t now, char *why, size_t n)
 {
-    int64_t limit = c->session_timeout_ms;
+    int64_t limit = session_limit_ms(c);
     if (limit == 0)
         return 0;
-    if (now - c->last_tx_ms > limit) {
+    if (now - c->last_tx_ms >= limit) {
         snprintf(why, n, "nothing sent to the daemon for %lld ms (session timeout %u ms)",
                  (long long)(now - c->last_tx_ms), c->session_timeout_ms);
         return 1;
     }
-    if (now - c->last_rx_ms > limit) {
+    if (now - c->last_rx_ms >= limit) {
         snprintf(why, n, "nothing heard from the daemon for %lld ms (session timeout %u ms)",
                  (long long)(now - c->last_rx_ms), c->session_timeout_ms);
         return 1;
@@ -115,23 +145,57 @@ static int64_t session_ping_at(const struct rlock_client *c)
     return at + c->keepalive_ms;
 }
 
-/* c->mu held: how long poll may sleep before a ping or a liveness check is due. */
-static int session_poll_timeout(const struct rlock_client *c)
+int rlk_session_check(struct rlock_client *c)
 {
+    char why[RLK_ERRMSG_BYTES];
+    if (c->state == RLK_SESSION_OPEN && session_stale(c, rlk_alive_ms(), why, sizeof why)) {
+        session_over(c, why);
+        /* The background thread may sleep for a while yet: wake it to deliver on_lost. */
+        if (c->fd >= 0)
+            shutdown(c->fd, SHUT_RDWR);
+    }
+    return c->state == RLK_SESSION_OPEN;
+}
+
+/*
+ * c->mu held: how long poll may sleep before a ping or a liveness check is
+ * due (-1: no limit); *wake_at gets that moment on rlk_alive_ms()'s clock.
+ */
+static int session_poll_timeout(const struct rlock_client *c, int64_t *wake_at)
+{
+    *wake_at = -1;
     if (c->session_timeout_ms == 0 && c->keepalive_ms == 0)
         return -1;
     int64_t now = rlk_alive_ms();
     int64_t wake = session_ping_at(c);
-    if (c->session_timeout_ms > 0) {
+    int64_t limit = session_limit_ms(c);
+    if (limit > 0) {
         int64_t oldest = c->last_tx_ms < c->last_rx_ms ? c->last_tx_ms : c->last_rx_ms;
-        int64_t stale_at = oldest + c->session_timeout_ms + 1;
-        if (stale_at < wake)
-            wake = stale_at;
+        if (oldest + limit < wake)
+            wake = oldest + limit;
     }
     int64_t t = wake - now;
     if (t < SESSION_MIN_POLL_MS)
         t = SESSION_MIN_POLL_MS;
+    if (c->timer_fd < 0 && t > SESSION_MAX_POLL_MS)
+        t = SESSION_MAX_POLL_MS;
+    *wake_at = now + t;
     return t > INT32_MAX ? INT32_MAX : (int)t;
+}
+
+/* Arm the timerfd (if any) for wake_at on CLOCK_BOOTTIME, or disarm it (wake_at < 0). */
+static void session_arm_timer(const struct rlock_client *c, int64_t wake_at)
+{
+    if (c->timer_fd < 0)
+        return;
+    struct itimerspec its = {0};
+    if (wake_at >= 0) {
+        its.it_value.tv_sec = wake_at / 1000;
+        its.it_value.tv_nsec = (long)(wake_at % 1000) * 1000000L;
+        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+            its.it_value.tv_nsec = 1; /* all zero would disarm it */
+    }
+    (void)timerfd_settime(c->timer_fd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
 /* write_mu held: the write itself, the staleness check, and the bookkeeping. */
@@ -149,10 +213,15 @@ static enum rlock_err session_send_locked(struct rlock_client *c, const uint8_t 
         rlk_session_break(c, "%s", why);
         return RLOCK_ERR_CLOSED;
     }
+    /*
+     * Stamped before the write: the frame may sit in the socket buffer, and
+     * an early stamp can only make the staleness check stricter.
+     */
+    int64_t sent_at = rlk_alive_ms();
     size_t written = 0;
     if (rlk_conn_write(c->fd, buf, len, deadline, &written) == 0) {
         pthread_mutex_lock(&c->mu);
-        c->last_tx_ms = rlk_alive_ms();
+        c->last_tx_ms = sent_at;
         pthread_mutex_unlock(&c->mu);
         return RLOCK_OK;
     }
@@ -294,24 +363,24 @@ static void session_lock_lost(struct rlock_client *c, const Rlock__V1__LockLost 
         c->on_lost(c, resource, token, ev->fence, reason, c->on_lost_arg);
 }
 
-static void session_event(struct rlock_client *c, const Rlock__V1__Event *ev)
+/* Act on an event. 0, or -1 (with why) when it ends the session. */
+static int session_event(struct rlock_client *c, const Rlock__V1__Event *ev, char *why, size_t n)
 {
     switch (ev->body_case) {
     case RLOCK__V1__EVENT__BODY_LOCK_LOST:
         session_lock_lost(c, ev->lock_lost);
-        break;
-    case RLOCK__V1__EVENT__BODY_SESSION_CLOSING: {
-        char why[RLK_ERRMSG_BYTES];
-        snprintf(why, sizeof why, "the daemon is closing the session: %s",
+        return 0;
+    case RLOCK__V1__EVENT__BODY_SESSION_CLOSING:
+        /*
+         * The daemon has ended the session and released its locks already
+         * (protocol.md §3.3); nothing pending will be answered. End it here
+         * rather than at the EOF that follows, which may be slow to come.
+         */
+        snprintf(why, n, "the daemon is closing the session: %s",
                  ev->session_closing->reason ? ev->session_closing->reason : "");
-        pthread_mutex_lock(&c->mu);
-        if (!c->end_reason[0])
-            snprintf(c->end_reason, sizeof c->end_reason, "%s", why);
-        pthread_mutex_unlock(&c->mu);
-        break;
-    }
+        return -1;
     default:
-        break; /* an event kind this library does not know: ignore */
+        return 0; /* an event kind this library does not know: ignore */
     }
 }
 
@@ -337,10 +406,11 @@ static int session_dispatch(struct rlock_client *c, const uint8_t *data, uint32_
 
     if (f->msg->body_case == RLOCK__V1__SERVER_MESSAGE__BODY_RESPONSE)
         return session_response(c, f, why, n);
+    int rc = 0;
     if (f->msg->body_case == RLOCK__V1__SERVER_MESSAGE__BODY_EVENT)
-        session_event(c, f->msg->event);
+        rc = session_event(c, f->msg->event, why, n);
     rlk_frame_free(f);
-    return 0;
+    return rc;
 }
 
 /* Make room for at least need bytes in the receive buffer. */
@@ -452,15 +522,23 @@ static void *session_main(void *arg)
     struct rlock_client *c = arg;
     char why[RLK_ERRMSG_BYTES] = "";
     for (;;) {
+        int64_t wake_at;
         pthread_mutex_lock(&c->mu);
-        int timeout = session_poll_timeout(c);
+        int timeout = session_poll_timeout(c, &wake_at);
         pthread_mutex_unlock(&c->mu);
+        session_arm_timer(c, wake_at);
 
-        struct pollfd p = {.fd = c->fd, .events = POLLIN};
-        int ready = poll(&p, 1, timeout);
+        struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN},
+                              {.fd = c->timer_fd, .events = POLLIN}};
+        int ready = poll(p, c->timer_fd >= 0 ? 2 : 1, timeout);
         if (ready < 0 && errno != EINTR) {
             snprintf(why, sizeof why, "poll: %s", strerror(errno));
             break;
+        }
+        if (ready > 0 && (p[1].revents & POLLIN)) {
+            uint64_t ticks;
+            ssize_t got = read(c->timer_fd, &ticks, sizeof ticks);
+            (void)got; /* only the wake-up matters; re-armed above */
         }
         /* First thing after any wake-up: were we away for too long? */
         pthread_mutex_lock(&c->mu);
@@ -468,16 +546,26 @@ static void *session_main(void *arg)
         pthread_mutex_unlock(&c->mu);
         if (stale)
             break;
-        if (ready > 0 && session_read(c, why, sizeof why) < 0)
+        if (ready > 0 && p[0].revents != 0 && session_read(c, why, sizeof why) < 0)
             break;
         session_keepalive(c);
     }
     session_end(c, why);
+    pthread_mutex_lock(&c->mu);
+    int free_self = c->free_on_exit;
+    pthread_mutex_unlock(&c->mu);
+    if (free_self) {
+        /* rlock_close ran in on_lost on this thread and left the rest to us. */
+        pthread_detach(pthread_self());
+        rlk_client_free(c);
+    }
     return NULL;
 }
 
 int rlk_session_start(struct rlock_client *c)
 {
+    /* Without it the thread falls back to capped poll timeouts (SESSION_MAX_POLL_MS). */
+    c->timer_fd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
     /* Signals meant for the application must never land on this thread. */
     sigset_t all, old;
     sigfillset(&all);
