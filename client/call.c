@@ -160,8 +160,15 @@ enum rlock_err rlk_call(struct rlock_client *c, Rlock__V1__Request *req, struct 
     }
     if (e == RLOCK_ERR_NOMEM)
         return rlk_fail(c, e, "out of memory packing a request");
-    if (e == RLOCK_ERR_DEADLINE)
+    if (e == RLOCK_ERR_DEADLINE) {
+        pthread_mutex_lock(&c->mu);
+        int open = c->state == RLK_SESSION_OPEN;
+        pthread_mutex_unlock(&c->mu);
+        if (open) /* it waited behind another thread's stalled write and sent nothing */
+            return rlk_fail(c, e, "request not written within %llu ms: another request's "
+                                  "write is stalled", (unsigned long long)budget_ms);
         return rlk_fail(c, e, "request not written within %llu ms; session closed",
                         (unsigned long long)budget_ms);
+    }
     return closed_error(c);
 }

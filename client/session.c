@@ -234,10 +234,33 @@ static enum rlock_err session_send_locked(struct rlock_client *c, const uint8_t 
     return RLOCK_ERR_CLOSED;
 }
 
+/* Lock write_mu, giving up at deadline (rlk_mono_ms): another thread's write may be stuck. */
+static int write_lock_until(struct rlock_client *c, int64_t deadline)
+{
+    int64_t left = deadline - rlk_mono_ms();
+    if (left < 0)
+        left = 0;
+    struct timespec at;
+    clock_gettime(CLOCK_REALTIME, &at); /* pthread_mutex_timedlock's clock */
+    at.tv_sec += (time_t)(left / 1000);
+    at.tv_nsec += (long)(left % 1000) * 1000000L;
+    if (at.tv_nsec >= 1000000000L) {
+        at.tv_sec++;
+        at.tv_nsec -= 1000000000L;
+    }
+    int rc;
+    while ((rc = pthread_mutex_timedlock(&c->write_mu, &at)) == EINTR)
+        ;
+    return rc == 0 ? 0 : -1;
+}
+
 enum rlock_err rlk_session_send(struct rlock_client *c, const uint8_t *buf, size_t len,
                                 int64_t deadline)
 {
-    pthread_mutex_lock(&c->write_mu);
+    /* Nothing was written: the session stays as it is, and the caller's own
+     * deadline is reported (rlk_call tells this case by the session being open). */
+    if (write_lock_until(c, deadline) != 0)
+        return RLOCK_ERR_DEADLINE;
     enum rlock_err e = session_send_locked(c, buf, len, deadline);
     pthread_mutex_unlock(&c->write_mu);
     return e;

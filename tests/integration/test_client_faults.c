@@ -21,6 +21,8 @@
  */
 #include "harness.h"
 
+#include <pthread.h>
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -368,6 +370,62 @@ START_TEST(test_client_faults_write_deadline)
 }
 END_TEST
 
+/* --- a call queued behind another thread's stalled write ------------------------- */
+
+#define STALLED_WRITER_TIMEOUT_MS 3000
+
+struct big_writer {
+    struct rlock_client *c;
+    const char *resource;
+    enum rlock_err rc;
+};
+
+static void *big_writer_main(void *arg)
+{
+    struct big_writer *w = arg;
+    struct rlock_lock *l = NULL;
+    w->rc = rlock_acquire(w->c, w->resource, NULL, STALLED_WRITER_TIMEOUT_MS, &l);
+    rlock_lock_free(l);
+    return NULL;
+}
+
+START_TEST(test_client_faults_behind_stalled_write)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
+    struct rlock_client *c = h_client_or_fail(&f.e, NULL);
+    char *big = malloc(BIG_RESOURCE_BYTES + 1);
+    ck_assert_ptr_nonnull(big);
+    memset(big, 'r', BIG_RESOURCE_BYTES);
+    big[BIG_RESOURCE_BYTES] = '\0';
+
+    rlockd_sigstop(&f.e);
+    struct big_writer w = {.c = c, .resource = big};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, big_writer_main, &w), 0);
+    h_sleep_ms(200); /* the big write now holds the connection */
+    int64_t t0 = h_now_ms();
+    enum rlock_err rc = rlock_ping(c, UNWRITTEN_TIMEOUT_MS, NULL);
+    int64_t took = h_now_ms() - t0;
+    char msg[256];
+    rlock_errmsg(c, msg, sizeof msg);
+    pthread_join(t, NULL);
+    rlockd_sigcont(&f.e);
+    free(big);
+
+    printf("client_faults: ping behind a stalled write: %s after %lld ms (timeout %d ms): %s\n",
+           rlock_strerror(rc), (long long)took, UNWRITTEN_TIMEOUT_MS, msg);
+    ck_assert_msg(rc == RLOCK_ERR_DEADLINE, "ping behind a stalled write: %s",
+                  rlock_strerror(rc));
+    ck_assert_msg(took < UNWRITTEN_TIMEOUT_MS + 1000, "the ping waited %lld ms",
+                  (long long)took);
+    ck_assert_int_eq(w.rc, RLOCK_ERR_DEADLINE);
+    rlock_close(c);
+    assert_rlockd_serves(&f.e);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 /* --- rlock_close from on_lost -------------------------------------------------- */
 
 #define CLOSER_TTL_MS 1500u /* renewed every ttl/3: the deletion is noticed within ~0.5 s */
@@ -507,6 +565,7 @@ int main(void)
     const TTest *tests[] = {test_client_faults_backlog_full, test_client_faults_hello_too_late,
                             test_client_faults_session_closing,
                             test_client_faults_write_deadline,
+                            test_client_faults_behind_stalled_write,
                             test_client_faults_close_in_on_lost, test_client_faults_bad_ports};
     return h_run_tests("client_faults", 60, tests, H_LEN(tests));
 }
