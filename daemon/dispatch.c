@@ -89,10 +89,16 @@ static void op_extend(struct session *s, const Rlock__V1__Request *req)
     lock_extend(s, req->id, req->extend);
 }
 
+static void op_cancel(struct session *s, const Rlock__V1__Request *req)
+{
+    lock_cancel(s, req->id, req->cancel);
+}
+
 static void op_ping(struct session *s, const Rlock__V1__Request *req)
 {
     Rlock__V1__PingReply r = RLOCK__V1__PING_REPLY__INIT;
     r.server_time_ms = util_wall_ms();
+    r.valid_ms = lock_session_valid_ms(s, s->last_frame_ms);
     session_respond(s, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
                     RLOCK__V1__RESPONSE__BODY_PING, &r);
 }
@@ -130,6 +136,7 @@ static const struct op {
     [RLOCK__V1__REQUEST__BODY_EXTEND] = {"extend", op_extend},
     [RLOCK__V1__REQUEST__BODY_PING] = {"ping", op_ping},
     [RLOCK__V1__REQUEST__BODY_STATS] = {"stats", op_stats},
+    [RLOCK__V1__REQUEST__BODY_CANCEL] = {"cancel", op_cancel},
 };
 
 void dispatch_frame(struct session *s, const uint8_t *data, size_t len)

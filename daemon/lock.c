@@ -43,7 +43,8 @@ void lease_unref(struct lease *l)
 }
 
 static struct lease *lease_new(struct session *s, struct resource *res, const char *token,
-                               uint64_t fence, uint32_t ttl_ms, int watchdog, int64_t sent_ms)
+                               uint64_t fence, uint64_t owner, uint32_t ttl_ms, int watchdog,
+                               int64_t sent_ms)
 {
     struct lease *l = calloc(1, sizeof *l);
     if (l == NULL)
@@ -54,6 +55,7 @@ static struct lease *lease_new(struct session *s, struct resource *res, const ch
     resource_ref(res);
     memcpy(l->token, token, sizeof l->token);
     l->fence = fence;
+    l->owner = owner;
     l->ttl_ms = ttl_ms;
     l->holds = 1;
     l->watchdog = watchdog;
@@ -71,6 +73,29 @@ void lease_renewed(struct lease *l, int64_t sent_ms, uint32_t ttl_ms)
 {
     l->valid_until_ms = sent_ms + ttl_ms;
     l->next_renew_ms = sent_ms + ttl_ms / 3;
+}
+
+/* How long l stays valid after from_ms, with the loss margin taken off (never negative). */
+static uint32_t lease_valid_ms(const struct lease *l, int64_t from_ms)
+{
+    int64_t left = l->valid_until_ms - LEASE_MARGIN_MS(l->ttl_ms) - from_ms;
+    return left <= 0 ? 0 : left > UINT32_MAX ? UINT32_MAX : (uint32_t)left;
+}
+
+uint32_t lock_session_valid_ms(const struct session *s, int64_t from_ms)
+{
+    uint32_t min = 0;
+    int any = 0;
+    const struct lease *l;
+    TAILQ_FOREACH(l, &s->leases, sess_link) {
+        if (!l->watchdog)
+            continue;
+        uint32_t v = lease_valid_ms(l, from_ms);
+        if (!any || v < min)
+            min = v;
+        any = 1;
+    }
+    return min;
 }
 
 /* Take l off every list; it is no longer held. */
@@ -126,7 +151,9 @@ static struct lease *session_lease(struct session *s, const char *name)
 
 /* --- replies ---------------------------------------------------------------- */
 
-static void reply_acquired(struct session *s, uint64_t id, const struct lease *l)
+/* Grant (or re-enter) l for the request with id that arrived at arrival_ms. */
+static void reply_acquired(struct session *s, uint64_t id, const struct lease *l,
+                           int64_t arrival_ms)
 {
     Rlock__V1__AcquireReply a = RLOCK__V1__ACQUIRE_REPLY__INIT;
     a.token = (char *)l->token;
@@ -134,6 +161,7 @@ static void reply_acquired(struct session *s, uint64_t id, const struct lease *l
     a.ttl_ms = l->ttl_ms;
     a.hold_count = l->holds;
     a.watchdog = l->watchdog;
+    a.valid_ms = lease_valid_ms(l, arrival_ms);
     s->srv->ctr.grants++;
     session_respond(s, id, RLOCK__V1__STATUS__STATUS_OK, NULL,
                     RLOCK__V1__RESPONSE__BODY_ACQUIRE, &a);
@@ -207,9 +235,17 @@ static void waitq_kick(struct resource *res)
             acquire_try(head);
             break;
         }
-        /* The session's own earlier acquire was granted meanwhile: a re-entry. */
-        l->holds++;
-        reply_acquired(head->sess, head->id, l);
+        /* Held by another owner of the head's own session: its release or loss kicks us. */
+        if (l->owner != head->owner)
+            break;
+        /* The same owner's earlier acquire was granted meanwhile: a re-entry. */
+        if (head->no_reentry) {
+            reply_error(head, RLOCK__V1__STATUS__STATUS_ALREADY_HELD,
+                        "this owner already holds the lock (re-entry refused)");
+        } else {
+            l->holds++;
+            reply_acquired(head->sess, head->id, l, head->arrival_ms);
+        }
         head->state = REQUEST_DONE;
         waitq_remove(head);
         request_free(head);
@@ -285,13 +321,13 @@ static void acquire_granted(struct request *req, uint64_t fence)
         request_finish(req);
         return;
     }
-    struct lease *l = lease_new(s, res, req->token, fence, req->ttl_ms, req->watchdog,
-                                req->sent_ms);
+    struct lease *l = lease_new(s, res, req->token, fence, req->owner, req->ttl_ms,
+                                req->watchdog, req->sent_ms);
     if (l == NULL) {
         lock_release_token(req->srv, res, req->token, req->ttl_ms);
         reply_error(req, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
     } else {
-        reply_acquired(s, req->id, l);
+        reply_acquired(s, req->id, l, req->arrival_ms);
     }
     resource_ref(res);
     request_finish(req);
@@ -316,15 +352,34 @@ static void acquire_busy(struct request *req, long long pttl)
     res->head_trying = 0;
     req->state = REQUEST_WAITING;
     if (res->holder != NULL && res->holder->sess == req->sess) {
-        waitq_kick(res); /* busy because this session's own earlier acquire won: re-entry */
+        /* Busy because this session's own earlier acquire won: a re-entry for the same
+         * owner, else a wait for that owner's release. */
+        waitq_kick(res);
         return;
     }
     waitq_arm(res, pttl >= 0 ? pttl : pttl == -1 ? WAKE_POLL_MS : 1);
 }
 
+/* A try of a withdrawn acquire came back: undo a grant (or a possible one) and say so. */
+static void acquire_cancelled(struct request *req, const redisReply *reply)
+{
+    int granted = reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+                  reply->element[0]->type == REDIS_REPLY_INTEGER &&
+                  reply->element[0]->integer == 1;
+    int unknown = reply == NULL || reply->type != REDIS_REPLY_ARRAY;
+    if (granted || unknown)
+        lock_release_token(req->srv, req->res, req->token, req->ttl_ms);
+    reply_error(req, RLOCK__V1__STATUS__STATUS_CANCELLED, "acquire cancelled");
+    request_finish(req);
+}
+
 static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg)
 {
     struct request *req = arg;
+    if (req->cancelled) {
+        acquire_cancelled(req, reply);
+        return;
+    }
     if (reply == NULL) {
         /* The outcome is unknown: a compare-and-delete of our fresh token is always safe. */
         lock_release_token(req->srv, req->res, req->token, req->ttl_ms);
@@ -401,9 +456,19 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         return;
 
     struct lease *held = session_lease(s, a->resource);
-    if (held != NULL) { /* re-entry: no Redis round trip */
+    if (held != NULL && held->owner == a->owner) { /* re-entry: no Redis round trip */
+        if (a->no_reentry) {
+            respond_error(s, id, RLOCK__V1__STATUS__STATUS_ALREADY_HELD,
+                          "this owner already holds the lock (re-entry refused)");
+            return;
+        }
         held->holds++;
-        reply_acquired(s, id, held);
+        reply_acquired(s, id, held, s->last_frame_ms);
+        return;
+    }
+    if (held != NULL && a->wait_ms == 0) { /* another owner of this session holds it */
+        respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED,
+                      "held by another owner of this session");
         return;
     }
     if (s->nleases + s->nrequests >= cfg->max_locks_per_session) {
@@ -437,6 +502,9 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
     req->res = res;
     req->ttl_ms = ttl;
     req->watchdog = !a->watchdog_off;
+    req->owner = a->owner;
+    req->no_reentry = a->no_reentry;
+    req->arrival_ms = s->last_frame_ms;
     util_uuid(req->token);
     if (wait > 0) {
         req->deadline_ms = util_now_ms() + wait;
@@ -568,6 +636,7 @@ static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
         lease_renewed(l, req->sent_ms, req->ttl_ms);
         Rlock__V1__ExtendReply e = RLOCK__V1__EXTEND_REPLY__INIT;
         e.ttl_ms = l->ttl_ms;
+        e.valid_ms = lease_valid_ms(l, req->arrival_ms);
         session_respond(req->sess, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
                         RLOCK__V1__RESPONSE__BODY_EXTEND, &e);
     }
@@ -577,7 +646,7 @@ static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
 void lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e)
 {
     struct lease *l = session_lease(s, e->resource);
-    if (l == NULL) {
+    if (l == NULL || (e->token[0] != '\0' && strcmp(e->token, l->token) != 0)) {
         respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
                       "this session does not hold the lock");
         return;
@@ -598,6 +667,7 @@ void lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e)
     req->res = l->res;
     resource_ref(l->res);
     req->ttl_ms = ttl;
+    req->arrival_ms = s->last_frame_ms;
     memcpy(req->token, l->token, sizeof req->token);
     char ttl_text[16];
     const char *args[3] = {l->res->key, l->token, ttl_text};
@@ -608,6 +678,28 @@ void lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e)
     l->extending = 1;
     rpool_eval(s->srv->pool, l->res->route, SCRIPT_RENEW, 1, 3, args, lens, extend_reply_cb,
                req);
+}
+
+/* --- cancel ----------------------------------------------------------------- */
+
+void lock_cancel(struct session *s, uint64_t id, const Rlock__V1__Cancel *c)
+{
+    struct request *req;
+    TAILQ_FOREACH(req, &s->requests, sess_link) {
+        if (req->op == RLOCK__V1__REQUEST__BODY_ACQUIRE && req->id == c->request_id &&
+            !req->cancelled)
+            break;
+    }
+    if (req != NULL && req->state == REQUEST_IN_REDIS) {
+        req->cancelled = 1; /* its reply decides: a grant is released (acquire_cancelled) */
+    } else if (req != NULL) {
+        reply_error(req, RLOCK__V1__STATUS__STATUS_CANCELLED, "acquire cancelled");
+        request_finish(req);
+    }
+    Rlock__V1__CancelReply r = RLOCK__V1__CANCEL_REPLY__INIT;
+    r.found = req != NULL;
+    session_respond(s, id, RLOCK__V1__STATUS__STATUS_OK, NULL, RLOCK__V1__RESPONSE__BODY_CANCEL,
+                    &r);
 }
 
 /* --- session end ------------------------------------------------------------ */

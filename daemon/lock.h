@@ -27,8 +27,9 @@ struct lease {
     struct resource *res; /* counted reference */
     char token[UTIL_UUID_LEN + 1];
     uint64_t fence;
+    uint64_t owner; /* who in the session holds it (Acquire.owner) */
     uint32_t ttl_ms;
-    uint32_t holds; /* re-entry count */
+    uint32_t holds; /* re-entry count of that owner */
     int watchdog;
     int64_t valid_until_ms;
     int64_t next_renew_ms;
@@ -44,6 +45,14 @@ struct lease {
 void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a);
 void lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r);
 void lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e);
+void lock_cancel(struct session *s, uint64_t id, const Rlock__V1__Cancel *c);
+
+/*
+ * How long every watchdog lease of s stays valid, at least, counted from
+ * from_ms (the arrival of a request), with the loss margin taken off; 0 when
+ * s holds none. The client adds it to the send time of that request.
+ */
+uint32_t lock_session_valid_ms(const struct session *s, int64_t from_ms);
 
 /* The session ends: release its leases by token, drop its waiters, orphan the rest. */
 void lock_session_end(struct session *s);

@@ -148,6 +148,7 @@ void session_respond(struct session *s, uint64_t id, Rlock__V1__Status status, c
     case RLOCK__V1__RESPONSE__BODY_EXTEND: r.extend = body; break;
     case RLOCK__V1__RESPONSE__BODY_PING: r.ping = body; break;
     case RLOCK__V1__RESPONSE__BODY_STATS: r.stats = body; break;
+    case RLOCK__V1__RESPONSE__BODY_CANCEL: r.cancel = body; break;
     default: r.body_case = RLOCK__V1__RESPONSE__BODY__NOT_SET; break;
     }
     if (status != RLOCK__V1__STATUS__STATUS_OK)

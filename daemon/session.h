@@ -35,6 +35,10 @@ struct request {
     char token[UTIL_UUID_LEN + 1];
     uint32_t ttl_ms;
     int watchdog;
+    uint64_t owner;      /* acquire: who in the session asks (re-entry is per owner) */
+    int no_reentry;      /* acquire: refuse rather than re-enter */
+    int cancelled;       /* acquire: withdrawn by a Cancel while its try was in Redis */
+    int64_t arrival_ms;  /* when the request's frame was read (valid_ms counts from here) */
     int64_t deadline_ms; /* end of the wait; 0 = try once */
     int64_t sent_ms;     /* when the current Redis call was sent (validity starts here) */
     int expired;         /* the wait ran out while a try was in Redis */

@@ -95,24 +95,21 @@ uint8_t *wire_pack_request(const Rlock__V1__Request *m, size_t *out_len)
     return pack_framed(&m->base, out_len);
 }
 
+/* The name of value v of enum d without its prefix ("STATUS_OK" -> "OK"), from the schema. */
+static const char *enum_name(const ProtobufCEnumDescriptor *d, int v, size_t prefix)
+{
+    const ProtobufCEnumValue *ev = protobuf_c_enum_descriptor_get_value(d, v);
+    if (ev == NULL || strlen(ev->name) <= prefix)
+        return "UNKNOWN";
+    return ev->name + prefix;
+}
+
 const char *wire_status_name(int status)
 {
-    static const char *const names[] = {
-        "OK",          "NOT_ACQUIRED",      "TIMEOUT",        "NOT_HELD",
-        "INVALID",     "UNAUTHENTICATED",   "PERMISSION_DENIED", "LIMIT_EXCEEDED",
-        "UNAVAILABLE", "SHUTTING_DOWN",     "INTERNAL",
-    };
-    if (status < 0 || (size_t)status >= sizeof(names) / sizeof(names[0]))
-        return "UNKNOWN";
-    return names[status];
+    return enum_name(&rlock__v1__status__descriptor, status, strlen("STATUS_"));
 }
 
 const char *wire_lost_reason_name(int reason)
 {
-    static const char *const names[] = {
-        "UNSPECIFIED", "EXPIRED", "STOLEN", "MISSING", "FORCED", "SESSION",
-    };
-    if (reason < 0 || (size_t)reason >= sizeof(names) / sizeof(names[0]))
-        return "UNKNOWN";
-    return names[reason];
+    return enum_name(&rlock__v1__lost_reason__descriptor, reason, strlen("LOST_"));
 }
