@@ -1,9 +1,11 @@
 /*
- * conn.c — sockets and clocks for librlock.
+ * conn.c — sockets, clocks and futex waits for librlock.
  *
  * Every socket is created non-blocking and close-on-exec, so a program that
  * forks and execs (rlockctl run) never leaks the session into its child, and
- * so that every connect and write can be bounded by a deadline with poll().
+ * so that every connect can be bounded by a deadline with poll(). Waits use
+ * CLOCK_MONOTONIC (deadlines) and CLOCK_BOOTTIME (liveness); nothing here
+ * reads the wall clock, which may jump.
  */
 #include "rlock_internal.h"
 
@@ -15,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +43,30 @@ int64_t rlk_mono_ms(void)
 int64_t rlk_alive_ms(void)
 {
     return clock_ms(CLOCK_BOOTTIME);
+}
+
+int64_t rlk_alive_to_mono(int64_t alive_ms)
+{
+    /* The two clocks differ by the time spent suspended, which only grows. */
+    return alive_ms - (rlk_alive_ms() - rlk_mono_ms());
+}
+
+void rlk_futex_wait(atomic_uint *word, unsigned expect, int64_t deadline_ms)
+{
+    struct timespec ts, *tsp = NULL;
+    if (deadline_ms >= 0) {
+        ts.tv_sec = (time_t)(deadline_ms / 1000);
+        ts.tv_nsec = (long)(deadline_ms % 1000) * 1000000L;
+        tsp = &ts;
+    }
+    /* FUTEX_WAIT_BITSET takes an absolute time on CLOCK_MONOTONIC (no FUTEX_CLOCK_REALTIME). */
+    syscall(SYS_futex, (unsigned *)word, FUTEX_WAIT_BITSET_PRIVATE, expect, tsp, NULL,
+            FUTEX_BITSET_MATCH_ANY);
+}
+
+void rlk_futex_wake(atomic_uint *word)
+{
+    syscall(SYS_futex, (unsigned *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 /* Milliseconds left until deadline, for poll(); never negative. */
@@ -219,37 +247,4 @@ int rlk_conn_open(const char *address, uint32_t timeout_ms, char *err, size_t er
     if (strncmp(address, "unix:", 5) == 0)
         return open_unix(address + 5, deadline, err, errlen);
     return open_tcp(address, deadline, err, errlen);
-}
-
-int rlk_conn_write(int fd, const uint8_t *buf, size_t len, int64_t deadline, size_t *written)
-{
-    size_t off = 0;
-    int rc = 0;
-    while (off < len) {
-        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            off += (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-            rc = -1;
-            break;
-        }
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        int left = remaining_ms(deadline);
-        int ready = left > 0 ? poll(&p, 1, left) : 0;
-        if (ready == 0) {
-            errno = ETIMEDOUT;
-            rc = -1;
-            break;
-        }
-        if (ready < 0 && errno != EINTR) {
-            rc = -1;
-            break;
-        }
-    }
-    *written = off;
-    return rc;
 }

@@ -2,9 +2,8 @@
  * rlock.h — C client for rlockd, the distributed lock daemon.
  *
  * A client is one connection to rlockd, and one session: while it is open
- * (the library pings the daemon from a background thread) the daemon renews
- * the locks it holds; when it closes, or the process dies, the daemon
- * releases them at once.
+ * the library keeps it alive and the daemon renews the locks it holds; when
+ * it closes, or the process dies, the daemon releases them at once.
  *
  *     struct rlock_client *c;
  *     char err[256];
@@ -19,19 +18,44 @@
  *     }
  *     rlock_close(c);
  *
- * Thread safety: every function may be called from any thread, and several
- * threads may share one client (requests are multiplexed by id). A lock
- * handle may be used by one thread at a time. The lost-lock callback runs on
- * the library's background thread; it must return quickly and must not call
- * blocking functions (acquire, release, extend, ping, stats) of the same
- * client; it may close it (see rlock_close). There is no global state:
- * clients are independent.
+ * Owners. Re-entry is per owner, not per client: by default the owner is the
+ * calling thread, so threads sharing one client exclude each other (a second
+ * thread's acquire waits, or fails with RLOCK_ERR_NOT_ACQUIRED when it does
+ * not wait), while a thread that acquires a lock it already holds gets the
+ * same lock back with a higher hold count. rlock_acquire_opts.owner names an
+ * owner explicitly (to hand a lock between threads, or for coroutines);
+ * no_reentry refuses a second acquire by the owner instead of re-entering.
+ *
+ * Threads. Every function may be called from any thread, and any number of
+ * threads may share one blocking client. A lock handle may be used by one
+ * thread at a time. The library runs two threads per process whatever the
+ * number of clients: one does all socket I/O and keepalives, the other runs
+ * the lost-lock callbacks (all signals are blocked in both). Asynchronous
+ * clients (below) use neither: the application drives them.
+ *
+ * Callbacks run on the library's callback thread, one at a time for the whole
+ * process. They may call the non-blocking functions (getters, rlock_lock_free,
+ * rlock_cancel, rlock_shutdown, rlock_close, async submissions); a blocking
+ * call from a callback returns RLOCK_ERR_IN_CALLBACK at once. rlock_close
+ * does not return while a callback of that client runs (from inside its own
+ * callback it returns at once and the client is freed when the callback
+ * returns).
  *
  * Timeouts: every blocking call takes timeout_ms, the longest it waits for
  * the daemon's answer (for acquire: on top of the requested wait). 0 selects
  * RLOCK_DEFAULT_TIMEOUT_MS. A call that runs out of time returns
- * RLOCK_ERR_DEADLINE; its outcome on the server is then unknown, and the
- * library closes the session so that the daemon releases whatever it held.
+ * RLOCK_ERR_DEADLINE, which always means: the outcome on the daemon is
+ * unknown and the library has closed the session, so the daemon releases
+ * everything the session held (every handle of the client is LOST).
+ *
+ * Errors: functions return an enum rlock_err. The detail of the calling
+ * thread's latest failed call (the daemon's message, a retry hint) is in
+ * rlock_last_error(); it is per thread, like errno.
+ *
+ * fork(): a child process inherits the parent's clients only as memory. In
+ * the child every inherited client reports its session ended (calls return
+ * RLOCK_ERR_CLOSED, handles are LOST) and rlock_close frees it without
+ * touching the connection, so the parent's session and locks are unaffected.
  */
 #ifndef RLOCK_H
 #define RLOCK_H
@@ -46,49 +70,63 @@ extern "C" {
 #define RLOCK_DEFAULT_TIMEOUT_MS 5000u
 #define RLOCK_DEFAULT_ADDRESS "127.0.0.1:7483"
 
-/* Results. Values 1..10 mirror the daemon's status codes (docs/protocol.md). */
+/* Results. Values 1..12 mirror the daemon's status codes (docs/protocol.md). */
 enum rlock_err {
     RLOCK_OK = 0,
-    RLOCK_ERR_NOT_ACQUIRED = 1,      /* try-acquire: held by someone else */
+    RLOCK_ERR_NOT_ACQUIRED = 1,      /* try-acquire: held by another owner */
     RLOCK_ERR_TIMEOUT = 2,           /* the wait expired */
     RLOCK_ERR_NOT_HELD = 3,          /* release/extend of a lock not held */
     RLOCK_ERR_INVALID = 4,           /* the daemon refused a field */
     RLOCK_ERR_UNAUTHENTICATED = 5,
     RLOCK_ERR_PERMISSION_DENIED = 6,
-    RLOCK_ERR_LIMIT_EXCEEDED = 7,
+    RLOCK_ERR_LIMIT_EXCEEDED = 7,    /* a daemon limit; try again later */
     RLOCK_ERR_UNAVAILABLE = 8,       /* the daemon cannot reach Redis; retry later */
     RLOCK_ERR_SHUTTING_DOWN = 9,
     RLOCK_ERR_INTERNAL = 10,
+    RLOCK_ERR_CANCELLED = 11,        /* the acquire was cancelled (rlock_cancel) */
+    RLOCK_ERR_ALREADY_HELD = 12,     /* no_reentry: this owner holds the lock already */
     RLOCK_ERR_ARG = 100,             /* bad argument to a library call */
     RLOCK_ERR_NOMEM = 101,
     RLOCK_ERR_CONNECT = 102,         /* could not connect or say Hello */
-    RLOCK_ERR_CLOSED = 103,          /* the session has ended (connection lost) */
-    RLOCK_ERR_DEADLINE = 104,        /* no answer within timeout_ms */
+    RLOCK_ERR_CLOSED = 103,          /* the session has ended */
+    RLOCK_ERR_DEADLINE = 104,        /* no answer in time: outcome unknown, session closed */
     RLOCK_ERR_PROTOCOL = 105,        /* the daemon sent something unexpected */
+    RLOCK_ERR_IN_CALLBACK = 106,     /* a blocking call from a library callback */
 };
 
 enum rlock_lock_state {
     RLOCK_HELD = 0,
-    RLOCK_LOST = 1,     /* the daemon lost it, or the session ended */
-    RLOCK_RELEASED = 2, /* released by rlock_release */
+    RLOCK_LOST = 1,      /* the daemon lost it, or the session ended */
+    RLOCK_RELEASED = 2,  /* this hold was released by rlock_release */
+    RLOCK_UNCERTAIN = 3, /* no news from the daemon past the lock's valid-until time:
+                            it may be lost; becomes HELD again if news confirms it */
 };
 
 /* Why a lock was lost; values mirror LostReason in proto/rlock.proto. */
 enum rlock_lost_reason {
     RLOCK_LOST_UNSPECIFIED = 0,
-    RLOCK_LOST_EXPIRED = 1,  /* not renewed in time (Redis unreachable) */
+    RLOCK_LOST_EXPIRED = 1,  /* not renewed in time (Redis unreachable), or lease over */
     RLOCK_LOST_STOLEN = 2,   /* the key holds another token */
     RLOCK_LOST_MISSING = 3,  /* the key vanished */
-    RLOCK_LOST_FORCED = 4,   /* an operator released it (reserved: not sent yet) */
+    RLOCK_LOST_FORCED = 4,   /* an operator released it */
     RLOCK_LOST_SESSION = 5,  /* the session ended (connection lost or timed out) */
 };
 
 struct rlock_client;
 struct rlock_lock;
+struct rlock_cancel;
+
+/* Detail of a failed call. */
+struct rlock_error {
+    enum rlock_err code;
+    uint32_t retry_after_ms; /* the daemon's hint, with RLOCK_ERR_UNAVAILABLE */
+    char message[256];       /* the daemon's text, or the library's */
+};
 
 /*
- * Called on the background thread once for each held lock that is lost.
- * resource and token are valid only during the call.
+ * Called once for each lock of the client that is lost while held (not for
+ * locks of a session the application itself closed or shut down). resource
+ * and token are valid only during the call. See "Callbacks" above.
  */
 typedef void (*rlock_lost_fn)(struct rlock_client *c, const char *resource, const char *token,
                               uint64_t fence, enum rlock_lost_reason reason, void *arg);
@@ -101,10 +139,16 @@ struct rlock_options {
     void *on_lost_arg;
 };
 
+/* The owner bit the library sets on thread owners; explicit owners stay below it. */
+#define RLOCK_OWNER_THREAD_BIT (UINT64_C(1) << 63)
+
 struct rlock_acquire_opts {
     uint32_t ttl_ms;   /* lease; 0 = the daemon's default_ttl */
     uint32_t wait_ms;  /* 0 = try once; > 0 = wait up to this long */
     int watchdog_off;  /* 0 (default): the daemon renews the lease while the session lives */
+    uint64_t owner;    /* 0 = the calling thread; else an id of yours below RLOCK_OWNER_THREAD_BIT */
+    int no_reentry;    /* refuse (RLOCK_ERR_ALREADY_HELD) instead of re-entering */
+    struct rlock_cancel *cancel; /* NULL, or a token that cancels this acquire (below) */
 };
 
 struct rlock_stats {
@@ -123,6 +167,8 @@ struct rlock_stats {
     char server_version[64];
 };
 
+/* --- clients ----------------------------------------------------------------- */
+
 /*
  * Connect to address ("HOST:PORT" with a numeric or resolvable host, or
  * "unix:/path") and open a session. opts may be NULL. On success stores the
@@ -133,18 +179,24 @@ enum rlock_err rlock_connect(const char *address, const struct rlock_options *op
                              struct rlock_client **out, char *errbuf, size_t errlen);
 
 /*
- * End the session (the daemon releases every lock it still holds), stop the
- * background thread and free the client and every lock handle not yet freed.
- * Accepts NULL. Called from the lost-lock callback, it returns at once: no
- * further callback comes, and the background thread frees the client and
- * its handles once the callback has returned. Either way, neither the client
- * nor its handles may be used after the call.
+ * End the session now (the daemon releases every lock it still holds) without
+ * freeing the client: every blocked call returns RLOCK_ERR_CLOSED, every
+ * handle becomes LOST, no lost-lock callback is called, and later calls
+ * return RLOCK_ERR_CLOSED. Lets one thread stop others blocked on c; free it
+ * with rlock_close once they have returned. Accepts NULL.
+ */
+void rlock_shutdown(struct rlock_client *c);
+
+/*
+ * rlock_shutdown, then wait until no call on c is still returning and no
+ * callback of c runs, and free the client and every lock handle not yet
+ * freed. Accepts NULL. Neither the client nor its handles may be used after.
  */
 void rlock_close(struct rlock_client *c);
 
 /* Session id given by the daemon (a UUID string), valid until rlock_close. */
 const char *rlock_session_id(const struct rlock_client *c);
-/* Effective session timeout and keepalive interval the daemon granted. */
+/* Effective session timeout the daemon granted. */
 uint32_t rlock_session_timeout_ms(const struct rlock_client *c);
 /*
  * 1 while the session is open, 0 once it has ended. A session that nothing
@@ -155,10 +207,20 @@ uint32_t rlock_session_timeout_ms(const struct rlock_client *c);
 int rlock_client_alive(struct rlock_client *c);
 
 /*
+ * A descriptor (eventfd) that becomes readable when a lock of c is lost or
+ * the session ends, for programs that wait in poll/epoll. Read 8 bytes from
+ * it to clear it, then look at the locks (rlock_foreach_lock). Owned by c;
+ * -1 on failure.
+ */
+int rlock_lost_fd(struct rlock_client *c);
+
+/* --- locks ------------------------------------------------------------------- */
+
+/*
  * Acquire resource. opts may be NULL (defaults: server ttl, no wait, watchdog
- * on). On RLOCK_OK stores a new lock handle in *out. Acquiring a resource the
- * session already holds returns another handle to the same lock (same token
- * and fence, hold count + 1).
+ * on, the calling thread as owner). On RLOCK_OK stores a new lock handle in
+ * *out. Acquiring a resource the same owner already holds returns another
+ * handle to the same lock (same token and fence, hold count + 1).
  */
 enum rlock_err rlock_acquire(struct rlock_client *c, const char *resource,
                              const struct rlock_acquire_opts *opts, uint32_t timeout_ms,
@@ -178,8 +240,56 @@ enum rlock_lost_reason rlock_lock_lost_reason(const struct rlock_lock *l);
 const char *rlock_lock_resource(const struct rlock_lock *l);
 const char *rlock_lock_token(const struct rlock_lock *l);
 uint64_t rlock_lock_fence(const struct rlock_lock *l);
+uint64_t rlock_lock_owner(const struct rlock_lock *l);
 uint32_t rlock_lock_ttl_ms(const struct rlock_lock *l);
 uint32_t rlock_lock_hold_count(const struct rlock_lock *l);
+/*
+ * Until when (milliseconds on CLOCK_MONOTONIC) the lock is surely still held,
+ * if no LockLost arrives: the send time of the latest request whose answer
+ * vouched for it (the acquire, an extend, or a keepalive answered by the
+ * daemon) plus the validity the daemon reported with it, which already has
+ * the daemon's loss margin taken off. Past it without news the state is
+ * RLOCK_UNCERTAIN. 0 for a lock not held.
+ */
+int64_t rlock_lock_valid_until(const struct rlock_lock *l);
+
+/* One held lock as rlock_foreach_lock reports it; strings valid during the visit only. */
+struct rlock_lock_info {
+    const char *resource;
+    const char *token;
+    uint64_t fence;
+    uint64_t owner;
+    uint32_t ttl_ms;
+    uint32_t hold_count;
+    int watchdog;
+    enum rlock_lock_state state; /* HELD or UNCERTAIN */
+    int64_t valid_until;         /* as rlock_lock_valid_until */
+};
+/*
+ * Call visit for every lock c holds (one call per lock, whatever the number of
+ * handles), from a snapshot taken first: visit may call the library. A
+ * non-zero return stops the walk. Returns the number of locks visited.
+ */
+size_t rlock_foreach_lock(struct rlock_client *c,
+                          int (*visit)(const struct rlock_lock_info *info, void *arg),
+                          void *arg);
+
+/* --- cancellation ------------------------------------------------------------ */
+
+/*
+ * A cancellation token. Pass it in rlock_acquire_opts.cancel; rlock_cancel
+ * (from any thread, or a callback) makes every acquire watching it return
+ * RLOCK_ERR_CANCELLED at once, unless it completed first (then it returns
+ * its own result). The daemon withdraws the waiter; a grant that raced the
+ * cancel is released by the library, never leaked. A fired token stays fired.
+ */
+struct rlock_cancel *rlock_cancel_new(void);
+void rlock_cancel(struct rlock_cancel *k);
+int rlock_cancel_fired(const struct rlock_cancel *k);
+/* Free k; no call may still be watching it. Accepts NULL. */
+void rlock_cancel_free(struct rlock_cancel *k);
+
+/* --- other requests ---------------------------------------------------------- */
 
 /* Round trip to the daemon; server_time_ms may be NULL. */
 enum rlock_err rlock_ping(struct rlock_client *c, uint32_t timeout_ms, uint64_t *server_time_ms);
@@ -187,19 +297,93 @@ enum rlock_err rlock_ping(struct rlock_client *c, uint32_t timeout_ms, uint64_t 
 /* Daemon-wide counters. */
 enum rlock_err rlock_stats(struct rlock_client *c, uint32_t timeout_ms, struct rlock_stats *out);
 
-/*
- * Message of the latest failed call on c (the daemon's text or the library's),
- * copied into buf. With several threads it may belong to another thread's call.
- */
-void rlock_errmsg(struct rlock_client *c, char *buf, size_t len);
+/* --- errors and names -------------------------------------------------------- */
 
-/* Static name of an error ("RLOCK_ERR_TIMEOUT" -> "wait timed out"). */
+/* The calling thread's latest failed call (code RLOCK_OK before any). Never NULL. */
+const struct rlock_error *rlock_last_error(void);
+/* rlock_last_error()->message copied into buf; c is not used (kept for old callers). */
+void rlock_errmsg(struct rlock_client *c, char *buf, size_t len);
+/* Static text of an error ("wait timed out"). */
 const char *rlock_strerror(enum rlock_err e);
 /* Static name of a lost reason ("expired", "stolen", ...). */
 const char *rlock_lost_reason_str(enum rlock_lost_reason r);
-
+/* The owner id of the calling thread (what owner 0 means for its acquires). */
+uint64_t rlock_thread_owner(void);
 /* Library version string. */
 const char *rlock_version(void);
+
+/* --- asynchronous clients ---------------------------------------------------- */
+/*
+ * For programs with their own event loop. An asynchronous client has no
+ * thread of the library: the application polls its descriptor and calls
+ * rlock_async_process, which reads, writes, sends keepalives and runs the
+ * completion and lost-lock callbacks on the application's thread. Any number
+ * of requests may be in flight; completions come in whatever order the daemon
+ * answers. Asynchronous clients are not thread-safe: use each from one thread
+ * at a time. The blocking calls above return RLOCK_ERR_ARG on them; the
+ * getters, rlock_lock_free, rlock_foreach_lock, rlock_shutdown and rlock_close
+ * work on both kinds. rlock_event.h attaches a client to a libevent loop.
+ */
+
+/* What a request came to; valid only during the completion callback. */
+struct rlock_result {
+    enum rlock_err err;
+    const struct rlock_error *error; /* detail when err != RLOCK_OK */
+    uint64_t id;                     /* the request's id (as returned when submitted) */
+    struct rlock_lock *lock;         /* acquire OK: a new handle, now owned by the application */
+    uint32_t hold_count;             /* release: holds left */
+    uint32_t ttl_ms;                 /* extend: the new lease */
+    uint64_t server_time_ms;         /* ping */
+};
+/* Completion of an asynchronous request: runs exactly once, inside rlock_async_process
+ * (or inside rlock_shutdown / rlock_close, with RLOCK_ERR_CLOSED). */
+typedef void (*rlock_done_fn)(struct rlock_client *c, const struct rlock_result *r, void *arg);
+/* Told when the client's wanted events or next deadline changed outside rlock_async_process. */
+typedef void (*rlock_change_fn)(struct rlock_client *c, void *arg);
+
+/*
+ * Connect (the socket connect itself is bounded by connect_timeout_ms, name
+ * resolution is blocking) and queue the Hello; returns at once. on_ready (may
+ * be NULL) completes when the Hello is answered (err RLOCK_OK: the session is
+ * open). Requests may be submitted right away: they follow the Hello.
+ */
+enum rlock_err rlock_async_connect(const char *address, const struct rlock_options *opts,
+                                   rlock_done_fn on_ready, void *ready_arg,
+                                   struct rlock_client **out, char *errbuf, size_t errlen);
+/* The descriptor to poll. */
+int rlock_async_fd(const struct rlock_client *c);
+/* The poll events wanted now: POLLIN, plus POLLOUT while output is queued. */
+int rlock_async_events(const struct rlock_client *c);
+/* Milliseconds until rlock_async_process must run again even without events (-1: none). */
+int64_t rlock_async_timeout_ms(const struct rlock_client *c);
+/*
+ * Do the work revents (from poll; 0 after a timeout) allows. Returns RLOCK_OK
+ * while the session is open, RLOCK_ERR_CLOSED once it has ended.
+ */
+enum rlock_err rlock_async_process(struct rlock_client *c, int revents);
+/* Call fn (may be NULL) whenever rlock_async_events / rlock_async_timeout_ms change by a submission. */
+void rlock_async_on_change(struct rlock_client *c, rlock_change_fn fn, void *arg);
+
+/*
+ * Submit requests. Each returns RLOCK_OK and (where id is not NULL) the
+ * request's id, and done runs later exactly once; or returns an error at once
+ * and done never runs. opts->cancel is ignored here: use rlock_async_cancel.
+ */
+enum rlock_err rlock_async_acquire(struct rlock_client *c, const char *resource,
+                                   const struct rlock_acquire_opts *opts, rlock_done_fn done,
+                                   void *arg, uint64_t *id);
+enum rlock_err rlock_async_release(struct rlock_lock *l, rlock_done_fn done, void *arg,
+                                   uint64_t *id);
+enum rlock_err rlock_async_extend(struct rlock_lock *l, uint32_t ttl_ms, rlock_done_fn done,
+                                  void *arg, uint64_t *id);
+enum rlock_err rlock_async_ping(struct rlock_client *c, rlock_done_fn done, void *arg,
+                                uint64_t *id);
+/*
+ * Withdraw the acquire with this id: its completion then reports
+ * RLOCK_ERR_CANCELLED (a grant that raced the cancel is released). Returns
+ * RLOCK_ERR_NOT_HELD when no such acquire is pending (it completed already).
+ */
+enum rlock_err rlock_async_cancel(struct rlock_client *c, uint64_t id);
 
 #ifdef __cplusplus
 }

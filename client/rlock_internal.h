@@ -2,44 +2,50 @@
  * rlock_internal.h — the pieces of librlock shared between its source files.
  * Nothing here is installed; applications see only rlock.h.
  *
- *   rlock.c    public entry points: connect, close, ping, stats, errors
- *   lock.c     lock handles: acquire, release, extend, state and accessors
- *   call.c     one generic request/response exchange (pending-call table)
- *   session.c  the background thread: reads frames, dispatches responses and
- *              events, sends keepalives, notices the session's end
- *   conn.c     sockets and clocks
+ *   rlock.c     names, versions, per-thread errors and owners
+ *   engine.c    the protocol engine: one session's frames, pending requests,
+ *               keepalives and end; single-threaded (c->mu held)
+ *   locks.c     lock objects and handles: grants, releases, losses, getters
+ *   blocking.c  the blocking API, a thin layer over the engine
+ *   async.c     the asynchronous API, the engine driven by the application
+ *   reactor.c   the process's two threads: socket I/O + keepalives for every
+ *               blocking client, and the callback thread; fork handling
+ *   conn.c      sockets, clocks, futex waits
  *
- * Locking: c->mu guards every mutable field of the client, the pending-call
- * list and every lock handle's mutable fields. c->write_mu serialises writes
- * to the socket; it may be taken before c->mu, never after it. The lost-lock
- * callback is always called with neither mutex held.
+ * Locking. c->mu guards the client's engine, lock objects and handles. The
+ * process-wide locks are taken only after it, in this order:
+ *     registry (reactor.c) -> c->mu -> reactor -> callback queue -> cancel token
+ * (the registry is taken first only by fork's prepare handler and by client
+ * creation and removal). No lock is held while a user callback runs, and no
+ * thread blocks on the network while holding one.
  *
- * Internal names carry the rlk_ prefix so that they cannot collide with an
- * application linking the static library.
+ * Internal names carry the rlk_ prefix; the static library localises them.
  */
 #ifndef RLOCK_INTERNAL_H
 #define RLOCK_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "rlock.h"
 #include "wire.h"
 
-/* Mark the public entry points; everything else stays hidden in librlock.so. */
-#if defined(RLOCK_BUILDING)
+/* Mark the public entry points; everything else stays hidden. */
 #define RLOCK_API __attribute__((visibility("default")))
-#else
-#define RLOCK_API
-#endif
 
 /* Longest frame accepted from the daemon; a longer length means a broken stream. */
 #define RLK_MAX_FRAME_BYTES (16u * 1024u * 1024u)
+/* Output queued to the daemon beyond which the session is given up (it does not read). */
+#define RLK_MAX_TX_BYTES (32u * 1024u * 1024u)
 /* Ping interval when the daemon does not suggest one and grants no timeout. */
 #define RLK_FALLBACK_KEEPALIVE_MS 3000u
-#define RLK_ERRMSG_BYTES 256
+/* Shortest keepalive interval, whatever the locks' ttls. */
+#define RLK_MIN_KEEPALIVE_MS 10u
 #define RLK_SESSION_ID_BYTES 64
+#define RLK_TOKEN_BYTES 64
+#define RLK_REASON_BYTES 256
 
 #if defined(__GNUC__)
 #define RLK_MUST_CHECK __attribute__((warn_unused_result))
@@ -49,100 +55,172 @@
 #define RLK_PRINTF(f, a)
 #endif
 
-/*
- * OPEN -> ENDED, once, by session_over() in session.c: from the background
- * thread (EOF, error, silence, SessionClosing), from a caller that gave up on
- * the stream, or from any call that finds the session stale (rlk_session_check).
- */
-enum rlk_session_state {
-    RLK_SESSION_OPEN,
-    RLK_SESSION_ENDED,
+struct rlk_lock;
+
+/* --- calls -------------------------------------------------------------------- */
+
+/* What a pending request is for; decides how its response is taken. */
+enum rlk_call_kind {
+    RLK_CALL_HELLO,
+    RLK_CALL_ACQUIRE,
+    RLK_CALL_RELEASE,
+    RLK_CALL_EXTEND,
+    RLK_CALL_PING,
+    RLK_CALL_STATS,
+    RLK_CALL_KEEPALIVE, /* the engine's own Ping: its valid_ms vouches for watchdog locks */
+    RLK_CALL_CANCEL,    /* the engine's own Cancel: the answer is not needed */
+    RLK_CALL_FORGET,    /* the engine's own Release of a grant nobody wanted */
 };
 
-/* One unpacked ServerMessage; the budget must outlive the message. */
-struct rlk_frame {
-    struct wire_budget budget;
-    Rlock__V1__ServerMessage *msg;
-};
+/* Bits of rlk_call.state, the futex word a blocking caller sleeps on. */
+#define RLK_CALL_DONE 1u      /* completed: the result fields are final */
+#define RLK_CALL_CANCEL_REQ 2u /* its cancellation token fired */
 
 /*
- * One request waiting for its response. Lives on the caller's stack; linked
- * into c->calls from before the request is written until the background
- * thread completes it (done = 1) or the caller gives up.
+ * One request waiting for its response. A blocking call lives on its caller's
+ * stack and the engine never touches it after setting RLK_CALL_DONE (but for
+ * the futex wake, which writes nothing). Calls of the asynchronous API and the
+ * engine's own are on the heap (owned = 1) and freed by the engine after
+ * their completion ran.
  */
 struct rlk_call {
-    struct rlk_call *next;
+    struct rlk_call *hnext;   /* pending table chain */
+    struct rlk_call *cnext;   /* completion list (owned calls only) */
+    struct rlk_call *kprev, *knext; /* watchers of a cancellation token */
+    struct rlock_cancel *cancel;
     uint64_t id;
-    Rlock__V1__Response__BodyCase expect; /* reply body required with STATUS_OK */
-    struct rlock_lock *grant;             /* acquire: handle filled in and listed on grant */
-    int done;
-    enum rlock_err err;  /* RLOCK_OK: frame holds the response */
-    const char *why;     /* static detail when err != RLOCK_OK */
-    struct rlk_frame *frame;
+    enum rlk_call_kind kind;
+    int owned;                /* on the heap, the engine frees it */
+    int cancelled;            /* acquire withdrawn: a grant is released, CANCELLED reported */
+    int64_t sent_ms;          /* rlk_alive_ms() when queued: validity counts from here */
+    uint64_t tx_end;          /* c->tx_queued just after this request: written once tx_sent >= it */
+    struct rlock_lock *handle; /* acquire: filled in on grant; release/extend: the handle */
+    rlock_done_fn done_fn;    /* asynchronous completion */
+    void *done_arg;
+    atomic_uint state;        /* RLK_CALL_* bits */
+    /* the result */
+    enum rlock_err err;
+    struct rlock_error detail; /* when err != RLOCK_OK */
+    uint32_t hold_count;
+    uint32_t ttl_ms;
+    uint64_t server_time_ms;
+    struct rlock_stats *stats; /* stats: filled in on completion */
 };
 
-struct rlock_lock {
-    struct rlock_client *client;
-    struct rlock_lock *prev, *next; /* c->locks while listed */
-    int listed;
-    int notify;                     /* session ended: on_lost still to be called */
-    char *resource;                 /* immutable */
-    char *token;                    /* immutable once granted */
-    uint64_t fence;                 /* immutable once granted */
-    /* guarded by client->mu */
-    uint32_t ttl_ms;
-    uint32_t hold_count;
-    enum rlock_lock_state state;
-    enum rlock_lost_reason lost_reason;
+/* A lost lock to report to the application (callback and lost fd). */
+struct rlk_note {
+    struct rlk_note *next;
+    uint64_t fence;
+    enum rlock_lost_reason reason;
+    char *token;
+    char resource[]; /* NUL-terminated */
+};
+
+/* --- the client ----------------------------------------------------------------- */
+
+enum rlk_mode { RLK_MODE_BLOCKING, RLK_MODE_ASYNC };
+
+/* OPEN -> ENDED, once, by rlk_eng_end(). */
+enum rlk_session_state { RLK_SESSION_OPEN, RLK_SESSION_ENDED };
+
+struct rlk_buf {
+    uint8_t *data;
+    size_t off; /* consumed from the front */
+    size_t len; /* valid bytes from off */
+    size_t cap;
+};
+
+struct rlk_calltab {
+    struct rlk_call **b;
+    size_t nb; /* power of two */
+    size_t n;
+};
+
+struct rlk_locktab {
+    struct rlk_lock **b;
+    size_t nb; /* power of two */
+    size_t n;
 };
 
 struct rlock_client {
-    int fd;
-    int timer_fd;            /* CLOCK_BOOTTIME timerfd of the background thread, or -1 */
-    pthread_t thread;
-    int thread_started;
     pthread_mutex_t mu;
-    pthread_cond_t cond;     /* a call completed; CLOCK_MONOTONIC for timed waits */
-    pthread_mutex_t write_mu;
-
+    enum rlk_mode mode;
+    unsigned fork_gen;       /* rlk_fork_gen() when created: another value = inherited */
     rlock_lost_fn on_lost;   /* immutable */
     void *on_lost_arg;
+    int fd;
 
     /* guarded by mu */
     enum rlk_session_state state;
-    int closing;             /* rlock_close is running: no callbacks */
-    int free_on_exit;        /* rlock_close ran on the background thread: it frees c */
-    uint64_t next_id;
-    struct rlk_call *calls;
-    struct rlock_lock *locks;
-    int64_t last_tx_ms;      /* rlk_alive_ms() when the last frame was written */
-    int64_t last_rx_ms;      /* ... and when the last frame was read */
-    int64_t last_ping_ms;    /* ... and when the background thread last pinged */
-    uint32_t session_timeout_ms; /* 0 until the HelloReply */
+    int quiet;               /* the application ended the session: no lost-lock callbacks */
+    int closing;             /* rlock_close has begun */
+    char end_reason[RLK_REASON_BYTES];
+    char session_id[RLK_SESSION_ID_BYTES]; /* set by the HelloReply */
+    uint32_t session_timeout_ms;
     uint32_t keepalive_ms;
-    char session_id[RLK_SESSION_ID_BYTES]; /* set by the HelloReply, then immutable */
-    char errmsg[RLK_ERRMSG_BYTES];
-    char end_reason[RLK_ERRMSG_BYTES];
-
-    /* background thread only */
-    uint8_t *rx;
-    size_t rx_len, rx_cap;
+    uint64_t next_id;
+    struct rlk_calltab pending;
+    struct rlk_buf tx, rx;
+    uint64_t tx_queued, tx_sent;    /* bytes queued / written since the start */
+    int64_t last_tx_ms;      /* rlk_alive_ms() before the write that emptied tx */
+    int64_t last_rx_ms;      /* ... when the last frame was read */
+    int64_t last_ping_ms;    /* ... when the engine last queued a keepalive */
+    int keepalive_inflight;
+    /* locks */
+    struct rlk_locktab locks;       /* held locks by token */
+    struct rlk_lock *held;          /* list of held locks */
+    uint64_t nheld;
+    struct rlock_lock *handles;     /* every handle not yet freed */
+    uint32_t min_wd_ttl_ms;         /* smallest ttl of a watchdog lock since none was held */
+    uint64_t ping_seq;              /* keepalive answers applied so far */
+    int64_t wd_valid_until;         /* what the latest of them vouched for (rlk_alive_ms) */
+    int lost_fd;                    /* eventfd, or -1 */
+    /* outputs of the engine, handed over by the driver once mu is released */
+    struct rlk_call *done_head, **done_tail; /* owned calls completed, with a done_fn */
+    struct rlk_note *notes, **notes_tail;    /* lost locks to report */
+    /* blocking mode */
+    uint32_t calls_active;          /* blocking calls between entry and return */
+    pthread_cond_t idle_cv;         /* signalled when calls_active drops to 0 */
+    int epoll_out;                  /* EPOLLOUT is armed (mu) */
+    int epoll_in;                   /* the fd is in the reactor's epoll set (mu) */
+    int64_t wake_at;                /* its key in the reactor's timer heap (reactor lock) */
+    size_t heap_idx;                /* position in the heap + 1; 0 = not in it (reactor lock) */
+    int registered;                 /* watched by the reactor (reactor lock) */
+    atomic_int cb_closed;           /* rlock_close began: deliver no further callbacks */
+    int free_after_cb;              /* closed from its own callback (callback queue lock) */
+    struct rlock_client *reg_prev, *reg_next; /* the registry (registry lock) */
+    /* asynchronous mode */
+    rlock_change_fn change_fn;
+    void *change_arg;
+    int64_t async_wake;             /* rlk_alive_ms() of the next timer, -1 none (mu) */
+    int in_process;                 /* inside rlock_async_process */
+    int free_after_process;         /* rlock_close ran inside a completion */
 };
 
-/* --- rlock.c ------------------------------------------------------------ */
+/* --- rlock.c ---------------------------------------------------------------------- */
 
-/* Free everything c owns and c itself; the background thread is gone or is the caller. */
-void rlk_client_free(struct rlock_client *c);
+/* Record the detail of a failed call for this thread (rlock_last_error) and return e. */
+enum rlock_err rlk_fail(enum rlock_err e, const char *fmt, ...) RLK_PRINTF(2, 3);
+/* Make err (with its detail) this thread's last error; returns its code. */
+enum rlock_err rlk_fail_with(const struct rlock_error *err);
+/* Fill an error struct. */
+void rlk_error_set(struct rlock_error *out, enum rlock_err e, uint32_t retry_after_ms,
+                   const char *fmt, ...) RLK_PRINTF(4, 5);
+/* 1 on the library's callback thread (set by reactor.c). */
+extern _Thread_local int rlk_in_callback;
 
-/* --- conn.c ------------------------------------------------------------- */
+/* --- conn.c ----------------------------------------------------------------------- */
 
-/* Milliseconds on CLOCK_MONOTONIC: deadlines of calls (the clock of c->cond). */
+/* Milliseconds on CLOCK_MONOTONIC: deadlines of calls. */
 int64_t rlk_mono_ms(void);
 /*
- * Milliseconds on CLOCK_BOOTTIME: session liveness. It keeps counting while
- * the machine is suspended, which the daemon on another host also sees.
+ * Milliseconds on CLOCK_BOOTTIME: session liveness and lock validity. It keeps
+ * counting while the machine is suspended, which the daemon on another host
+ * also sees.
  */
 int64_t rlk_alive_ms(void);
+/* A CLOCK_BOOTTIME time as CLOCK_MONOTONIC, for the public valid-until value. */
+int64_t rlk_alive_to_mono(int64_t alive_ms);
 /*
  * Open a non-blocking, close-on-exec stream socket to address ("HOST:PORT",
  * "[V6]:PORT" or "unix:/path") within timeout_ms (name resolution is not
@@ -152,76 +230,164 @@ int64_t rlk_alive_ms(void);
 RLK_MUST_CHECK int rlk_conn_open(const char *address, uint32_t timeout_ms, char *err,
                                  size_t errlen);
 /*
- * Write all len bytes to the non-blocking fd before deadline (rlk_mono_ms).
- * Returns 0, or -1 with errno (ETIMEDOUT when the deadline passed).
- * *written tells how much went out either way.
+ * Sleep while *word == expect, at most until deadline_ms (rlk_mono_ms; < 0:
+ * no limit). Returns when woken, when the word differs, or at the deadline;
+ * the caller re-checks.
  */
-RLK_MUST_CHECK int rlk_conn_write(int fd, const uint8_t *buf, size_t len, int64_t deadline,
-                                  size_t *written);
+void rlk_futex_wait(atomic_uint *word, unsigned expect, int64_t deadline_ms);
+/* Wake one sleeper on word. word may already be gone: only its address is used. */
+void rlk_futex_wake(atomic_uint *word);
 
-/* --- call.c ------------------------------------------------------------- */
+/* --- engine.c ----------------------------------------------------------------------- */
+/* Every function here runs with c->mu held (or on a client no other thread sees). */
 
-/* Record a message for rlock_errmsg and return e. Takes c->mu. */
-enum rlock_err rlk_fail(struct rlock_client *c, enum rlock_err e, const char *fmt, ...)
-    RLK_PRINTF(3, 4);
+/* Set up an engine around a connected fd. 0, or -1 when out of memory. */
+RLK_MUST_CHECK int rlk_eng_init(struct rlock_client *c, int fd);
+/* Free the engine: fd closed (not shut down), owned calls freed, notes dropped. */
+void rlk_eng_free(struct rlock_client *c);
 /*
- * Send req (its id is assigned here) and wait up to extra_ms + timeout_ms
- * (0 = RLOCK_DEFAULT_TIMEOUT_MS) for the matching response. call must be zeroed except for expect and grant.
- * Returns RLOCK_OK when the daemon answered STATUS_OK with the expected body
- * (read it with rlk_call_response); otherwise the error, with rlock_errmsg
- * set. Either way the caller ends with rlk_call_done(call).
+ * Queue req (its id is assigned here and stored in call->id) and try to
+ * write it. call->kind, handle, owned and done_fn are set by the caller. On
+ * RLOCK_OK the call is pending and completes exactly once; otherwise it is
+ * not (the detail is in call->detail).
  */
-RLK_MUST_CHECK enum rlock_err rlk_call(struct rlock_client *c, Rlock__V1__Request *req,
-                                       struct rlk_call *call, uint32_t extra_ms,
-                                       uint32_t timeout_ms);
-const Rlock__V1__Response *rlk_call_response(const struct rlk_call *call);
-void rlk_call_done(struct rlk_call *call);
-void rlk_frame_free(struct rlk_frame *f);
+RLK_MUST_CHECK enum rlock_err rlk_eng_submit(struct rlock_client *c, Rlock__V1__Request *req,
+                                             struct rlk_call *call);
+/* Read what the socket has and act on each frame; then write what is queued. */
+void rlk_eng_read(struct rlock_client *c);
+/* Write what is queued (the socket became writable). */
+void rlk_eng_flush(struct rlock_client *c);
+/* 1 while output is queued (poll for writing). */
+int rlk_eng_want_write(const struct rlock_client *c);
+/*
+ * Keepalives and liveness at now (rlk_alive_ms): ends a session the daemon
+ * may have given up on, queues a Ping when one is due. Returns when to call
+ * again (rlk_alive_ms), or -1 when never (the session is over).
+ */
+int64_t rlk_eng_timers(struct rlock_client *c, int64_t now);
+/*
+ * 1 while the session is open. A session the daemon has surely given up on
+ * by now is ended here first (every getter goes through this, so that a
+ * resumed process never reads a stale HELD).
+ */
+int rlk_eng_check(struct rlock_client *c);
+/*
+ * End the session (no-op once ended): every pending call completes with
+ * RLOCK_ERR_CLOSED, every held lock becomes LOST (reason SESSION) and is
+ * reported unless quiet, and the socket is shut down (unless inherited
+ * across fork). The first reason sticks.
+ */
+void rlk_eng_end(struct rlock_client *c, const char *why, int quiet);
+/*
+ * The blocking caller of call gives up on it: on a deadline (the session is
+ * then ended, since the outcome is unknown) or, for an acquire, on its
+ * cancellation (the engine takes over: the daemon is asked to withdraw it,
+ * and a grant that comes anyway is released). Returns 1 if the call had
+ * completed meanwhile (its result stands), else 0.
+ */
+int rlk_eng_abandon(struct rlock_client *c, struct rlk_call *call, int cancel,
+                    const char *why);
+/* Withdraw the pending acquire with id; 0, or -1 when there is none. */
+int rlk_eng_cancel_id(struct rlock_client *c, uint64_t id);
+/* Complete call with err and a detail message (the engine's own failures). */
+void rlk_eng_complete_err(struct rlock_client *c, struct rlk_call *call, enum rlock_err err,
+                          const char *fmt, ...) RLK_PRINTF(4, 5);
+/* Record a lost lock for the application: the lost fd, and the callback unless quiet. */
+void rlk_eng_note_lost(struct rlock_client *c, const char *resource, const char *token,
+                       uint64_t fence, enum rlock_lost_reason reason, int quiet);
+/* 1 when c was inherited from the parent across fork(). */
+int rlk_inherited(const struct rlock_client *c);
 
-/* --- session.c ---------------------------------------------------------- */
+/* --- locks.c ------------------------------------------------------------------------ */
 
-/* Start the background thread (all signals blocked in it). 0 or -1. */
-RLK_MUST_CHECK int rlk_session_start(struct rlock_client *c);
+/* Create a handle for an acquire of resource (not yet granted). NULL when out of memory. */
+struct rlock_lock *rlk_handle_new(struct rlock_client *c, const char *resource);
+/* c->mu held: free a handle (and its lock object when nothing else refers to it). */
+void rlk_handle_destroy(struct rlock_client *c, struct rlock_lock *h);
+const char *rlk_handle_resource(const struct rlock_lock *h);
+struct rlock_client *rlk_handle_client(const struct rlock_lock *h);
+/* The lock object of a granted handle, or NULL. */
+struct rlk_lock *rlk_handle_lock(const struct rlock_lock *h);
+/* 1 if this hold was released. */
+int rlk_handle_released(const struct rlock_lock *h);
+/* Set the owner the acquire of h is sent with. */
+void rlk_handle_set_owner(struct rlock_lock *h, uint64_t owner);
 /*
- * Write one framed message before deadline (rlk_mono_ms), serialised with
- * other writers. On failure the session is broken, since a partial frame
- * corrupts the stream: returns RLOCK_ERR_DEADLINE or RLOCK_ERR_CLOSED.
+ * c->mu held: RLOCK_OK if release/extend may be sent for h, else
+ * RLOCK_ERR_NOT_HELD with the reason in detail. Fills the token to send.
  */
-RLK_MUST_CHECK enum rlock_err rlk_session_send(struct rlock_client *c, const uint8_t *buf,
-                                               size_t len, int64_t deadline);
+enum rlock_err rlk_handle_usable(struct rlock_client *c, const struct rlock_lock *h,
+                                 struct rlock_error *detail, const char **token);
 /*
- * End the session from any thread: remember why, fail pending calls, mark
- * held handles LOST, shut the socket down (the background thread then
- * exits and calls on_lost). No-op once ended.
+ * c->mu held: the daemon granted h's acquire (sent at sent_ms): fill the handle,
+ * creating the lock object or sharing the one of a re-entry.
  */
-void rlk_session_break(struct rlock_client *c, const char *fmt, ...) RLK_PRINTF(2, 3);
-/*
- * c->mu held: 1 while the session is open. A session the daemon has surely
- * given up on by now (nothing written or heard for a session timeout, e.g.
- * after the process was stopped) is ended here, as rlk_session_break would,
- * and the background thread is woken to deliver on_lost. Every getter that
- * reports liveness goes through this, so a resumed process never reads a
- * stale HELD.
- */
-int rlk_session_check(struct rlock_client *c);
-
-/* --- lock.c ------------------------------------------------------------- */
-
-/*
- * The only place a handle's state changes (c->mu held). LOST records
- * reason; leaving HELD clears a pending notification.
- */
-void rlk_lock_set_state(struct rlock_lock *l, enum rlock_lock_state st,
-                        enum rlock_lost_reason reason);
-/*
- * Background thread, c->mu held: fill l from a granting AcquireReply and
- * list it. Returns RLOCK_OK, RLOCK_ERR_PROTOCOL or RLOCK_ERR_NOMEM.
- */
-RLK_MUST_CHECK enum rlock_err rlk_lock_grant(struct rlock_client *c, struct rlock_lock *l,
-                                             const Rlock__V1__AcquireReply *r);
-/* c->mu held: 1 if l is a handle of the lock (resource, token). */
-int rlk_lock_same(const struct rlock_lock *l, const char *resource, const char *token);
-/* c->mu held: unlink and free every listed handle (rlock_close). */
+RLK_MUST_CHECK enum rlock_err rlk_lock_granted(struct rlock_client *c, struct rlock_lock *h,
+                                               const Rlock__V1__AcquireReply *r,
+                                               int64_t sent_ms);
+/* c->mu held: h's hold was released; holds_left as the daemon says. */
+void rlk_lock_released(struct rlock_client *c, struct rlock_lock *h, uint32_t holds_left);
+/* c->mu held: h's lock was extended to ttl_ms, valid for valid_ms from sent_ms. */
+void rlk_lock_extended(struct rlock_client *c, struct rlock_lock *h, uint32_t ttl_ms,
+                       uint32_t valid_ms, int64_t sent_ms);
+/* c->mu held: the lock with token was lost; reported unless quiet. */
+void rlk_lock_lost_token(struct rlock_client *c, const char *token,
+                         enum rlock_lost_reason reason, int quiet);
+/* c->mu held: the lock of handle h is no longer known to the daemon (NOT_HELD). */
+void rlk_lock_forget(struct rlock_client *c, struct rlock_lock *h);
+/* c->mu held: every held lock lost (session end). */
+void rlk_lock_lose_all(struct rlock_client *c, int quiet);
+/* c->mu held: a keepalive sent at sent_ms vouched for every watchdog lock for valid_ms. */
+void rlk_lock_vouched(struct rlock_client *c, int64_t sent_ms, uint32_t valid_ms);
+/* c->mu held: free every handle and lock object (rlock_close). */
 void rlk_lock_free_all(struct rlock_client *c);
+/* c->mu held: the keepalive interval the held locks need (0: no requirement). */
+uint32_t rlk_lock_keepalive_need(const struct rlock_client *c);
+
+/* --- blocking.c / async.c ------------------------------------------------------------ */
+
+/* Lock c->mu. */
+void rlk_lock_client(struct rlock_client *c);
+/*
+ * Unlock c->mu and hand the engine's outputs over: wake completed blocking
+ * calls, pass lost-lock notes to the callback thread (blocking clients) or
+ * leave them, with owned completions, for rlock_async_process (async ones).
+ */
+void rlk_unlock_client(struct rlock_client *c);
+/* A new client of mode with opts (registered for fork handling); NULL when out of memory. */
+struct rlock_client *rlk_client_new(const struct rlock_options *opts, enum rlk_mode mode);
+/* Run an asynchronous client's completed calls and notes, taken from it (mu not held). */
+void rlk_async_deliver(struct rlock_client *c);
+/* Free the client's memory (engine, locks, handles); the last step of rlock_close. */
+void rlk_client_free(struct rlock_client *c);
+
+/* --- reactor.c ------------------------------------------------------------------------ */
+
+/* Make sure the fork handlers are installed; registers c in the process's client list. */
+RLK_MUST_CHECK int rlk_registry_add(struct rlock_client *c);
+void rlk_registry_remove(struct rlock_client *c);
+/* The number of forks this process is from its first use of the library. */
+unsigned rlk_fork_gen(void);
+/* Start the threads if needed and watch c (fd and keepalive timer). 0 or -1. */
+RLK_MUST_CHECK int rlk_reactor_add(struct rlock_client *c);
+/*
+ * Stop watching c and wait until the I/O thread holds no reference to it.
+ * Must not be called on the I/O thread.
+ */
+void rlk_reactor_remove(struct rlock_client *c);
+/* c->mu held: output is queued; make the I/O thread write it when it can. */
+void rlk_reactor_want_write(struct rlock_client *c);
+/* c->mu held: c's next timer may be earlier than the reactor knows. */
+void rlk_reactor_reschedule(struct rlock_client *c, int64_t wake_at);
+/* Queue notes for the callback thread (takes the list). */
+void rlk_callbacks_post(struct rlock_client *c, struct rlk_note *notes);
+/*
+ * Drop c's queued callbacks and wait until none of c's runs; returns 1 when
+ * called from inside c's own callback (the caller must then leave the free to
+ * the callback thread: rlk_callbacks_free_after), else 0.
+ */
+int rlk_callbacks_forget(struct rlock_client *c);
+/* From inside c's own callback: free c (rlk_client_free) once the callback returns. */
+void rlk_callbacks_free_after(struct rlock_client *c);
 
 #endif

@@ -53,6 +53,8 @@ static const char *state_name(enum rlock_lock_state st)
         return "LOST";
     case RLOCK_RELEASED:
         return "RELEASED";
+    case RLOCK_UNCERTAIN:
+        return "UNCERTAIN";
     }
     return "UNKNOWN";
 }

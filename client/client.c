@@ -1,0 +1,138 @@
+/*
+ * client.c — the life of a client, blocking or asynchronous: creation,
+ * the hand-over of the engine's outputs when c->mu is released, shutdown,
+ * close, and the session getters.
+ *
+ * Closing is where threads meet, so it goes in a fixed order: end the
+ * session (every pending call completes, no callback is queued any more),
+ * wait until every blocking call on c has returned, take c off the reactor
+ * (waiting until its I/O thread holds no reference), drop c's queued
+ * callbacks and wait for a running one, then free. From inside c's own
+ * callback the last step is left to the callback thread; from inside an
+ * asynchronous completion, to rlock_async_process.
+ */
+#include "rlock_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct rlock_client *rlk_client_new(const struct rlock_options *opts, enum rlk_mode mode)
+{
+    struct rlock_client *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->idle_cv, NULL);
+    c->mode = mode;
+    c->fd = -1;
+    c->lost_fd = -1;
+    c->async_wake = -1;
+    c->state = RLK_SESSION_ENDED; /* until the engine has a connection */
+    c->done_tail = &c->done_head;
+    c->notes_tail = &c->notes;
+    c->on_lost = opts->on_lost;
+    c->on_lost_arg = opts->on_lost_arg;
+    if (rlk_registry_add(c) != 0) {
+        pthread_cond_destroy(&c->idle_cv);
+        pthread_mutex_destroy(&c->mu);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void rlk_client_free(struct rlock_client *c)
+{
+    rlk_registry_remove(c);
+    pthread_mutex_lock(&c->mu);
+    rlk_lock_free_all(c);
+    rlk_eng_free(c);
+    pthread_mutex_unlock(&c->mu);
+    pthread_cond_destroy(&c->idle_cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+void rlk_lock_client(struct rlock_client *c)
+{
+    pthread_mutex_lock(&c->mu);
+}
+
+void rlk_unlock_client(struct rlock_client *c)
+{
+    /* Blocking calls were woken as they completed; only the notes travel on. */
+    struct rlk_note *notes = NULL;
+    if (c->mode == RLK_MODE_BLOCKING && c->notes != NULL) {
+        notes = c->notes;
+        c->notes = NULL;
+        c->notes_tail = &c->notes;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (notes != NULL)
+        rlk_callbacks_post(c, notes);
+}
+
+RLOCK_API void rlock_shutdown(struct rlock_client *c)
+{
+    if (c == NULL)
+        return;
+    rlk_lock_client(c);
+    rlk_eng_end(c, "shut down by the application", 1);
+    rlk_unlock_client(c);
+    if (c->mode == RLK_MODE_ASYNC && !c->in_process)
+        rlk_async_deliver(c); /* the CLOSED completions, now */
+}
+
+RLOCK_API void rlock_close(struct rlock_client *c)
+{
+    if (c == NULL)
+        return;
+    rlk_lock_client(c);
+    c->closing = 1;
+    atomic_store(&c->cb_closed, 1);
+    rlk_eng_end(c, "closed by the application", 1);
+    while (c->mode == RLK_MODE_BLOCKING && c->calls_active > 0)
+        pthread_cond_wait(&c->idle_cv, &c->mu);
+    rlk_unlock_client(c);
+    if (c->mode == RLK_MODE_ASYNC) {
+        if (c->in_process) {
+            c->free_after_process = 1; /* rlock_async_process frees it on its way out */
+            return;
+        }
+        rlk_async_deliver(c);
+        rlk_client_free(c);
+        return;
+    }
+    rlk_reactor_remove(c);
+    if (rlk_callbacks_forget(c)) {
+        rlk_callbacks_free_after(c); /* we are inside c's own callback */
+        return;
+    }
+    rlk_client_free(c);
+}
+
+RLOCK_API const char *rlock_session_id(const struct rlock_client *c)
+{
+    return c != NULL ? c->session_id : "";
+}
+
+RLOCK_API uint32_t rlock_session_timeout_ms(const struct rlock_client *c)
+{
+    if (c == NULL)
+        return 0;
+    struct rlock_client *m = (struct rlock_client *)c; /* the mutex is not part of the value */
+    rlk_lock_client(m);
+    uint32_t v = c->session_timeout_ms;
+    rlk_unlock_client(m);
+    return v;
+}
+
+RLOCK_API int rlock_client_alive(struct rlock_client *c)
+{
+    if (c == NULL)
+        return 0;
+    rlk_lock_client(c);
+    int alive = rlk_eng_check(c) && !rlk_inherited(c);
+    rlk_unlock_client(c);
+    return alive;
+}

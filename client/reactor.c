@@ -1,0 +1,584 @@
+/*
+ * reactor.c — the library's two threads, shared by every blocking client of
+ * the process, and what fork() does to them.
+ *
+ * The I/O thread waits in epoll on every blocking client's socket and on a
+ * CLOCK_BOOTTIME timerfd (a clock that keeps counting while the machine is
+ * suspended, as the daemon's peers do). Readable: the engine reads and acts
+ * on the frames, waking the callers whose answers came. Writable: it writes
+ * what callers queued but could not write themselves. Timer: the clients
+ * whose keepalive or liveness check is due, kept in a min-heap keyed by that
+ * time. It never runs application code, so a slow callback cannot delay a
+ * keepalive and cost every client its session.
+ *
+ * The callback thread runs the lost-lock callbacks, one at a time, from a
+ * queue the engine's notes are posted to.
+ *
+ * Removing a client: the I/O thread holds client pointers only within one
+ * turn of its loop (epoll's data, the heap pop), and counts turns. A client
+ * leaving the epoll set and the heap waits (rlk_reactor_remove) until the
+ * next turn has begun: no pointer to it is left.
+ *
+ * fork(): the prepare handler takes every lock of the library (registry,
+ * each client's mutex, reactor, callback queue), so the child inherits
+ * consistent memory and no lock held by a thread that does not exist there.
+ * The child gets a new fork generation: its inherited clients see that and
+ * stay off their connections, its reactor starts from scratch (the epoll,
+ * timer and wake descriptors are the parent's: closed, not used) and no
+ * callback is carried over.
+ */
+#include "rlock_internal.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#define REACTOR_EVENTS 64
+
+/* --- the registry of clients, and fork ---------------------------------------------- */
+
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct rlock_client *registry;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static atomic_uint fork_gen;
+
+unsigned rlk_fork_gen(void)
+{
+    return atomic_load_explicit(&fork_gen, memory_order_relaxed);
+}
+
+/* --- the reactor --------------------------------------------------------------------- */
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t turn_cv;   /* a new turn of the loop began */
+    int started;
+    int epfd, timerfd, wakefd;
+    uint64_t turn;
+    int64_t armed;            /* what the timerfd is set for (rlk_alive_ms), -1 none */
+    struct rlock_client **heap;
+    size_t n, cap;
+} R = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .turn_cv = PTHREAD_COND_INITIALIZER,
+    .epfd = -1,
+    .timerfd = -1,
+    .wakefd = -1,
+    .armed = -1,
+};
+
+/* epoll data of the two descriptors that are not clients. */
+static int tag_timer, tag_wake;
+
+/* --- the callback queue --------------------------------------------------------------- */
+
+struct cb_item {
+    struct cb_item *next;
+    struct rlock_client *c;
+    struct rlk_note *notes;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;   /* an item was queued */
+    pthread_cond_t idle_cv;   /* a callback returned */
+    struct cb_item *head, **tail;
+    struct rlock_client *current; /* whose callback runs now */
+    pthread_t thread;
+} Q = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .work_cv = PTHREAD_COND_INITIALIZER,
+    .idle_cv = PTHREAD_COND_INITIALIZER,
+    .tail = &Q.head,
+};
+
+static void notes_free(struct rlk_note *n)
+{
+    while (n != NULL) {
+        struct rlk_note *next = n->next;
+        free(n);
+        n = next;
+    }
+}
+
+/* --- timer heap (R.mu held) ------------------------------------------------------------ */
+
+static void heap_set(size_t i, struct rlock_client *c)
+{
+    R.heap[i] = c;
+    c->heap_idx = i + 1;
+}
+
+static void heap_up(size_t i)
+{
+    struct rlock_client *c = R.heap[i];
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (R.heap[p]->wake_at <= c->wake_at)
+            break;
+        heap_set(i, R.heap[p]);
+        i = p;
+    }
+    heap_set(i, c);
+}
+
+static void heap_down(size_t i)
+{
+    struct rlock_client *c = R.heap[i];
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        int64_t best = c->wake_at;
+        if (l < R.n && R.heap[l]->wake_at < best)
+            m = l, best = R.heap[l]->wake_at;
+        if (l + 1 < R.n && R.heap[l + 1]->wake_at < best)
+            m = l + 1;
+        if (m == i)
+            break;
+        heap_set(i, R.heap[m]);
+        i = m;
+    }
+    heap_set(i, c);
+}
+
+static void heap_remove(struct rlock_client *c)
+{
+    if (c->heap_idx == 0)
+        return;
+    size_t i = c->heap_idx - 1;
+    c->heap_idx = 0;
+    struct rlock_client *last = R.heap[--R.n];
+    if (last == c)
+        return;
+    heap_set(i, last);
+    heap_up(i);
+    heap_down(last->heap_idx - 1);
+}
+
+/* Put c in the heap at wake_at, or move it there. 0, or -1 when out of memory. */
+static int heap_put(struct rlock_client *c, int64_t wake_at)
+{
+    if (c->heap_idx != 0) {
+        c->wake_at = wake_at;
+        heap_up(c->heap_idx - 1);
+        heap_down(c->heap_idx - 1);
+        return 0;
+    }
+    if (R.n == R.cap) {
+        size_t cap = R.cap ? R.cap * 2 : 64;
+        struct rlock_client **h = realloc(R.heap, cap * sizeof *h);
+        if (h == NULL)
+            return -1;
+        R.heap = h;
+        R.cap = cap;
+    }
+    c->wake_at = wake_at;
+    heap_set(R.n++, c);
+    heap_up(R.n - 1);
+    return 0;
+}
+
+/* Aim the timerfd at the heap's earliest time. */
+static void timer_rearm(void)
+{
+    int64_t at = R.n > 0 ? R.heap[0]->wake_at : -1;
+    if (at == R.armed || R.timerfd < 0)
+        return;
+    struct itimerspec its = {0};
+    if (at >= 0) {
+        its.it_value.tv_sec = at / 1000;
+        its.it_value.tv_nsec = (long)(at % 1000) * 1000000L;
+        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+            its.it_value.tv_nsec = 1; /* all zero would disarm it */
+    }
+    if (timerfd_settime(R.timerfd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+        R.armed = at;
+}
+
+/* --- serving a client ------------------------------------------------------------------ */
+
+/* c->mu held: epoll interest follows the engine (write interest, or nothing once it ended). */
+static void interest_update(struct rlock_client *c)
+{
+    if (!c->epoll_in)
+        return;
+    if (c->state != RLK_SESSION_OPEN) {
+        /* An ended session's socket stays readable (EOF): stop watching it. */
+        epoll_ctl(R.epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        c->epoll_in = 0;
+        c->epoll_out = 0;
+        return;
+    }
+    int want = rlk_eng_want_write(c);
+    if (want == c->epoll_out)
+        return;
+    struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0), .data.ptr = c};
+    if (epoll_ctl(R.epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+        c->epoll_out = want;
+}
+
+/* c->mu held: move c's timer earlier if its engine wants to run before wake_at says. */
+static void timer_update(struct rlock_client *c, int64_t next)
+{
+    if (next < 0)
+        return;
+    pthread_mutex_lock(&R.mu);
+    if (c->registered && (c->heap_idx == 0 || next < c->wake_at)) {
+        (void)heap_put(c, next);
+        timer_rearm();
+    }
+    pthread_mutex_unlock(&R.mu);
+}
+
+static void serve(struct rlock_client *c, uint32_t events)
+{
+    rlk_lock_client(c);
+    if (c->state == RLK_SESSION_OPEN) {
+        if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+            rlk_eng_read(c);
+        if ((events & EPOLLOUT) && c->state == RLK_SESSION_OPEN)
+            rlk_eng_flush(c);
+        /* A Hello answered or a short lease granted may need a keepalive sooner. */
+        timer_update(c, rlk_eng_timers(c, rlk_alive_ms()));
+    }
+    interest_update(c);
+    rlk_unlock_client(c);
+}
+
+/* Serve every client whose timer is due. */
+static void run_timers(void)
+{
+    int64_t now = rlk_alive_ms();
+    for (;;) {
+        pthread_mutex_lock(&R.mu);
+        if (R.n == 0 || R.heap[0]->wake_at > now) {
+            timer_rearm();
+            pthread_mutex_unlock(&R.mu);
+            return;
+        }
+        struct rlock_client *c = R.heap[0];
+        heap_remove(c);
+        pthread_mutex_unlock(&R.mu);
+
+        rlk_lock_client(c);
+        int64_t next = c->state == RLK_SESSION_OPEN ? rlk_eng_timers(c, now) : -1;
+        timer_update(c, next);
+        interest_update(c);
+        rlk_unlock_client(c);
+    }
+}
+
+static void drain(int fd)
+{
+    uint64_t v;
+    ssize_t n = read(fd, &v, sizeof v);
+    (void)n; /* only the wake-up matters */
+}
+
+static void *io_main(void *arg)
+{
+    (void)arg;
+    struct epoll_event evs[REACTOR_EVENTS];
+    for (;;) {
+        pthread_mutex_lock(&R.mu);
+        R.turn++;
+        pthread_cond_broadcast(&R.turn_cv);
+        int epfd = R.epfd;
+        pthread_mutex_unlock(&R.mu);
+        int n = epoll_wait(epfd, evs, REACTOR_EVENTS, -1);
+        if (n < 0 && errno != EINTR)
+            n = 0; /* cannot happen with a valid epfd; keep turning */
+        for (int i = 0; i < n; i++) {
+            void *p = evs[i].data.ptr;
+            if (p == &tag_wake) {
+                drain(R.wakefd);
+            } else if (p == &tag_timer) {
+                drain(R.timerfd);
+                run_timers();
+            } else {
+                serve(p, evs[i].events);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void *cb_main(void *arg)
+{
+    (void)arg;
+    rlk_in_callback = 1;
+    pthread_mutex_lock(&Q.mu);
+    for (;;) {
+        while (Q.head == NULL)
+            pthread_cond_wait(&Q.work_cv, &Q.mu);
+        struct cb_item *it = Q.head;
+        Q.head = it->next;
+        if (Q.head == NULL)
+            Q.tail = &Q.head;
+        struct rlock_client *c = it->c;
+        Q.current = c;
+        pthread_mutex_unlock(&Q.mu);
+        for (struct rlk_note *n = it->notes; n != NULL; n = n->next) {
+            /* Closed from an earlier callback of this batch: no further calls. */
+            if (atomic_load(&c->cb_closed))
+                break;
+            c->on_lost(c, n->resource, n->token, n->fence, n->reason, c->on_lost_arg);
+        }
+        notes_free(it->notes);
+        free(it);
+        pthread_mutex_lock(&Q.mu);
+        Q.current = NULL;
+        int free_it = c->free_after_cb;
+        pthread_cond_broadcast(&Q.idle_cv);
+        if (free_it) {
+            pthread_mutex_unlock(&Q.mu);
+            rlk_client_free(c);
+            pthread_mutex_lock(&Q.mu);
+        }
+    }
+    return NULL;
+}
+
+/* R.mu held: create the descriptors and the two threads, once per process (and per fork). */
+static int reactor_start(void)
+{
+    if (R.started)
+        return 0;
+    R.epfd = epoll_create1(EPOLL_CLOEXEC);
+    R.timerfd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+    R.wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    R.armed = -1;
+    struct epoll_event te = {.events = EPOLLIN, .data.ptr = &tag_timer};
+    struct epoll_event we = {.events = EPOLLIN, .data.ptr = &tag_wake};
+    if (R.epfd < 0 || R.timerfd < 0 || R.wakefd < 0 ||
+        epoll_ctl(R.epfd, EPOLL_CTL_ADD, R.timerfd, &te) < 0 ||
+        epoll_ctl(R.epfd, EPOLL_CTL_ADD, R.wakefd, &we) < 0)
+        goto fail;
+    /* Signals meant for the application must never land on the library's threads. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t io;
+    int rc = pthread_create(&io, &attr, io_main, NULL);
+    if (rc == 0)
+        rc = pthread_create(&Q.thread, &attr, cb_main, NULL);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        goto fail; /* an I/O thread started alone just waits on an empty set */
+    R.started = 1;
+    return 0;
+fail:
+    if (R.epfd >= 0)
+        close(R.epfd);
+    if (R.timerfd >= 0)
+        close(R.timerfd);
+    if (R.wakefd >= 0)
+        close(R.wakefd);
+    R.epfd = R.timerfd = R.wakefd = -1;
+    return -1;
+}
+
+int rlk_reactor_add(struct rlock_client *c)
+{
+    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(&R.mu);
+    int rc = reactor_start();
+    if (rc == 0) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        rc = epoll_ctl(R.epfd, EPOLL_CTL_ADD, c->fd, &ev);
+    }
+    if (rc == 0) {
+        c->epoll_in = 1;
+        c->epoll_out = 0;
+        c->registered = 1;
+        c->heap_idx = 0;
+    }
+    pthread_mutex_unlock(&R.mu);
+    pthread_mutex_unlock(&c->mu);
+    return rc == 0 ? 0 : -1;
+}
+
+void rlk_reactor_remove(struct rlock_client *c)
+{
+    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(&R.mu);
+    int was = c->registered;
+    if (was) {
+        c->registered = 0;
+        heap_remove(c);
+        timer_rearm();
+        if (c->epoll_in)
+            epoll_ctl(R.epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        c->epoll_in = c->epoll_out = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (was) {
+        /* Wait for the I/O thread's next turn: then it holds no pointer to c. */
+        uint64_t target = R.turn + 1;
+        uint64_t one = 1;
+        ssize_t n = write(R.wakefd, &one, sizeof one);
+        (void)n;
+        while (R.turn < target)
+            pthread_cond_wait(&R.turn_cv, &R.mu);
+    }
+    pthread_mutex_unlock(&R.mu);
+}
+
+void rlk_reactor_want_write(struct rlock_client *c)
+{
+    interest_update(c);
+}
+
+void rlk_reactor_reschedule(struct rlock_client *c, int64_t wake_at)
+{
+    timer_update(c, wake_at);
+}
+
+/* --- callbacks ------------------------------------------------------------------------- */
+
+void rlk_callbacks_post(struct rlock_client *c, struct rlk_note *notes)
+{
+    struct cb_item *it = malloc(sizeof *it);
+    if (it == NULL) {
+        notes_free(notes); /* the handles still say LOST */
+        return;
+    }
+    it->next = NULL;
+    it->c = c;
+    it->notes = notes;
+    pthread_mutex_lock(&Q.mu);
+    *Q.tail = it;
+    Q.tail = &it->next;
+    pthread_cond_signal(&Q.work_cv);
+    pthread_mutex_unlock(&Q.mu);
+}
+
+int rlk_callbacks_forget(struct rlock_client *c)
+{
+    pthread_mutex_lock(&Q.mu);
+    for (struct cb_item **p = &Q.head; *p != NULL;) {
+        struct cb_item *it = *p;
+        if (it->c != c) {
+            p = &it->next;
+            continue;
+        }
+        *p = it->next;
+        notes_free(it->notes);
+        free(it);
+    }
+    Q.tail = &Q.head;
+    while (*Q.tail != NULL)
+        Q.tail = &(*Q.tail)->next;
+    int self = Q.current == c && rlk_in_callback;
+    while (!self && Q.current == c)
+        pthread_cond_wait(&Q.idle_cv, &Q.mu);
+    pthread_mutex_unlock(&Q.mu);
+    return self;
+}
+
+void rlk_callbacks_free_after(struct rlock_client *c)
+{
+    pthread_mutex_lock(&Q.mu);
+    c->free_after_cb = 1;
+    pthread_mutex_unlock(&Q.mu);
+}
+
+/* --- registry and fork ----------------------------------------------------------------- */
+
+static void atfork_prepare(void)
+{
+    pthread_mutex_lock(&registry_mu);
+    for (struct rlock_client *c = registry; c != NULL; c = c->reg_next)
+        pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(&R.mu);
+    pthread_mutex_lock(&Q.mu);
+}
+
+static void atfork_parent(void)
+{
+    pthread_mutex_unlock(&Q.mu);
+    pthread_mutex_unlock(&R.mu);
+    for (struct rlock_client *c = registry; c != NULL; c = c->reg_next)
+        pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&registry_mu);
+}
+
+static void atfork_child(void)
+{
+    atomic_fetch_add(&fork_gen, 1);
+    /* The parent's threads do not exist here, nor do the waits on these conditions. */
+    if (R.epfd >= 0)
+        close(R.epfd);
+    if (R.timerfd >= 0)
+        close(R.timerfd);
+    if (R.wakefd >= 0)
+        close(R.wakefd);
+    R.epfd = R.timerfd = R.wakefd = -1;
+    R.started = 0;
+    R.armed = -1;
+    R.n = 0;
+    pthread_cond_init(&R.turn_cv, NULL);
+    struct cb_item *it;
+    while ((it = Q.head) != NULL) {
+        Q.head = it->next;
+        notes_free(it->notes);
+        free(it);
+    }
+    Q.tail = &Q.head;
+    Q.current = NULL;
+    pthread_cond_init(&Q.work_cv, NULL);
+    pthread_cond_init(&Q.idle_cv, NULL);
+    for (struct rlock_client *c = registry; c != NULL; c = c->reg_next) {
+        c->registered = 0;
+        c->heap_idx = 0;
+        c->epoll_in = c->epoll_out = 0;
+        c->calls_active = 0; /* their threads stayed in the parent */
+        pthread_cond_init(&c->idle_cv, NULL);
+    }
+    pthread_mutex_unlock(&Q.mu);
+    pthread_mutex_unlock(&R.mu);
+    for (struct rlock_client *c = registry; c != NULL; c = c->reg_next)
+        pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&registry_mu);
+}
+
+static void atfork_install(void)
+{
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+int rlk_registry_add(struct rlock_client *c)
+{
+    if (pthread_once(&atfork_once, atfork_install) != 0)
+        return -1;
+    pthread_mutex_lock(&registry_mu);
+    c->fork_gen = rlk_fork_gen();
+    c->reg_prev = NULL;
+    c->reg_next = registry;
+    if (registry != NULL)
+        registry->reg_prev = c;
+    registry = c;
+    pthread_mutex_unlock(&registry_mu);
+    return 0;
+}
+
+void rlk_registry_remove(struct rlock_client *c)
+{
+    pthread_mutex_lock(&registry_mu);
+    if (c->reg_prev != NULL)
+        c->reg_prev->reg_next = c->reg_next;
+    else if (registry == c)
+        registry = c->reg_next;
+    if (c->reg_next != NULL)
+        c->reg_next->reg_prev = c->reg_prev;
+    c->reg_prev = c->reg_next = NULL;
+    pthread_mutex_unlock(&registry_mu);
+}
