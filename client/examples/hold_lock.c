@@ -4,7 +4,7 @@
  *
  *     rlock-example --server unix:/run/rlockd.sock --wait 10 --hold 5 orders/42
  *
- * While it holds the lock, the library's background thread keeps the session
+ * While it holds the lock, the library's I/O thread keeps the session
  * alive; if the lock is lost, the callback reports it and the program stops
  * holding at once.
  */
