@@ -9,136 +9,47 @@
  * key in Redis), and new clients are served.
  */
 #include "harness.h"
+#include "harness_raw.h"
 
-#include <errno.h>
-#include <poll.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
-
-#include "wire.h"
 
 #define VICTIM_RES "badinput/victim"
 #define CALL_TIMEOUT_MS 5000u
 #define DEADLINE_MS 5000
-#define MAX_REPLY_BYTES 65536u
-
-/* Bytes received on a raw connection and not yet parsed. */
-struct conn {
-    int fd;
-    uint8_t buf[WIRE_HEADER_BYTES + MAX_REPLY_BYTES];
-    size_t len;
-};
 
 /* What one ServerMessage said. */
 struct reply {
     int is_response;
     uint64_t id;
     int status;
-    int body;
     char message[200];
 };
 
-static void conn_open(struct conn *c, const struct h_env *e)
+/* The next message within the deadline, summarised into *out: as h_raw_read. */
+static int read_reply(struct h_raw *c, int64_t deadline, struct reply *out)
 {
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    size_t n = strlen(e->rlockd_sock);
-    ck_assert_msg(n < sizeof a.sun_path, "socket path too long: %s", e->rlockd_sock);
-    memcpy(a.sun_path, e->rlockd_sock, n + 1);
-    c->len = 0;
-    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_ge(c->fd, 0);
-    ck_assert_msg(connect(c->fd, (struct sockaddr *)&a, sizeof a) == 0, "connect %s: %s",
-                  a.sun_path, strerror(errno));
-}
-
-/* Send everything; 0, or -1 when the daemon already closed the connection. */
-static int send_bytes(const struct conn *c, const void *buf, size_t len)
-{
-    const uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
-            return -1;
-        ck_assert_msg(n > 0, "send: %s", strerror(errno));
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static int send_request(const struct conn *c, const Rlock__V1__Request *req)
-{
-    size_t len;
-    uint8_t *frame = wire_pack_request(req, &len);
-    ck_assert_ptr_nonnull(frame);
-    int rc = send_bytes(c, frame, len);
-    free(frame);
-    return rc;
-}
-
-/* Decode the complete frame at the front of c->buf into *out and drop it. */
-static void take_frame(struct conn *c, uint32_t n, struct reply *out)
-{
-    struct wire_budget b;
-    wire_budget_init(&b, wire_budget_for(n));
-    Rlock__V1__ServerMessage *m =
-        rlock__v1__server_message__unpack(&b.alloc, n, c->buf + WIRE_HEADER_BYTES);
-    ck_assert_msg(m != NULL, "the daemon sent an undecodable %u-byte frame", n);
+    Rlock__V1__ServerMessage *m;
+    int got = h_raw_read(c, deadline, &m);
     memset(out, 0, sizeof *out);
-    if (m->body_case == RLOCK__V1__SERVER_MESSAGE__BODY_RESPONSE) {
+    if (got != 1)
+        return got;
+    const Rlock__V1__Response *r = h_raw_response(m);
+    if (r != NULL) {
         out->is_response = 1;
-        out->id = m->response->id;
-        out->status = (int)m->response->status;
-        out->body = (int)m->response->body_case;
-        snprintf(out->message, sizeof out->message, "%s", m->response->message);
+        out->id = r->id;
+        out->status = (int)r->status;
+        snprintf(out->message, sizeof out->message, "%s", r->message);
     }
-    rlock__v1__server_message__free_unpacked(m, &b.alloc);
-    c->len -= WIRE_HEADER_BYTES + n;
-    memmove(c->buf, c->buf + WIRE_HEADER_BYTES + n, c->len);
-}
-
-/*
- * Next message from the daemon within the deadline (absolute, h_now_ms):
- * 1 and *out filled, 0 at EOF or reset, -1 when the deadline passed.
- */
-static int read_reply(struct conn *c, int64_t deadline, struct reply *out)
-{
-    for (;;) {
-        if (c->len >= WIRE_HEADER_BYTES) {
-            uint32_t n = wire_get_len(c->buf);
-            ck_assert_msg(n <= MAX_REPLY_BYTES, "the daemon announced a %u-byte frame", n);
-            if (c->len >= WIRE_HEADER_BYTES + n) {
-                take_frame(c, n, out);
-                return 1;
-            }
-        }
-        int64_t left = deadline - h_now_ms();
-        if (left <= 0)
-            return -1;
-        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-        if (poll(&pfd, 1, (int)left) == 0)
-            continue;
-        ssize_t k = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len, 0);
-        if (k == 0 || (k < 0 && errno == ECONNRESET))
-            return 0;
-        if (k < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        ck_assert_msg(k > 0, "recv: %s", strerror(errno));
-        c->len += (size_t)k;
-    }
+    h_raw_free(m);
+    return 1;
 }
 
 /*
  * The daemon must close the connection within DEADLINE_MS; whatever it says
  * before that must be an error. Closes our end.
  */
-static void expect_closed(struct conn *c, const char *what)
+static void expect_closed(struct h_raw *c, const char *what)
 {
     int64_t t0 = h_now_ms();
     struct reply r;
@@ -153,26 +64,7 @@ static void expect_closed(struct conn *c, const char *what)
            (long long)(h_now_ms() - t0));
     fflush(stdout);
     ck_assert_msg(got == 0, "%s: connection still open after %d ms", what, DEADLINE_MS);
-    close(c->fd);
-}
-
-/* Send Hello with the given id and expect an OK HelloReply. */
-static void say_hello(struct conn *c, uint64_t id)
-{
-    Rlock__V1__Hello hello = RLOCK__V1__HELLO__INIT;
-    hello.client_name = "badinput";
-    hello.protocol_version = WIRE_PROTOCOL_VERSION;
-    Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
-    req.id = id;
-    req.body_case = RLOCK__V1__REQUEST__BODY_HELLO;
-    req.hello = &hello;
-    ck_assert_int_eq(send_request(c, &req), 0);
-    struct reply r;
-    ck_assert_int_eq(read_reply(c, h_now_ms() + DEADLINE_MS, &r), 1);
-    ck_assert_msg(r.is_response && r.id == id && r.status == RLOCK__V1__STATUS__STATUS_OK &&
-                      r.body == RLOCK__V1__RESPONSE__BODY_HELLO,
-                  "Hello: id %llu status %s \"%s\"", (unsigned long long)r.id,
-                  wire_status_name(r.status), r.message);
+    h_raw_close(c);
 }
 
 static void expect_daemon_alive(const struct h_env *e, const char *after)
@@ -185,11 +77,11 @@ static void expect_daemon_alive(const struct h_env *e, const char *after)
 /* (1) A header announcing 2^31 bytes is refused before any body arrives. */
 static void attack_huge_header(const struct h_env *e)
 {
-    struct conn c;
-    conn_open(&c, e);
+    struct h_raw c;
+    h_raw_open(&c, e);
     uint8_t hdr[WIRE_HEADER_BYTES];
     wire_put_len(hdr, UINT32_C(1) << 31);
-    send_bytes(&c, hdr, sizeof hdr);
+    h_raw_send_bytes(&c, hdr, sizeof hdr);
     expect_closed(&c, "2 GiB frame header");
 }
 
@@ -205,9 +97,9 @@ static void attack_garbage(const struct h_env *e)
         junk[i] = (uint8_t)(x >> 32);
     }
     wire_put_len(junk, (uint32_t)(sizeof junk - WIRE_HEADER_BYTES));
-    struct conn c;
-    conn_open(&c, e);
-    send_bytes(&c, junk, sizeof junk);
+    struct h_raw c;
+    h_raw_open(&c, e);
+    h_raw_send_bytes(&c, junk, sizeof junk);
     expect_closed(&c, "4 KiB of random bytes");
 }
 
@@ -217,10 +109,10 @@ static void attack_truncated(const struct h_env *e)
     uint8_t frame[WIRE_HEADER_BYTES + 10] = {0};
     wire_put_len(frame, 100);
     memset(frame + WIRE_HEADER_BYTES, 0x08, 10);
-    struct conn c;
-    conn_open(&c, e);
-    send_bytes(&c, frame, sizeof frame);
-    close(c.fd);
+    struct h_raw c;
+    h_raw_open(&c, e);
+    h_raw_send_bytes(&c, frame, sizeof frame);
+    h_raw_close(&c);
     h_sleep_ms(200);
 }
 
@@ -231,18 +123,15 @@ static void attack_truncated(const struct h_env *e)
  */
 static void attack_no_op(const struct h_env *e, uint64_t id, const uint8_t *raw, size_t raw_len)
 {
-    struct conn c;
-    conn_open(&c, e);
-    say_hello(&c, 1);
+    struct h_raw c;
+    h_raw_open(&c, e);
+    h_raw_hello(&c, 1, "badinput", 0);
     if (raw == NULL) {
         Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
         req.id = id;
-        ck_assert_int_eq(send_request(&c, &req), 0);
+        ck_assert_int_eq(h_raw_send(&c, &req), 0);
     } else {
-        uint8_t hdr[WIRE_HEADER_BYTES];
-        wire_put_len(hdr, (uint32_t)raw_len);
-        ck_assert_int_eq(send_bytes(&c, hdr, sizeof hdr), 0);
-        ck_assert_int_eq(send_bytes(&c, raw, raw_len), 0);
+        ck_assert_int_eq(h_raw_send_body(&c, raw, raw_len), 0);
     }
     struct reply r;
     ck_assert_msg(read_reply(&c, h_now_ms() + DEADLINE_MS, &r) == 1,
@@ -258,7 +147,7 @@ static void attack_no_op(const struct h_env *e, uint64_t id, const uint8_t *raw,
     req.id = id + 1;
     req.body_case = RLOCK__V1__REQUEST__BODY_PING;
     req.ping = &ping;
-    if (send_request(&c, &req) == 0) {
+    if (h_raw_send(&c, &req) == 0) {
         int got = read_reply(&c, h_now_ms() + DEADLINE_MS, &r);
         ck_assert_msg(got == 0 || (got == 1 && r.id == id + 1 &&
                                    r.status == RLOCK__V1__STATUS__STATUS_OK),
@@ -267,7 +156,7 @@ static void attack_no_op(const struct h_env *e, uint64_t id, const uint8_t *raw,
         printf("badinput: connection after INVALID: %s\n", got == 0 ? "closed" : "Ping OK");
     }
     fflush(stdout);
-    close(c.fd);
+    h_raw_close(&c);
 }
 
 /* (5) Ping before Hello: an error answer and/or the connection closed. */
@@ -278,9 +167,9 @@ static void attack_ping_first(const struct h_env *e)
     req.id = 3;
     req.body_case = RLOCK__V1__REQUEST__BODY_PING;
     req.ping = &ping;
-    struct conn c;
-    conn_open(&c, e);
-    send_request(&c, &req);
+    struct h_raw c;
+    h_raw_open(&c, e);
+    h_raw_send(&c, &req);
     struct reply r;
     int got = read_reply(&c, h_now_ms() + DEADLINE_MS, &r);
     ck_assert_msg(got >= 0, "Ping before Hello: neither an answer nor a close in %d ms",
@@ -290,7 +179,7 @@ static void attack_ping_first(const struct h_env *e)
     fflush(stdout);
     ck_assert_msg(got == 0 || (r.is_response && r.status != RLOCK__V1__STATUS__STATUS_OK),
                   "Ping before Hello was answered OK");
-    close(c.fd);
+    h_raw_close(&c);
 }
 
 START_TEST(test_badinput)
