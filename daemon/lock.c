@@ -505,7 +505,7 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
     req->owner = a->owner;
     req->no_reentry = a->no_reentry;
     req->arrival_ms = s->last_frame_ms;
-    util_uuid(req->token);
+    util_uuid(&srv->rng, req->token);
     if (wait > 0) {
         req->deadline_ms = util_now_ms() + wait;
         req->deadline_ev = evtimer_new(srv->base, deadline_cb, req);

@@ -77,6 +77,7 @@ struct rpool {
     int closing; /* rpool_free is running: new calls fail at once */
     struct rcall_list failed; /* refused calls, answered by fail_ev on the next loop turn */
     struct event *fail_ev;
+    uint8_t hash_key[UTIL_HASH_KEY_BYTES]; /* routes keys (secret: chosen names cannot pile up) */
 };
 
 static void conn_connect(struct rconn *c);
@@ -501,7 +502,8 @@ static void conn_connect(struct rconn *c)
 
 /* --- pool ----------------------------------------------------------------- */
 
-struct rpool *rpool_new(struct event_base *base, const struct config *cfg)
+struct rpool *rpool_new(struct event_base *base, const struct config *cfg,
+                        const uint8_t hash_key[UTIL_HASH_KEY_BYTES])
 {
     char err[256];
     struct rpool *p = calloc(1, sizeof *p);
@@ -509,6 +511,7 @@ struct rpool *rpool_new(struct event_base *base, const struct config *cfg)
         return NULL;
     p->base = base;
     p->cfg = cfg;
+    memcpy(p->hash_key, hash_key, UTIL_HASH_KEY_BYTES);
     TAILQ_INIT(&p->failed);
     p->fail_ev = event_new(base, -1, 0, fail_cb, p);
     if (p->fail_ev == NULL) {
@@ -572,7 +575,7 @@ void rpool_free(struct rpool *p)
 
 uint32_t rpool_route(const struct rpool *p, const char *key, size_t len)
 {
-    return util_hash(key, len) % p->n;
+    return (uint32_t)(util_hash(p->hash_key, key, len) % p->n);
 }
 
 uint32_t rpool_size(const struct rpool *p)

@@ -29,6 +29,7 @@
 #include <hiredis/hiredis.h>
 
 #include "scripts.h"
+#include "util.h"
 
 struct event_base;
 struct config;
@@ -46,7 +47,8 @@ struct rpool_stats {
  * Create the pool and start connecting. cfg must outlive the pool (it is the
  * server's current config). NULL on failure (bad address, out of memory).
  */
-struct rpool *rpool_new(struct event_base *base, const struct config *cfg);
+struct rpool *rpool_new(struct event_base *base, const struct config *cfg,
+                        const uint8_t hash_key[UTIL_HASH_KEY_BYTES]);
 /* Close every connection (pending callbacks run with an error) and free. Accepts NULL. */
 void rpool_free(struct rpool *p);
 

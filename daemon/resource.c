@@ -13,16 +13,18 @@
 #include "redis_pool.h"
 
 struct restable {
+    uint8_t key[UTIL_HASH_KEY_BYTES];
     struct resource **buckets;
     size_t nbuckets; /* power of two */
     uint64_t count;
 };
 
-struct restable *restable_new(void)
+struct restable *restable_new(const uint8_t key[UTIL_HASH_KEY_BYTES])
 {
     struct restable *t = calloc(1, sizeof *t);
     if (t == NULL)
         return NULL;
+    memcpy(t->key, key, UTIL_HASH_KEY_BYTES);
     t->nbuckets = 64;
     t->buckets = calloc(t->nbuckets, sizeof *t->buckets);
     if (t->buckets == NULL) {
@@ -47,7 +49,7 @@ uint64_t restable_count(const struct restable *t)
 
 static size_t bucket_of(const struct restable *t, const char *name, size_t len)
 {
-    return util_hash(name, len) & (t->nbuckets - 1);
+    return (size_t)util_hash(t->key, name, len) & (t->nbuckets - 1);
 }
 
 static void restable_grow(struct restable *t)
@@ -60,7 +62,7 @@ static void restable_grow(struct restable *t)
         struct resource *r = t->buckets[i], *next;
         for (; r != NULL; r = next) {
             next = r->next;
-            size_t k = util_hash(r->name, r->name_len) & (n - 1);
+            size_t k = (size_t)util_hash(t->key, r->name, r->name_len) & (n - 1);
             r->next = b[k];
             b[k] = r;
         }

@@ -35,7 +35,8 @@ struct resource {
 
 struct restable;
 
-struct restable *restable_new(void);
+/* An empty table hashing names under key (secret, per process). */
+struct restable *restable_new(const uint8_t key[UTIL_HASH_KEY_BYTES]);
 /* Free the table; every resource must already be gone. Accepts NULL. */
 void restable_free(struct restable *t);
 uint64_t restable_count(const struct restable *t);

@@ -130,15 +130,17 @@ struct server *server_new(struct config *cfg, const char *config_path)
     TAILQ_INIT(&srv->draining);
     TAILQ_INIT(&srv->leases);
     srv->start_ms = util_now_ms();
+    util_rng_init(&srv->rng);
+    util_random(&srv->rng, srv->hash_key, sizeof srv->hash_key);
     srv->base = event_base_new();
     if (srv->base == NULL)
         goto fail;
     srv->reap_ev = event_new(srv->base, -1, 0, reap_cb, srv);
-    srv->resources = restable_new();
+    srv->resources = restable_new(srv->hash_key);
     srv->cleanups = cleanup_new();
     if (srv->reap_ev == NULL || srv->resources == NULL || srv->cleanups == NULL)
         goto fail;
-    srv->pool = rpool_new(srv->base, cfg);
+    srv->pool = rpool_new(srv->base, cfg, srv->hash_key);
     if (srv->pool == NULL)
         goto fail;
     if (watchdog_start(srv) != 0 || listener_open_all(srv) != 0)

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "util.h"
+
 struct event_base;
 struct event;
 struct config;
@@ -52,6 +54,8 @@ struct server {
     uint64_t nleases;
     uint64_t nwaiters;
     struct server_counters ctr;
+    struct util_rng rng;            /* tokens and session ids */
+    uint8_t hash_key[UTIL_HASH_KEY_BYTES]; /* per-process key of the resource table's hash */
     int64_t start_ms;
     struct event *watchdog_ev;
     struct event *reap_ev;

@@ -280,7 +280,7 @@ struct session *session_new(struct server *srv, int fd, const char *peer)
     s->state = SESSION_ACCEPTED;
     TAILQ_INIT(&s->requests);
     TAILQ_INIT(&s->leases);
-    util_uuid(s->id);
+    util_uuid(&srv->rng, s->id);
     snprintf(s->peer, sizeof s->peer, "%s", peer);
     s->opened_ms = s->last_frame_ms = util_now_ms();
     s->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);

@@ -1,14 +1,17 @@
 /* util.c — see util.h. */
 #include "util.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
 #include <time.h>
-#include <uuid/uuid.h>
 
 int64_t util_now_ms(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_BOOTTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
@@ -19,22 +22,131 @@ uint64_t util_wall_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-uint32_t util_hash(const void *data, size_t len)
+void util_rng_init(struct util_rng *r)
 {
-    const unsigned char *p = data;
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 16777619u;
-    }
-    return h;
+    r->pos = UTIL_RNG_BYTES;
 }
 
-void util_uuid(char *buf)
+/* Fill buf with n bytes from the kernel; aborts if it cannot (tokens must be unguessable). */
+static void kernel_random(uint8_t *buf, size_t n)
 {
-    uuid_t u;
-    uuid_generate_random(u);
-    uuid_unparse_lower(u, buf);
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = getrandom(buf + got, n - got, 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            fprintf(stderr, "rlockd: getrandom: %s\n", strerror(errno));
+            abort();
+        }
+        got += (size_t)k;
+    }
+}
+
+void util_random(struct util_rng *r, void *out, size_t n)
+{
+    uint8_t *o = out;
+    while (n > 0) {
+        if (r->pos == UTIL_RNG_BYTES) {
+            kernel_random(r->buf, UTIL_RNG_BYTES);
+            r->pos = 0;
+        }
+        size_t k = UTIL_RNG_BYTES - r->pos < n ? UTIL_RNG_BYTES - r->pos : n;
+        memcpy(o, r->buf + r->pos, k);
+        /* Bytes handed out are not kept around in memory longer than needed. */
+        memset(r->buf + r->pos, 0, k);
+        r->pos += k;
+        o += k;
+        n -= k;
+    }
+}
+
+void util_uuid(struct util_rng *r, char *buf)
+{
+    static const char hex[] = "0123456789abcdef";
+    uint8_t u[16];
+    util_random(r, u, sizeof u);
+    u[6] = (uint8_t)((u[6] & 0x0f) | 0x40); /* version 4 */
+    u[8] = (uint8_t)((u[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+    char *p = buf;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            *p++ = '-';
+        *p++ = hex[u[i] >> 4];
+        *p++ = hex[u[i] & 0x0f];
+    }
+    *p = '\0';
+}
+
+/* --- SipHash-1-3 --------------------------------------------------------------- */
+
+#define ROTL64(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+
+static uint64_t load_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+struct sip_state {
+    uint64_t v0, v1, v2, v3;
+};
+
+static void sip_round(struct sip_state *s)
+{
+    s->v0 += s->v1;
+    s->v1 = ROTL64(s->v1, 13);
+    s->v1 ^= s->v0;
+    s->v0 = ROTL64(s->v0, 32);
+    s->v2 += s->v3;
+    s->v3 = ROTL64(s->v3, 16);
+    s->v3 ^= s->v2;
+    s->v0 += s->v3;
+    s->v3 = ROTL64(s->v3, 21);
+    s->v3 ^= s->v0;
+    s->v2 += s->v1;
+    s->v1 = ROTL64(s->v1, 17);
+    s->v1 ^= s->v2;
+    s->v2 = ROTL64(s->v2, 32);
+}
+
+uint64_t util_siphash(int crounds, int drounds, const uint8_t key[UTIL_HASH_KEY_BYTES],
+                      const void *data, size_t len)
+{
+    const uint8_t *in = data;
+    uint64_t k0 = load_le64(key), k1 = load_le64(key + 8);
+    struct sip_state s = {
+        .v0 = k0 ^ UINT64_C(0x736f6d6570736575),
+        .v1 = k1 ^ UINT64_C(0x646f72616e646f6d),
+        .v2 = k0 ^ UINT64_C(0x6c7967656e657261),
+        .v3 = k1 ^ UINT64_C(0x7465646279746573),
+    };
+    size_t full = len - len % 8;
+    for (size_t i = 0; i < full; i += 8) {
+        uint64_t m = load_le64(in + i);
+        s.v3 ^= m;
+        for (int r = 0; r < crounds; r++)
+            sip_round(&s);
+        s.v0 ^= m;
+    }
+    uint64_t last = (uint64_t)(len & 0xff) << 56;
+    for (size_t i = 0; i < len % 8; i++)
+        last |= (uint64_t)in[full + i] << (8 * i);
+    s.v3 ^= last;
+    for (int r = 0; r < crounds; r++)
+        sip_round(&s);
+    s.v0 ^= last;
+    s.v2 ^= 0xff;
+    for (int r = 0; r < drounds; r++)
+        sip_round(&s);
+    return s.v0 ^ s.v1 ^ s.v2 ^ s.v3;
+}
+
+uint64_t util_hash(const uint8_t key[UTIL_HASH_KEY_BYTES], const void *data, size_t len)
+{
+    return util_siphash(1, 3, key, data, len);
 }
 
 struct timeval util_tv_ms(int64_t ms)

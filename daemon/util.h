@@ -1,6 +1,6 @@
 /*
  * util.h — small pure helpers used across the daemon: clocks, hashing,
- * tokens, libevent timer arithmetic.
+ * random tokens, libevent timer arithmetic.
  */
 #ifndef RLOCKD_UTIL_H
 #define RLOCKD_UTIL_H
@@ -10,15 +10,42 @@
 #include <sys/time.h>
 
 #define UTIL_UUID_LEN 36 /* characters, without the NUL */
+#define UTIL_HASH_KEY_BYTES 16
+#define UTIL_RNG_BYTES 4096
 
-/* Milliseconds on CLOCK_MONOTONIC: every validity and deadline uses this clock. */
+/*
+ * Milliseconds on CLOCK_BOOTTIME: every validity and deadline uses this
+ * clock. Unlike CLOCK_MONOTONIC it keeps counting while the machine is
+ * suspended, as Redis's clock (and every other host's) does, so a lease is
+ * never believed valid after a suspend that outlasted it.
+ */
 int64_t util_now_ms(void);
 /* Milliseconds since the epoch (wall clock), for display only. */
 uint64_t util_wall_ms(void);
-/* FNV-1a over len bytes. */
-uint32_t util_hash(const void *data, size_t len);
-/* A fresh random UUID in lower-case text form, into buf (UTIL_UUID_LEN + 1 bytes). */
-void util_uuid(char *buf);
+
+/*
+ * Random bytes from the kernel, fetched UTIL_RNG_BYTES at a time: one
+ * getrandom() call serves 256 tokens. Owned by the server (no global state).
+ */
+struct util_rng {
+    uint8_t buf[UTIL_RNG_BYTES];
+    size_t pos; /* bytes of buf used; UTIL_RNG_BYTES = empty */
+};
+void util_rng_init(struct util_rng *r);
+void util_random(struct util_rng *r, void *out, size_t n);
+/* A fresh random (version 4) UUID in lower-case text form, into buf (UTIL_UUID_LEN + 1 bytes). */
+void util_uuid(struct util_rng *r, char *buf);
+
+/*
+ * SipHash-1-3 of len bytes under a secret key: resource names are chosen by
+ * clients, and an unkeyed hash would let them pile names into one bucket of
+ * the resource table or onto one Redis connection.
+ */
+uint64_t util_hash(const uint8_t key[UTIL_HASH_KEY_BYTES], const void *data, size_t len);
+/* SipHash with crounds compression and drounds finalisation rounds (util_hash is 1, 3). */
+uint64_t util_siphash(int crounds, int drounds, const uint8_t key[UTIL_HASH_KEY_BYTES],
+                      const void *data, size_t len);
+
 /* A timeval of ms milliseconds (negative counts as 0). */
 struct timeval util_tv_ms(int64_t ms);
 /* Random integer in [0, n) (n > 0), for jitter; not for secrets. */

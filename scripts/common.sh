@@ -5,7 +5,7 @@ RLOCK_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RLOCK_BUILD=${RLOCK_BUILD:-$RLOCK_ROOT/build}
 
 # Debian 12 packages needed to build and test.
-RLOCK_PACKAGES="build-essential cmake pkg-config libevent-dev libhiredis-dev uuid-dev
+RLOCK_PACKAGES="build-essential cmake pkg-config libevent-dev libhiredis-dev
 libprotobuf-c-dev protobuf-c-compiler libinih-dev check redis-server"
 
 rlock_install_deps() {
