@@ -77,6 +77,7 @@ RLOCK_API void rlock_shutdown(struct rlock_client *c)
     if (c == NULL)
         return;
     rlk_lock_client(c);
+    rlk_eng_goodbye(c);
     rlk_eng_end(c, "shut down by the application", 1);
     rlk_unlock_client(c);
     if (c->mode == RLK_MODE_ASYNC && !c->in_process)
@@ -90,6 +91,7 @@ RLOCK_API void rlock_close(struct rlock_client *c)
     rlk_lock_client(c);
     c->closing = 1;
     atomic_store(&c->cb_closed, 1);
+    rlk_eng_goodbye(c);
     rlk_eng_end(c, "closed by the application", 1);
     while (c->mode == RLK_MODE_BLOCKING && c->calls_active > 0)
         pthread_cond_wait(&c->idle_cv, &c->mu);

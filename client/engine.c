@@ -491,7 +491,7 @@ static void take_event(struct rlock_client *c, const Rlock__V1__Event *ev)
     case RLOCK__V1__EVENT__BODY_LOCK_LOST: {
         const Rlock__V1__LockLost *l = ev->lock_lost;
         enum rlock_lost_reason reason = RLOCK_LOST_UNSPECIFIED;
-        if ((int)l->reason > 0 && l->reason <= RLOCK__V1__LOST_REASON__LOST_SESSION)
+        if ((int)l->reason > 0 && l->reason <= RLOCK__V1__LOST_REASON__LOST_MAX_HOLD)
             reason = (enum rlock_lost_reason)l->reason;
         if (l->token != NULL && l->token[0] != '\0')
             rlk_lock_lost_token(c, l->token, reason, c->quiet);
@@ -738,6 +738,26 @@ void rlk_eng_end(struct rlock_client *c, const char *why, int quiet)
     /* The daemon's side of a connection we share with our parent is not ours to end. */
     if (c->fd >= 0 && !rlk_inherited(c))
         shutdown(c->fd, SHUT_RDWR);
+}
+
+void rlk_eng_goodbye(struct rlock_client *c)
+{
+    if (c->state != RLK_SESSION_OPEN || rlk_inherited(c))
+        return;
+    Rlock__V1__Goodbye g = RLOCK__V1__GOODBYE__INIT;
+    Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
+    req.body_case = RLOCK__V1__REQUEST__BODY_GOODBYE;
+    req.goodbye = &g;
+    req.id = ++c->next_id; /* its answer matches no call and is dropped */
+    size_t body = protobuf_c_message_get_packed_size(&req.base);
+    if (buf_reserve(&c->tx, WIRE_HEADER_BYTES + body) < 0)
+        return; /* the daemon then sees an unclean end: lock_delay applies */
+    uint8_t *at = c->tx.data + c->tx.off + c->tx.len;
+    wire_put_len(at, (uint32_t)body);
+    protobuf_c_message_pack(&req.base, at + WIRE_HEADER_BYTES);
+    c->tx.len += WIRE_HEADER_BYTES + body;
+    c->tx_queued += WIRE_HEADER_BYTES + body;
+    rlk_eng_flush(c);
 }
 
 int rlk_eng_abandon(struct rlock_client *c, struct rlk_call *call, int cancel, const char *why)

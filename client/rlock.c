@@ -53,6 +53,7 @@ RLOCK_API const char *rlock_lost_reason_str(enum rlock_lost_reason r)
         [RLOCK_LOST_UNSPECIFIED] = "unspecified", [RLOCK_LOST_EXPIRED] = "expired",
         [RLOCK_LOST_STOLEN] = "stolen",           [RLOCK_LOST_MISSING] = "missing",
         [RLOCK_LOST_FORCED] = "forced",           [RLOCK_LOST_SESSION] = "session",
+        [RLOCK_LOST_MAX_HOLD] = "max_hold",
     };
     if ((int)r < 0 || (size_t)r >= sizeof names / sizeof names[0])
         return "unknown";

@@ -110,6 +110,7 @@ enum rlock_lost_reason {
     RLOCK_LOST_MISSING = 3,  /* the key vanished */
     RLOCK_LOST_FORCED = 4,   /* an operator released it */
     RLOCK_LOST_SESSION = 5,  /* the session ended (connection lost or timed out) */
+    RLOCK_LOST_MAX_HOLD = 6, /* held for its max_hold_ms: no longer renewed */
 };
 
 struct rlock_client;
@@ -149,6 +150,10 @@ struct rlock_acquire_opts {
     uint64_t owner;    /* 0 = the calling thread; else an id of yours below RLOCK_OWNER_THREAD_BIT */
     int no_reentry;    /* refuse (RLOCK_ERR_ALREADY_HELD) instead of re-entering */
     struct rlock_cancel *cancel; /* NULL, or a token that cancels this acquire (below) */
+    uint32_t max_hold_ms;   /* lost (RLOCK_LOST_MAX_HOLD) after held this long, renewed or
+                               not; 0 = the daemon's max_hold (none by default) */
+    uint32_t lock_delay_ms; /* if the session ends uncleanly (crash, timeout), nobody gets the
+                               lock for this long; 0 = the daemon's lock_delay (0 by default) */
 };
 
 struct rlock_stats {
@@ -179,8 +184,8 @@ enum rlock_err rlock_connect(const char *address, const struct rlock_options *op
                              struct rlock_client **out, char *errbuf, size_t errlen);
 
 /*
- * End the session now (the daemon releases every lock it still holds) without
- * freeing the client: every blocked call returns RLOCK_ERR_CLOSED, every
+ * End the session now, cleanly (the daemon releases every lock it still holds
+ * at once, without lock_delay) without freeing the client: every blocked call returns RLOCK_ERR_CLOSED, every
  * handle becomes LOST, no lost-lock callback is called, and later calls
  * return RLOCK_ERR_CLOSED. Lets one thread stop others blocked on c; free it
  * with rlock_close once they have returned. Accepts NULL.

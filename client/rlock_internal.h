@@ -279,6 +279,12 @@ int rlk_eng_check(struct rlock_client *c);
  */
 void rlk_eng_end(struct rlock_client *c, const char *why, int quiet);
 /*
+ * The application ends the session: tell the daemon (Goodbye, written if the
+ * socket takes it now) so that it frees the locks at once, without the
+ * lock_delay of an unclean end. rlk_eng_end follows.
+ */
+void rlk_eng_goodbye(struct rlock_client *c);
+/*
  * The blocking caller of call gives up on it: on a deadline (the session is
  * then ended, since the outcome is unknown) or, for an acquire, on its
  * cancellation (the engine takes over: the daemon is asked to withdraw it,

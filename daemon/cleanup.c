@@ -1,13 +1,15 @@
-/* cleanup.c — see cleanup.h. */
+/* cleanup.c — see cleanup.h. Entries wait in a timer heap keyed by their next attempt. */
 #include "cleanup.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/queue.h>
+
+#include <event2/event.h>
 
 #include "log.h"
 #include "redis_pool.h"
 #include "server.h"
+#include "theap.h"
 #include "util.h"
 
 #define CLEANUP_MAX 65536
@@ -20,23 +22,36 @@ struct cleanup {
     size_t key_len;
     char token[UTIL_UUID_LEN + 1];
     uint32_t route;
-    int64_t until_ms;
-    int64_t next_ms;
+    int64_t give_up_ms;
+    int64_t answered_ms; /* when Redis first answered an attempt; 0 = not yet */
     uint32_t backoff_ms;
-    int sending; /* a call is in flight; its callback owns the entry */
-    TAILQ_ENTRY(cleanup) link;
+    int sending;         /* a call is in flight; its callback owns the entry */
+    struct theap_node timer;
 };
 
 struct cleanup_list {
-    TAILQ_HEAD(, cleanup) entries;
-    uint32_t n;
+    struct server *srv;
+    struct theap due;    /* entries not in flight, by next attempt */
+    struct event *ev;    /* fires at the earliest attempt */
+    int64_t armed_ms;    /* what ev is set for; -1 none */
+    uint32_t n;          /* entries, in flight included */
 };
 
-struct cleanup_list *cleanup_new(void)
+static void cleanup_fire(evutil_socket_t fd, short what, void *arg);
+
+struct cleanup_list *cleanup_new(struct server *srv)
 {
     struct cleanup_list *cl = calloc(1, sizeof *cl);
-    if (cl != NULL)
-        TAILQ_INIT(&cl->entries);
+    if (cl == NULL)
+        return NULL;
+    cl->srv = srv;
+    theap_init(&cl->due);
+    cl->armed_ms = -1;
+    cl->ev = evtimer_new(srv->base, cleanup_fire, cl);
+    if (cl->ev == NULL) {
+        free(cl);
+        return NULL;
+    }
     return cl;
 }
 
@@ -46,25 +61,20 @@ static void entry_free(struct cleanup *e)
     free(e);
 }
 
-static void entry_remove(struct cleanup *e)
-{
-    if (e->list != NULL) {
-        TAILQ_REMOVE(&e->list->entries, e, link);
-        e->list->n--;
-        e->list = NULL;
-    }
-}
+#define ENTRY_OF(node) ((struct cleanup *)((char *)(node) - offsetof(struct cleanup, timer)))
 
 void cleanup_free(struct cleanup_list *cl)
 {
     if (cl == NULL)
         return;
-    struct cleanup *e;
-    while ((e = TAILQ_FIRST(&cl->entries)) != NULL) {
-        entry_remove(e);
-        if (!e->sending)
-            entry_free(e);
+    struct theap_node *node;
+    while ((node = theap_first(&cl->due)) != NULL) {
+        theap_remove(&cl->due, node);
+        entry_free(ENTRY_OF(node));
     }
+    /* Entries in flight are freed by their callbacks, which see list == NULL. */
+    theap_free(&cl->due);
+    event_free(cl->ev);
     free(cl);
 }
 
@@ -73,8 +83,34 @@ uint32_t cleanup_count(const struct cleanup_list *cl)
     return cl->n;
 }
 
+/* Aim the event at the earliest attempt. */
+static void cleanup_rearm(struct cleanup_list *cl)
+{
+    struct theap_node *first = theap_first(&cl->due);
+    int64_t at = first != NULL ? first->at : -1;
+    if (at == cl->armed_ms)
+        return;
+    cl->armed_ms = at;
+    if (at < 0) {
+        evtimer_del(cl->ev);
+        return;
+    }
+    struct timeval tv = util_tv_ms(at - util_now_ms());
+    evtimer_add(cl->ev, &tv);
+}
+
+static void entry_at(struct cleanup_list *cl, struct cleanup *e, int64_t at)
+{
+    if (theap_set(&cl->due, &e->timer, at) != 0) {
+        log_warn("cleanup: out of memory: %.*s is left to expire by its ttl", (int)e->key_len,
+                 e->key);
+        cl->n--;
+        entry_free(e);
+    }
+}
+
 void cleanup_add(struct server *srv, const char *key, size_t key_len, uint32_t route,
-                 const char *token, int64_t until_ms)
+                 const char *token, int64_t not_before_ms, int64_t give_up_ms)
 {
     struct cleanup_list *cl = srv->cleanups;
     if (cl->n >= CLEANUP_MAX) {
@@ -90,58 +126,78 @@ void cleanup_add(struct server *srv, const char *key, size_t key_len, uint32_t r
     e->key_len = key_len;
     snprintf(e->token, sizeof e->token, "%s", token);
     e->route = route;
-    e->until_ms = until_ms;
+    e->give_up_ms = give_up_ms;
     e->backoff_ms = CLEANUP_FIRST_MS;
-    e->next_ms = util_now_ms() + e->backoff_ms;
     e->list = cl;
-    TAILQ_INSERT_TAIL(&cl->entries, e, link);
     cl->n++;
+    entry_at(cl, e, not_before_ms);
+    cleanup_rearm(cl);
     log_debug("cleanup: will delete %.*s by token (%u pending)", (int)key_len, key, cl->n);
+}
+
+static void entry_done(struct cleanup_list *cl, struct cleanup *e)
+{
+    cl->n--;
+    entry_free(e);
 }
 
 static void cleanup_reply_cb(const redisReply *reply, const char *err, void *arg)
 {
     (void)err;
     struct cleanup *e = arg;
+    struct cleanup_list *cl = e->list;
     e->sending = 0;
-    if (e->list == NULL) { /* the list was freed meanwhile */
+    if (cl == NULL) { /* the list was freed meanwhile */
         entry_free(e);
         return;
     }
     int64_t now = util_now_ms();
-    if ((reply != NULL && reply->type == REDIS_REPLY_INTEGER && reply->integer == 1) ||
-        now >= e->until_ms) {
-        if (reply != NULL && reply->type == REDIS_REPLY_INTEGER && reply->integer == 1)
+    if (reply != NULL && reply->type == REDIS_REPLY_INTEGER) {
+        if (reply->integer == 1)
             log_info("cleanup: deleted %.*s left by an unconfirmed operation", (int)e->key_len,
                      e->key);
-        entry_remove(e);
-        entry_free(e);
-        return;
+        if (e->answered_ms == 0)
+            e->answered_ms = now;
+        if (now - e->answered_ms >= CLEANUP_SETTLE_MS) {
+            entry_done(cl, e); /* nothing sent before can set it again now */
+            return;
+        }
+        entry_at(cl, e, e->answered_ms + CLEANUP_SETTLE_MS);
+    } else {
+        e->backoff_ms = e->backoff_ms * 2 > CLEANUP_BACKOFF_MAX_MS ? CLEANUP_BACKOFF_MAX_MS
+                                                                   : e->backoff_ms * 2;
+        entry_at(cl, e, now + e->backoff_ms);
     }
-    e->backoff_ms = e->backoff_ms * 2 > CLEANUP_BACKOFF_MAX_MS ? CLEANUP_BACKOFF_MAX_MS
-                                                               : e->backoff_ms * 2;
-    e->next_ms = now + e->backoff_ms;
+    cleanup_rearm(cl);
 }
 
-void cleanup_tick(struct server *srv)
+static void cleanup_fire(evutil_socket_t fd, short what, void *arg)
 {
-    struct cleanup_list *cl = srv->cleanups;
+    (void)fd;
+    (void)what;
+    struct cleanup_list *cl = arg;
+    struct server *srv = cl->srv;
     int64_t now = util_now_ms();
-    struct cleanup *e, *next;
-    for (e = TAILQ_FIRST(&cl->entries); e != NULL; e = next) {
-        next = TAILQ_NEXT(e, link);
-        if (e->sending || now < e->next_ms)
-            continue;
-        if (now >= e->until_ms) { /* the lease has run out in Redis too */
-            entry_remove(e);
-            entry_free(e);
+    cl->armed_ms = -1;
+    struct theap_node *node;
+    while ((node = theap_first(&cl->due)) != NULL && node->at <= now) {
+        struct cleanup *e = ENTRY_OF(node);
+        theap_remove(&cl->due, node);
+        if (now >= e->give_up_ms) {
+            log_warn("cleanup: gave up deleting %.*s: Redis did not answer in time",
+                     (int)e->key_len, e->key);
+            entry_done(cl, e);
             continue;
         }
-        if (!rpool_route_ready(srv->pool, e->route))
+        if (!rpool_route_ready(srv->pool, e->route)) {
+            entry_at(cl, e, now + e->backoff_ms);
             continue;
+        }
         const char *args[3] = {e->key, e->token, ""};
         size_t lens[3] = {e->key_len, strlen(e->token), 0};
         e->sending = 1;
         rpool_eval(srv->pool, e->route, SCRIPT_RELEASE, 1, 3, args, lens, cleanup_reply_cb, e);
     }
+    cleanup_rearm(cl);
 }
+

@@ -1,13 +1,19 @@
 /*
  * cleanup.h — compare-and-delete calls that must not be forgotten.
  *
- * When a release could not be confirmed (Redis unreachable, or a command
- * timed out), or an acquire's outcome is unknown, the key may hold a token
- * nobody will ever release. Deleting it by token is always safe, so such
- * (key, token) pairs wait here and are retried with backoff while their
- * lease could still exist in Redis. An acquire stuck in a dead connection's
- * socket buffer may even execute after the first retry, hence the retries
- * until the lease's end rather than until the first "not there".
+ * A key may hold a token nobody will release: a release Redis did not
+ * confirm, an acquire whose outcome is unknown, a lease lost (EXPIRED,
+ * MAX_HOLD) whose key may still exist. Deleting it by token is always safe,
+ * so such (key, token) pairs wait here and are deleted as soon as allowed
+ * (not before not_before), retried with backoff while Redis does not answer.
+ *
+ * A command whose answer never came may still run later: it sits in the
+ * socket buffer of a connection we dropped, and a stalled Redis runs it when
+ * it resumes. Redis processes that buffer within moments of answering
+ * anything again, so an entry ends only with an answer that came at least
+ * CLEANUP_SETTLE_MS after Redis first answered it: by then no late command
+ * can set the key again. An entry whose Redis never answers is dropped at
+ * give_up (past the key's longest possible life).
  */
 #ifndef RLOCKD_CLEANUP_H
 #define RLOCKD_CLEANUP_H
@@ -18,20 +24,21 @@
 struct server;
 struct cleanup_list;
 
-struct cleanup_list *cleanup_new(void);
+/* After Redis first answers an entry, how long until the answer that ends it. */
+#define CLEANUP_SETTLE_MS 2000
+
+struct cleanup_list *cleanup_new(struct server *srv);
 /* Free every entry (calls in flight keep theirs until they complete). Accepts NULL. */
 void cleanup_free(struct cleanup_list *cl);
 uint32_t cleanup_count(const struct cleanup_list *cl);
 
 /*
- * Remember to delete key if it holds token, until until_ms (CLOCK_MONOTONIC).
- * Entries past a fixed bound are dropped with a warning: their keys expire
- * by their ttl.
+ * Delete key if it holds token, from not_before_ms on (util_now_ms() clock),
+ * until Redis confirms after the settle time or give_up_ms passes. Entries
+ * past a fixed bound are dropped with a warning: their keys expire by their
+ * ttl.
  */
 void cleanup_add(struct server *srv, const char *key, size_t key_len, uint32_t route,
-                 const char *token, int64_t until_ms);
-
-/* Send the retries that are due; called from the watchdog tick. */
-void cleanup_tick(struct server *srv);
+                 const char *token, int64_t not_before_ms, int64_t give_up_ms);
 
 #endif

@@ -409,6 +409,7 @@ static const struct {
     {KEY_min_ttl_ms, KEY_default_ttl_ms},
     {KEY_default_ttl_ms, KEY_max_ttl_ms},
     {KEY_reconnect_min_ms, KEY_reconnect_max_ms},
+    {KEY_lock_delay_ms, KEY_max_lock_delay_ms},
 };
 
 /*

@@ -80,6 +80,17 @@ enum config_type {
       "Longest resource name")                                                                 \
     X("limits", "max_waiters", CONFIG_UINT, max_waiters_per_resource, "4096", 1, 1000000, 1, 0,  \
       "Waiters queued on one resource at once")                                                \
+    X("limits", "max_locks", CONFIG_UINT, max_locks, "1000000", 1, 100000000, 1, 0,             \
+      "Locks held and awaited in the whole daemon at once; beyond it acquires get "            \
+      "LIMIT_EXCEEDED")                                                                        \
+    X("limits", "max_hold", CONFIG_DURATION, max_hold_ms, "0", 0, 86400000, 1, 0,                \
+      "Longest a lock may be held before it is lost (MAX_HOLD) even while renewed; "           \
+      "0 = no limit. Also the default for acquires that ask for none")                         \
+    X("limits", "lock_delay", CONFIG_DURATION, lock_delay_ms, "0", 0, 86400000, 1, 0,            \
+      "After a session ends uncleanly (keepalive timeout, connection lost without Goodbye), "  \
+      "its locks stay taken this long; 0 = freed at once")                                     \
+    X("limits", "max_lock_delay", CONFIG_DURATION, max_lock_delay_ms, "1m", 0, 86400000, 1,     \
+      0, "Largest lock_delay an acquire may ask for")                                          \
     X("log", "level", CONFIG_LOGLEVEL, log_level, "info", 0, 0, 1, 0,                           \
       "error, warn, info or debug")
 
@@ -110,6 +121,10 @@ struct config {
     uint32_t max_wait_ms;
     uint32_t max_resource_bytes;
     uint32_t max_waiters_per_resource;
+    uint32_t max_locks;
+    uint32_t max_hold_ms;
+    uint32_t lock_delay_ms;
+    uint32_t max_lock_delay_ms;
     int log_level;
 };
 

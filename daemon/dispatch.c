@@ -51,6 +51,14 @@ static void op_hello(struct session *s, const Rlock__V1__Request *req)
         session_close(s, "bad Hello", 1);
         return;
     }
+    const char *bad = util_text_check(h->client_name, strlen(h->client_name));
+    if (bad != NULL) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "client_name %s", bad);
+        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, msg);
+        session_close(s, "bad Hello", 1);
+        return;
+    }
     snprintf(s->name, sizeof s->name, "%s", h->client_name);
     uint32_t timeout = h->session_timeout_ms == 0
                            ? cfg->session_timeout_ms
@@ -92,6 +100,15 @@ static void op_extend(struct session *s, const Rlock__V1__Request *req)
 static void op_cancel(struct session *s, const Rlock__V1__Request *req)
 {
     lock_cancel(s, req->id, req->cancel);
+}
+
+/* A clean end: locks released at once (no lock_delay), then the connection closes. */
+static void op_goodbye(struct session *s, const Rlock__V1__Request *req)
+{
+    s->goodbye = 1;
+    session_respond(s, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
+                    RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
+    session_close(s, "goodbye", 1);
 }
 
 static void op_ping(struct session *s, const Rlock__V1__Request *req)
@@ -137,6 +154,7 @@ static const struct op {
     [RLOCK__V1__REQUEST__BODY_PING] = {"ping", op_ping},
     [RLOCK__V1__REQUEST__BODY_STATS] = {"stats", op_stats},
     [RLOCK__V1__REQUEST__BODY_CANCEL] = {"cancel", op_cancel},
+    [RLOCK__V1__REQUEST__BODY_GOODBYE] = {"goodbye", op_goodbye},
 };
 
 void dispatch_frame(struct session *s, const uint8_t *data, size_t len)

@@ -1,11 +1,14 @@
 /*
- * lock.c — what Acquire, Release and Extend mean, in terms of leases,
- * resources, local wait queues and the three Lua scripts.
+ * lock.c — what Acquire, Release, Extend and Cancel mean, in terms of
+ * leases, resources, local wait queues and the Lua scripts.
  *
  * Every reply callback from the pool runs exactly once; a request keeps its
  * resource referenced until then, and a request whose session ended meanwhile
  * (orphaned, sess == NULL) still completes: a grant nobody can receive is
- * released at once by token.
+ * released at once by token. A command whose answer never came is assumed to
+ * have done the worst it could: an acquire set the key (deleted by token,
+ * retried), an Extend lengthened it (lease_unconfirmed); renew.lua never
+ * shortens a key, so no unanswered command can cut the validity we count on.
  */
 #include "lock.h"
 
@@ -21,133 +24,12 @@
 #include "resource.h"
 
 #define WAKE_POLL_MS 1000 /* retry period when the holder's key has no expiry */
-/* How long past a lease's end an unconfirmed delete is still retried: an
- * acquire buffered in a stalled Redis may execute that much later. */
-#define CLEANUP_GRACE_MS 60000
-
-static void waitq_kick(struct resource *res);
-
-/* --- leases ----------------------------------------------------------------- */
-
-void lease_ref(struct lease *l)
-{
-    l->refs++;
-}
-
-void lease_unref(struct lease *l)
-{
-    if (--l->refs > 0)
-        return;
-    resource_unref(l->res);
-    free(l);
-}
-
-static struct lease *lease_new(struct session *s, struct resource *res, const char *token,
-                               uint64_t fence, uint64_t owner, uint32_t ttl_ms, int watchdog,
-                               int64_t sent_ms)
-{
-    struct lease *l = calloc(1, sizeof *l);
-    if (l == NULL)
-        return NULL;
-    l->srv = s->srv;
-    l->sess = s;
-    l->res = res;
-    resource_ref(res);
-    memcpy(l->token, token, sizeof l->token);
-    l->fence = fence;
-    l->owner = owner;
-    l->ttl_ms = ttl_ms;
-    l->holds = 1;
-    l->watchdog = watchdog;
-    l->refs = 1;
-    lease_renewed(l, sent_ms, ttl_ms);
-    TAILQ_INSERT_TAIL(&s->leases, l, sess_link);
-    s->nleases++;
-    TAILQ_INSERT_TAIL(&s->srv->leases, l, srv_link);
-    s->srv->nleases++;
-    res->holder = l;
-    return l;
-}
-
-void lease_renewed(struct lease *l, int64_t sent_ms, uint32_t ttl_ms)
-{
-    l->valid_until_ms = sent_ms + ttl_ms;
-    l->next_renew_ms = sent_ms + ttl_ms / 3;
-}
-
-/* How long l stays valid after from_ms, with the loss margin taken off (never negative). */
-static uint32_t lease_valid_ms(const struct lease *l, int64_t from_ms)
-{
-    int64_t left = l->valid_until_ms - LEASE_MARGIN_MS(l->ttl_ms) - from_ms;
-    return left <= 0 ? 0 : left > UINT32_MAX ? UINT32_MAX : (uint32_t)left;
-}
-
-uint32_t lock_session_valid_ms(const struct session *s, int64_t from_ms)
-{
-    uint32_t min = 0;
-    int any = 0;
-    const struct lease *l;
-    TAILQ_FOREACH(l, &s->leases, sess_link) {
-        if (!l->watchdog)
-            continue;
-        uint32_t v = lease_valid_ms(l, from_ms);
-        if (!any || v < min)
-            min = v;
-        any = 1;
-    }
-    return min;
-}
-
-/* Take l off every list; it is no longer held. */
-static void lease_forget(struct lease *l)
-{
-    if (l->forgotten)
-        return;
-    l->forgotten = 1;
-    TAILQ_REMOVE(&l->sess->leases, l, sess_link);
-    l->sess->nleases--;
-    TAILQ_REMOVE(&l->srv->leases, l, srv_link);
-    l->srv->nleases--;
-    if (l->res->holder == l)
-        l->res->holder = NULL;
-    l->sess = NULL;
-    lease_unref(l);
-}
-
-void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
-{
-    if (l->forgotten)
-        return;
-    struct session *s = l->sess;
-    struct resource *res = l->res;
-    log_info("session %s: lost lock %s (fence %llu): %s", s->id, res->name,
-             (unsigned long long)l->fence, why);
-    Rlock__V1__LockLost lost = RLOCK__V1__LOCK_LOST__INIT;
-    lost.resource = res->name;
-    lost.token = l->token;
-    lost.fence = l->fence;
-    lost.reason = reason;
-    lost.message = (char *)why;
-    Rlock__V1__Event ev = RLOCK__V1__EVENT__INIT;
-    ev.body_case = RLOCK__V1__EVENT__BODY_LOCK_LOST;
-    ev.lock_lost = &lost;
-    session_push_event(s, &ev);
-    l->srv->ctr.locks_lost++;
-    resource_ref(res);
-    if (reason == RLOCK__V1__LOST_REASON__LOST_EXPIRED && l->watchdog)
-        lock_release_token(l->srv, res, l->token, l->ttl_ms); /* the key may outlive our clock */
-    lease_forget(l);
-    waitq_kick(res); /* the key may be free now */
-    resource_unref(res);
-}
-
-static struct lease *session_lease(struct session *s, const char *name)
-{
-    struct resource *res = resource_find(s->srv, name, strlen(name));
-    if (res == NULL || res->holder == NULL || res->holder->sess != s)
-        return NULL;
-    return res->holder;
-}
+/*
+ * How long past a key's longest possible life a delete by token is still
+ * retried while Redis stays unreachable (cleanup.h): a command stuck in a
+ * stalled Redis runs when it resumes.
+ */
+#define LOCK_CLEANUP_GRACE_MS 600000
 
 /* --- replies ---------------------------------------------------------------- */
 
@@ -181,6 +63,43 @@ static void reply_error(struct request *req, Rlock__V1__Status st, const char *m
         session_respond(req->sess, req->id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
 }
 
+static void respond_error(struct session *s, uint64_t id, Rlock__V1__Status st, const char *msg)
+{
+    session_respond(s, id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
+}
+
+uint32_t lock_session_valid_ms(const struct session *s, int64_t from_ms)
+{
+    uint32_t min = 0;
+    int any = 0;
+    const struct lease *l;
+    TAILQ_FOREACH(l, &s->leases, sess_link) {
+        if (!l->watchdog)
+            continue;
+        uint32_t v = lease_valid_ms(l, from_ms);
+        if (!any || v < min)
+            min = v;
+        any = 1;
+    }
+    return min;
+}
+
+/* The session's lease on name, if it holds one that is still valid. */
+static struct lease *session_lease(struct session *s, const char *name)
+{
+    struct resource *res = resource_find(s->srv, name, strlen(name));
+    if (res == NULL || res->holder == NULL || res->holder->sess != s)
+        return NULL;
+    struct lease *l = res->holder;
+    if (lease_expired(l, util_now_ms())) {
+        /* Its timer is about to say so: never answer for a lease past its validity. */
+        lease_lose(l, RLOCK__V1__LOST_REASON__LOST_EXPIRED,
+                   "the lease ran out before a renew succeeded");
+        return NULL;
+    }
+    return l;
+}
+
 /* --- wait queue ------------------------------------------------------------- */
 
 /* Remove req from its resource's queue; returns 1 if it was the head. */
@@ -208,14 +127,13 @@ static void request_finish(struct request *req)
     request_free(req);
     /* The request's own reference keeps res alive through the kick. */
     if (kick)
-        waitq_kick(res);
+        lock_kick(res);
     resource_unref(res);
 }
 
 static void acquire_try(struct request *req);
 
-/* Let the head of res's queue try now, unless it already is. */
-static void waitq_kick(struct resource *res)
+void lock_kick(struct resource *res)
 {
     struct request *head;
     resource_ref(res); /* dropping waiters below must not free res under us */
@@ -258,7 +176,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    waitq_kick(arg);
+    lock_kick(arg);
 }
 
 static void waitq_arm(struct resource *res, int64_t delay_ms)
@@ -282,6 +200,69 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
     }
     reply_error(req, RLOCK__V1__STATUS__STATUS_TIMEOUT, "wait timed out");
     request_finish(req);
+}
+
+/* --- release by token ----------------------------------------------------------- */
+
+static void release_reply_cb(const redisReply *reply, const char *err, void *arg)
+{
+    struct request *req = arg;
+    if (req->sess != NULL) {
+        if (reply != NULL && reply->type == REDIS_REPLY_INTEGER)
+            reply_released(req->sess, req->id, 0, NULL);
+        else
+            reply_released(req->sess, req->id, 0,
+                           "released here, but Redis did not confirm the delete; "
+                           "the key expires within its ttl");
+    }
+    if (reply == NULL || reply->type == REDIS_REPLY_ERROR)
+        log_warn("release of %s not confirmed: %s", req->res->name,
+                 reply == NULL ? err : reply->str);
+    if (reply == NULL || reply->type != REDIS_REPLY_INTEGER)
+        cleanup_add(req->srv, req->res->key, req->res->key_len, req->res->route, req->token,
+                    util_now_ms(), req->max_expiry_ms + LOCK_CLEANUP_GRACE_MS);
+    struct resource *res = req->res;
+    resource_ref(res);
+    request_finish(req);
+    lock_kick(res); /* hand the lock to the next local waiter at once */
+    resource_unref(res);
+}
+
+/*
+ * Send release.lua for token; req is answered (if it has a session) and freed
+ * by the callback. max_expiry_ms bounds how long the key could outlive an
+ * unconfirmed release, for the cleanup retries.
+ */
+static void release_send(struct request *req, const char *token, int64_t max_expiry_ms)
+{
+    req->max_expiry_ms = max_expiry_ms;
+    struct resource *res = req->res;
+    const char *args[3] = {res->key, token, ""};
+    size_t lens[3] = {res->key_len, strlen(token), 0};
+    memcpy(req->token, token, sizeof req->token);
+    req->state = REQUEST_IN_REDIS;
+    rpool_eval(req->srv->pool, res->route, SCRIPT_RELEASE, 1, 3, args, lens, release_reply_cb,
+               req);
+}
+
+void lock_release_token(struct server *srv, struct resource *res, const char *token,
+                        int64_t max_expiry_ms)
+{
+    struct request *req = request_new(srv, NULL, 0, 0);
+    if (req == NULL) {
+        cleanup_add(srv, res->key, res->key_len, res->route, token, util_now_ms(),
+                    max_expiry_ms + LOCK_CLEANUP_GRACE_MS);
+        return;
+    }
+    req->res = res;
+    resource_ref(res);
+    release_send(req, token, max_expiry_ms);
+}
+
+/* The longest a key set now by a command with ttl_ms may live (Redis's clock may be fast). */
+static int64_t key_life_end(uint32_t ttl_ms)
+{
+    return util_now_ms() + ttl_ms + LEASE_DRIFT_MS(ttl_ms);
 }
 
 /* --- acquire ---------------------------------------------------------------- */
@@ -309,29 +290,38 @@ static void acquire_granted(struct request *req, uint64_t fence)
     struct resource *res = req->res;
     if (s == NULL || s->state == SESSION_CLOSING) {
         log_debug("granted %s to a session that has ended; releasing", res->name);
-        lock_release_token(req->srv, res, req->token, req->ttl_ms);
+        lock_release_token(req->srv, res, req->token, key_life_end(req->ttl_ms));
         request_finish(req);
         return;
     }
     if (util_now_ms() + LEASE_MARGIN_MS(req->ttl_ms) >= req->sent_ms + req->ttl_ms) {
         /* Redis answered so late that the lease may already have run out. */
-        lock_release_token(req->srv, res, req->token, req->ttl_ms);
+        lock_release_token(req->srv, res, req->token, key_life_end(req->ttl_ms));
         reply_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE,
                     "redis answered after the lease had run out");
         request_finish(req);
         return;
     }
-    struct lease *l = lease_new(s, res, req->token, fence, req->owner, req->ttl_ms,
-                                req->watchdog, req->sent_ms);
+    struct lease_grant g = {
+        .token = req->token,
+        .fence = fence,
+        .owner = req->owner,
+        .ttl_ms = req->ttl_ms,
+        .watchdog = req->watchdog,
+        .sent_ms = req->sent_ms,
+        .max_hold_ms = req->max_hold_ms,
+        .lock_delay_ms = req->lock_delay_ms,
+    };
+    struct lease *l = lease_new(s, res, &g);
     if (l == NULL) {
-        lock_release_token(req->srv, res, req->token, req->ttl_ms);
+        lock_release_token(req->srv, res, req->token, key_life_end(req->ttl_ms));
         reply_error(req, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
     } else {
         reply_acquired(s, req->id, l, req->arrival_ms);
     }
     resource_ref(res);
     request_finish(req);
-    waitq_kick(res); /* a waiter of the same session becomes a re-entry */
+    lock_kick(res); /* a waiter of the same owner becomes a re-entry */
     resource_unref(res);
 }
 
@@ -354,7 +344,7 @@ static void acquire_busy(struct request *req, long long pttl)
     if (res->holder != NULL && res->holder->sess == req->sess) {
         /* Busy because this session's own earlier acquire won: a re-entry for the same
          * owner, else a wait for that owner's release. */
-        waitq_kick(res);
+        lock_kick(res);
         return;
     }
     waitq_arm(res, pttl >= 0 ? pttl : pttl == -1 ? WAKE_POLL_MS : 1);
@@ -368,7 +358,7 @@ static void acquire_cancelled(struct request *req, const redisReply *reply)
                   reply->element[0]->integer == 1;
     int unknown = reply == NULL || reply->type != REDIS_REPLY_ARRAY;
     if (granted || unknown)
-        lock_release_token(req->srv, req->res, req->token, req->ttl_ms);
+        lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
     reply_error(req, RLOCK__V1__STATUS__STATUS_CANCELLED, "acquire cancelled");
     request_finish(req);
 }
@@ -382,7 +372,7 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
     }
     if (reply == NULL) {
         /* The outcome is unknown: a compare-and-delete of our fresh token is always safe. */
-        lock_release_token(req->srv, req->res, req->token, req->ttl_ms);
+        lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
         reply_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE, err);
         request_finish(req);
         return;
@@ -393,10 +383,13 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
         log_error("acquire %s: unexpected reply from Redis%s%s", req->res->name,
                   reply->type == REDIS_REPLY_ERROR ? ": " : "",
                   reply->type == REDIS_REPLY_ERROR ? reply->str : "");
-        lock_release_token(req->srv, req->res, req->token, req->ttl_ms);
-        reply_error(req, reply->type == REDIS_REPLY_ERROR ? RLOCK__V1__STATUS__STATUS_UNAVAILABLE
-                                                          : RLOCK__V1__STATUS__STATUS_INTERNAL,
-                    "unexpected reply from Redis");
+        /* A script error may come after its SET: delete by token whatever happened. */
+        lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
+        reply_error(req, RLOCK__V1__STATUS__STATUS_INTERNAL,
+                    reply->type == REDIS_REPLY_ERROR
+                        ? "redis refused the acquire script (is the lock's key of another "
+                          "type?)"
+                        : "unexpected reply from Redis");
         request_finish(req);
         return;
     }
@@ -406,7 +399,7 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
         acquire_busy(req, reply->element[1]->integer);
 }
 
-/* Resource names go to Redis only as keys; still, refuse what no sane name contains. */
+/* Resource names go to Redis only as keys; still, only printable UTF-8 within bounds. */
 static const char *check_resource(const struct config *cfg, const char *name)
 {
     size_t n = strlen(name);
@@ -414,9 +407,11 @@ static const char *check_resource(const struct config *cfg, const char *name)
         return "resource is empty";
     if (n > cfg->max_resource_bytes)
         return "resource name too long";
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
-            return "resource contains control characters";
+    const char *bad = util_text_check(name, n);
+    if (bad != NULL)
+        return strcmp(bad, "contains control characters") == 0
+                   ? "resource contains control characters"
+                   : "resource is not valid UTF-8";
     return NULL;
 }
 
@@ -429,16 +424,25 @@ static int check_ttl(struct session *s, uint64_t id, uint32_t *ttl)
         char msg[96];
         snprintf(msg, sizeof msg, "ttl_ms must be between %u and %u", cfg->min_ttl_ms,
                  cfg->max_ttl_ms);
-        session_respond(s, id, RLOCK__V1__STATUS__STATUS_INVALID, msg,
-                        RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
+        respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID, msg);
         return -1;
     }
     return 0;
 }
 
-static void respond_error(struct session *s, uint64_t id, Rlock__V1__Status st, const char *msg)
+/* The max_hold an acquire gets: its own, within [limits] max_hold; 0 = none. */
+static uint32_t effective_max_hold(const struct config *cfg, uint32_t asked)
 {
-    session_respond(s, id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
+    if (asked == 0)
+        return cfg->max_hold_ms;
+    return cfg->max_hold_ms != 0 && asked > cfg->max_hold_ms ? cfg->max_hold_ms : asked;
+}
+
+/* The lock_delay an acquire gets: its own or the default, within max_lock_delay. */
+static uint32_t effective_lock_delay(const struct config *cfg, uint32_t asked)
+{
+    uint32_t d = asked != 0 ? asked : cfg->lock_delay_ms;
+    return d > cfg->max_lock_delay_ms ? cfg->max_lock_delay_ms : d;
 }
 
 void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
@@ -476,6 +480,11 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
                       "too many locks held or awaited by this session");
         return;
     }
+    if (srv->nleases + srv->nwaiters >= cfg->max_locks) {
+        respond_error(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
+                      "too many locks held or awaited in this daemon (limits.max_locks)");
+        return;
+    }
     struct resource *res = resource_get(srv, a->resource, strlen(a->resource));
     if (res == NULL) {
         respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
@@ -504,6 +513,8 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
     req->watchdog = !a->watchdog_off;
     req->owner = a->owner;
     req->no_reentry = a->no_reentry;
+    req->max_hold_ms = effective_max_hold(cfg, a->max_hold_ms);
+    req->lock_delay_ms = effective_lock_delay(cfg, a->lock_delay_ms);
     req->arrival_ms = s->last_frame_ms;
     util_uuid(&srv->rng, req->token);
     if (wait > 0) {
@@ -518,68 +529,13 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         res->nwaiters++;
         srv->nwaiters++;
         req->state = REQUEST_WAITING;
-        waitq_kick(res);
+        lock_kick(res);
         return;
     }
     acquire_try(req);
 }
 
 /* --- release ---------------------------------------------------------------- */
-
-static void release_reply_cb(const redisReply *reply, const char *err, void *arg)
-{
-    struct request *req = arg;
-    if (req->sess != NULL) {
-        if (reply != NULL && reply->type == REDIS_REPLY_INTEGER)
-            reply_released(req->sess, req->id, 0, NULL);
-        else
-            reply_released(req->sess, req->id, 0,
-                           "released here, but Redis did not confirm the delete; "
-                           "the key expires within its ttl");
-    }
-    if (reply == NULL || reply->type == REDIS_REPLY_ERROR)
-        log_warn("release of %s not confirmed: %s", req->res->name,
-                 reply == NULL ? err : reply->str);
-    if (reply == NULL || reply->type != REDIS_REPLY_INTEGER)
-        cleanup_add(req->srv, req->res->key, req->res->key_len, req->res->route, req->token,
-                    util_now_ms() + req->ttl_ms + CLEANUP_GRACE_MS);
-    struct resource *res = req->res;
-    resource_ref(res);
-    request_finish(req);
-    waitq_kick(res); /* hand the lock to the next local waiter at once */
-    resource_unref(res);
-}
-
-/*
- * Send release.lua for token; req is answered (if it has a session) and freed
- * by the callback. ttl_ms bounds how long the key could outlive an
- * unconfirmed release, for the cleanup retries.
- */
-static void release_send(struct request *req, const char *token, uint32_t ttl_ms)
-{
-    req->ttl_ms = ttl_ms;
-    struct resource *res = req->res;
-    const char *args[3] = {res->key, token, ""};
-    size_t lens[3] = {res->key_len, strlen(token), 0};
-    memcpy(req->token, token, sizeof req->token);
-    req->state = REQUEST_IN_REDIS;
-    rpool_eval(req->srv->pool, res->route, SCRIPT_RELEASE, 1, 3, args, lens, release_reply_cb,
-               req);
-}
-
-void lock_release_token(struct server *srv, struct resource *res, const char *token,
-                        uint32_t ttl_ms)
-{
-    struct request *req = request_new(srv, NULL, 0, 0);
-    if (req == NULL) {
-        cleanup_add(srv, res->key, res->key_len, res->route, token,
-                    util_now_ms() + ttl_ms + CLEANUP_GRACE_MS);
-        return;
-    }
-    req->res = res;
-    resource_ref(res);
-    release_send(req, token, ttl_ms);
-}
 
 void lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r)
 {
@@ -603,9 +559,9 @@ void lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r)
     resource_ref(l->res);
     char token[UTIL_UUID_LEN + 1];
     memcpy(token, l->token, sizeof token);
-    uint32_t ttl = l->ttl_ms;
+    int64_t max_expiry = l->max_expiry_ms;
     lease_forget(l);
-    release_send(req, token, ttl);
+    release_send(req, token, max_expiry);
 }
 
 /* --- extend ----------------------------------------------------------------- */
@@ -620,11 +576,16 @@ static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
         l->extending = 0;
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != 1 ||
         reply->element[0]->type != REDIS_REPLY_INTEGER) {
+        /* It may still run, and lengthen the key; it cannot shorten it. */
+        if (l != NULL)
+            lease_unconfirmed(l, req->ttl_ms);
+        else
+            lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
         reply_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE,
                     reply == NULL ? err : "unexpected reply from Redis");
     } else if (reply->element[0]->integer != 1 || l == NULL) {
-        if (l == NULL && reply->element[0]->integer == 1)
-            lock_release_token(req->srv, req->res, req->token, req->ttl_ms); /* released meanwhile */
+        if (l == NULL && reply->element[0]->integer == 1) /* released meanwhile */
+            lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
         if (l != NULL)
             lease_lose(l,
                        reply->element[0]->integer == 0 ? RLOCK__V1__LOST_REASON__LOST_MISSING
@@ -633,7 +594,8 @@ static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
         reply_error(req, RLOCK__V1__STATUS__STATUS_NOT_HELD, "the lock is no longer held");
     } else {
         l->ttl_ms = req->ttl_ms;
-        lease_renewed(l, req->sent_ms, req->ttl_ms);
+        lease_confirmed(l, req->sent_ms, req->ttl_ms);
+        lease_schedule(l);
         Rlock__V1__ExtendReply e = RLOCK__V1__EXTEND_REPLY__INIT;
         e.ttl_ms = l->ttl_ms;
         e.valid_ms = lease_valid_ms(l, req->arrival_ms);
@@ -704,17 +666,64 @@ void lock_cancel(struct session *s, uint64_t id, const Rlock__V1__Cancel *c)
 
 /* --- session end ------------------------------------------------------------ */
 
-void lock_session_end(struct session *s)
+static void tombstone_reply_cb(const redisReply *reply, const char *err, void *arg)
+{
+    struct request *req = arg;
+    if (reply == NULL || reply->type != REDIS_REPLY_INTEGER) {
+        /* The key keeps our token, for its ttl at most: delete it after the delay. */
+        log_warn("lock_delay of %s not confirmed: %s", req->res->name,
+                 reply == NULL ? err : reply->type == REDIS_REPLY_ERROR ? reply->str
+                                                                        : "unexpected reply");
+        cleanup_add(req->srv, req->res->key, req->res->key_len, req->res->route, req->token,
+                    util_now_ms() + req->lock_delay_ms,
+                    req->max_expiry_ms + LOCK_CLEANUP_GRACE_MS);
+    }
+    struct resource *res = req->res;
+    resource_ref(res);
+    request_finish(req);
+    lock_kick(res); /* local waiters learn the tombstone's PTTL and sleep until it ends */
+    resource_unref(res);
+}
+
+/* Replace l's token by a tombstone for its lock_delay (tombstone.lua). */
+static void tombstone_send(struct server *srv, struct resource *res, const char *token,
+                           uint32_t delay_ms, int64_t max_expiry_ms)
+{
+    struct request *req = request_new(srv, NULL, 0, 0);
+    if (req == NULL) {
+        cleanup_add(srv, res->key, res->key_len, res->route, token,
+                    util_now_ms() + delay_ms, max_expiry_ms + LOCK_CLEANUP_GRACE_MS);
+        return;
+    }
+    req->res = res;
+    resource_ref(res);
+    memcpy(req->token, token, sizeof req->token);
+    req->lock_delay_ms = delay_ms;
+    req->max_expiry_ms = max_expiry_ms;
+    char delay[16];
+    const char *args[3] = {res->key, token, delay};
+    size_t lens[3] = {res->key_len, strlen(token), 0};
+    lens[2] = (size_t)snprintf(delay, sizeof delay, "%u", delay_ms);
+    req->state = REQUEST_IN_REDIS;
+    rpool_eval(srv->pool, res->route, SCRIPT_TOMBSTONE, 1, 3, args, lens, tombstone_reply_cb,
+               req);
+}
+
+void lock_session_end(struct session *s, int clean)
 {
     struct lease *l;
     while ((l = TAILQ_FIRST(&s->leases)) != NULL) {
         struct resource *res = l->res;
         char token[UTIL_UUID_LEN + 1];
-        uint32_t ttl = l->ttl_ms;
+        uint32_t delay = clean ? 0 : l->lock_delay_ms;
+        int64_t max_expiry = l->max_expiry_ms;
         memcpy(token, l->token, sizeof token);
         resource_ref(res);
         lease_forget(l);
-        lock_release_token(s->srv, res, token, ttl);
+        if (delay > 0)
+            tombstone_send(s->srv, res, token, delay, max_expiry);
+        else
+            lock_release_token(s->srv, res, token, max_expiry);
         resource_unref(res);
     }
     struct request *req;

@@ -8,7 +8,8 @@
 #define SCRIPT_LIST(X)                                                                          \
     X(ACQUIRE, acquire)                                                                         \
     X(RELEASE, release)                                                                         \
-    X(RENEW, renew)
+    X(RENEW, renew)                                                                             \
+    X(TOMBSTONE, tombstone)
 
 enum script_id {
 #define SCRIPT_ENUM(id, name) SCRIPT_##id,

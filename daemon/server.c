@@ -125,6 +125,7 @@ struct server *server_new(struct config *cfg, const char *config_path)
     }
     srv->cfg = cfg;
     srv->config_path = config_path;
+    srv->watchdog_fd = -1;
     TAILQ_INIT(&srv->sessions);
     TAILQ_INIT(&srv->closed);
     TAILQ_INIT(&srv->draining);
@@ -137,7 +138,7 @@ struct server *server_new(struct config *cfg, const char *config_path)
         goto fail;
     srv->reap_ev = event_new(srv->base, -1, 0, reap_cb, srv);
     srv->resources = restable_new(srv->hash_key);
-    srv->cleanups = cleanup_new();
+    srv->cleanups = cleanup_new(srv);
     if (srv->reap_ev == NULL || srv->resources == NULL || srv->cleanups == NULL)
         goto fail;
     srv->pool = rpool_new(srv->base, cfg, srv->hash_key);
@@ -184,8 +185,7 @@ void server_free(struct server *srv)
     for (int i = 0; i < 3; i++)
         if (srv->signal_evs[i] != NULL)
             event_free(srv->signal_evs[i]);
-    if (srv->watchdog_ev != NULL)
-        event_free(srv->watchdog_ev);
+    watchdog_stop(srv);
     if (srv->stop_ev != NULL)
         event_free(srv->stop_ev);
     if (srv->reap_ev != NULL)

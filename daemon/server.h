@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "theap.h"
 #include "util.h"
 
 struct event_base;
@@ -57,7 +58,10 @@ struct server {
     struct util_rng rng;            /* tokens and session ids */
     uint8_t hash_key[UTIL_HASH_KEY_BYTES]; /* per-process key of the resource table's hash */
     int64_t start_ms;
-    struct event *watchdog_ev;
+    struct event *watchdog_ev;      /* the lease timers' timerfd (watchdog.c) */
+    int watchdog_fd;
+    int64_t watchdog_armed_ms;
+    struct theap lease_timers;      /* every held lease, at its next event */
     struct event *reap_ev;
     struct event *signal_evs[3];
     struct event *stop_ev;

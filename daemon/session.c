@@ -74,7 +74,8 @@ void session_close(struct session *s, const char *reason, int flush)
     session_set_state(s, SESSION_CLOSING);
     log_info("session %s (%s, %s): closed: %s; releasing %u lock%s", s->id, s->peer,
              s->name[0] ? s->name : "-", reason, s->nleases, s->nleases == 1 ? "" : "s");
-    lock_session_end(s);
+    /* Clean: the client said Goodbye, or the daemon itself is stopping. */
+    lock_session_end(s, s->goodbye || s->srv->stopping);
     TAILQ_REMOVE(&s->srv->sessions, s, link);
     s->srv->nsessions--;
 

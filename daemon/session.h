@@ -15,6 +15,7 @@
 
 #include "rlock.pb-c.h"
 #include "server.h"
+#include "theap.h"
 #include "util.h"
 
 struct bufferevent;
@@ -38,6 +39,9 @@ struct request {
     uint64_t owner;      /* acquire: who in the session asks (re-entry is per owner) */
     int no_reentry;      /* acquire: refuse rather than re-enter */
     int cancelled;       /* acquire: withdrawn by a Cancel while its try was in Redis */
+    uint32_t max_hold_ms;   /* acquire: the lease's max_hold (0 = none) */
+    uint32_t lock_delay_ms; /* acquire: the lease's lock_delay; tombstone: its delay */
+    int64_t max_expiry_ms;  /* release, tombstone: the longest the key may live */
     int64_t arrival_ms;  /* when the request's frame was read (valid_ms counts from here) */
     int64_t deadline_ms; /* end of the wait; 0 = try once */
     int64_t sent_ms;     /* when the current Redis call was sent (validity starts here) */
@@ -66,6 +70,7 @@ struct session {
     uint32_t nleases;
     uint32_t nrequests;
     int flush_then_close; /* closing, but the last reply is still being written */
+    int goodbye;          /* the client said Goodbye: its end is clean (no lock_delay) */
     int overflow;         /* output passed max_output_bytes: close from resume_ev */
     TAILQ_ENTRY(session) link;
 };

@@ -149,6 +149,45 @@ uint64_t util_hash(const uint8_t key[UTIL_HASH_KEY_BYTES], const void *data, siz
     return util_siphash(1, 3, key, data, len);
 }
 
+/* The length of the UTF-8 sequence starting with byte b (0: not a valid first byte). */
+static size_t utf8_len(unsigned char b)
+{
+    if (b < 0x80)
+        return 1;
+    if (b >= 0xc2 && b <= 0xdf)
+        return 2;
+    if (b >= 0xe0 && b <= 0xef)
+        return 3;
+    if (b >= 0xf0 && b <= 0xf4)
+        return 4;
+    return 0; /* continuation byte, overlong lead (c0, c1) or beyond U+10FFFF (f5..ff) */
+}
+
+const char *util_text_check(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < len) {
+        size_t n = utf8_len(p[i]);
+        if (n == 0 || i + n > len)
+            return "not valid UTF-8";
+        uint32_t cp = n == 1 ? p[i] : p[i] & (0x7f >> n);
+        for (size_t k = 1; k < n; k++) {
+            if ((p[i + k] & 0xc0) != 0x80)
+                return "not valid UTF-8";
+            cp = (cp << 6) | (p[i + k] & 0x3f);
+        }
+        /* Overlong 3- and 4-byte forms, surrogates, and beyond U+10FFFF. */
+        if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return "not valid UTF-8";
+        if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+            return "contains control characters";
+        i += n;
+    }
+    return NULL;
+}
+
 struct timeval util_tv_ms(int64_t ms)
 {
     struct timeval tv = {0, 0};

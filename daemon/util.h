@@ -46,6 +46,14 @@ uint64_t util_hash(const uint8_t key[UTIL_HASH_KEY_BYTES], const void *data, siz
 uint64_t util_siphash(int crounds, int drounds, const uint8_t key[UTIL_HASH_KEY_BYTES],
                       const void *data, size_t len);
 
+/*
+ * NULL when the len bytes at s are valid UTF-8 (no overlong forms, no
+ * surrogates, nothing above U+10FFFF) without control characters (U+0000 to
+ * U+001F, U+007F to U+009F); else why not. Names pass through the protocol
+ * to clients in every language, and into logs.
+ */
+const char *util_text_check(const char *s, size_t len);
+
 /* A timeval of ms milliseconds (negative counts as 0). */
 struct timeval util_tv_ms(int64_t ms);
 /* Random integer in [0, n) (n > 0), for jitter; not for secrets. */

@@ -4,28 +4,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
-#include "cleanup.h"
-#include "config.h"
-#include "lock.h"
+#include "lease.h"
 #include "log.h"
 #include "redis_pool.h"
 #include "resource.h"
 #include "server.h"
 
 #define WATCHDOG_RETRY_MS 100 /* after a failed renew; validity keeps counting down */
-#define RENEW_BATCH_MAX 64
+/* Leases handled per firing before the loop serves other events again. */
+#define WATCHDOG_FIRE_MAX 4096
 
 struct renew_batch {
     struct server *srv;
     int64_t sent_ms;
     uint32_t route;
     uint32_t n;
-    struct lease *leases[RENEW_BATCH_MAX];
-    uint32_t ttls[RENEW_BATCH_MAX]; /* as sent: an Extend may change the lease meanwhile */
+    struct lease *leases[WATCHDOG_BATCH_MAX];
+    uint32_t ttls[WATCHDOG_BATCH_MAX]; /* as sent: an Extend may change the lease meanwhile */
 };
+
+#define LEASE_OF(node) ((struct lease *)((char *)(node) - offsetof(struct lease, timer)))
 
 static void renew_reply_cb(const redisReply *reply, const char *err, void *arg)
 {
@@ -44,18 +47,18 @@ static void renew_reply_cb(const redisReply *reply, const char *err, void *arg)
                           ? reply->element[i]->integer
                           : 2; /* unknown */
         if (l->forgotten) {
-            /* Released or declared lost meanwhile; if this renew still
-             * extended our key, take it back so it does not linger. */
-            if (v == 1)
-                lock_release_token(b->srv, l->res, l->token, b->ttls[i]);
+            /* Released or lost meanwhile: its key's deletion is handled elsewhere. */
         } else if (v == 1) {
-            lease_renewed(l, b->sent_ms, b->ttls[i]);
+            lease_confirmed(l, b->sent_ms, b->ttls[i]);
+            lease_schedule(l);
         } else if (v == 0) {
             lease_lose(l, RLOCK__V1__LOST_REASON__LOST_MISSING, "the key is gone");
         } else if (v == -1) {
             lease_lose(l, RLOCK__V1__LOST_REASON__LOST_STOLEN, "the key holds another token");
         } else {
+            lease_unconfirmed(l, b->ttls[i]);
             l->next_renew_ms = now + WATCHDOG_RETRY_MS;
+            lease_schedule(l);
         }
         lease_unref(l);
     }
@@ -65,17 +68,9 @@ static void renew_reply_cb(const redisReply *reply, const char *err, void *arg)
 static void batch_send(struct renew_batch *b)
 {
     uint32_t nargs = b->n * 3;
-    const char **args = malloc(nargs * sizeof *args);
-    size_t *lens = malloc(nargs * sizeof *lens);
-    char (*ttls)[16] = malloc(b->n * sizeof *ttls);
-    if (args == NULL || lens == NULL || ttls == NULL) {
-        /* Out of memory: complete the batch as a failed renew. */
-        free(args);
-        free(lens);
-        free(ttls);
-        renew_reply_cb(NULL, "out of memory", b);
-        return;
-    }
+    const char *args[WATCHDOG_BATCH_MAX * 3];
+    size_t lens[WATCHDOG_BATCH_MAX * 3];
+    char ttls[WATCHDOG_BATCH_MAX][16];
     for (uint32_t i = 0; i < b->n; i++) {
         const struct lease *l = b->leases[i];
         args[i] = l->res->key;
@@ -88,62 +83,116 @@ static void batch_send(struct renew_batch *b)
     b->sent_ms = util_now_ms();
     rpool_eval(b->srv->pool, b->route, SCRIPT_RENEW, (int)b->n, (int)nargs, args, lens,
                renew_reply_cb, b);
-    free(args);
-    free(lens);
-    free(ttls);
 }
 
-static void watchdog_tick(evutil_socket_t fd, short what, void *arg)
+/* l's timer fired at now: lose it, renew it, or just re-aim its timer. */
+static void lease_due(struct server *srv, struct lease *l, int64_t now,
+                      struct renew_batch **batches)
 {
-    (void)fd;
+    if (l->max_hold_at_ms != 0 && now >= l->max_hold_at_ms) {
+        lease_lose(l, RLOCK__V1__LOST_REASON__LOST_MAX_HOLD, "held for its max_hold");
+        return;
+    }
+    if (lease_expired(l, now)) {
+        lease_lose(l, RLOCK__V1__LOST_REASON__LOST_EXPIRED,
+                   "the lease ran out before a renew succeeded");
+        return;
+    }
+    if (l->watchdog && !l->renewing && now >= l->next_renew_ms) {
+        uint32_t route = l->res->route % rpool_size(srv->pool);
+        struct renew_batch *b = batches[route];
+        if (!rpool_route_ready(srv->pool, route)) {
+            l->next_renew_ms = now + WATCHDOG_RETRY_MS; /* validity keeps counting down */
+        } else if (b != NULL || (b = batches[route] = calloc(1, sizeof *b)) != NULL) {
+            b->srv = srv;
+            b->route = route;
+            l->renewing = 1;
+            lease_ref(l);
+            b->ttls[b->n] = l->ttl_ms;
+            b->leases[b->n++] = l;
+            if (b->n == WATCHDOG_BATCH_MAX) {
+                batch_send(b);
+                batches[route] = NULL;
+            }
+        } else {
+            l->next_renew_ms = now + WATCHDOG_RETRY_MS;
+        }
+    }
+    lease_schedule(l);
+}
+
+static void watchdog_fire(evutil_socket_t fd, short what, void *arg)
+{
     (void)what;
     struct server *srv = arg;
+    uint64_t ticks;
+    if (fd >= 0) {
+        ssize_t got = read(fd, &ticks, sizeof ticks);
+        (void)got; /* only the wake-up matters */
+    }
+    srv->watchdog_armed_ms = -1;
     uint32_t nroutes = rpool_size(srv->pool);
     struct renew_batch *batches[nroutes];
     memset(batches, 0, sizeof batches);
-    int64_t now = util_now_ms();
-
-    struct lease *l, *next;
-    for (l = TAILQ_FIRST(&srv->leases); l != NULL; l = next) {
-        next = TAILQ_NEXT(l, srv_link);
-        if (now + LEASE_MARGIN_MS(l->ttl_ms) >= l->valid_until_ms) {
-            lease_lose(l, RLOCK__V1__LOST_REASON__LOST_EXPIRED,
-                       "the lease ran out before a renew succeeded");
-            continue;
-        }
-        if (!l->watchdog || l->renewing || now < l->next_renew_ms)
-            continue;
-        if (!rpool_route_ready(srv->pool, l->res->route))
-            continue; /* nothing to send on; validity keeps counting down */
-        uint32_t route = l->res->route % nroutes;
-        struct renew_batch *b = batches[route];
-        if (b == NULL) {
-            b = batches[route] = calloc(1, sizeof *b);
-            if (b == NULL)
-                continue;
-            b->srv = srv;
-            b->route = route;
-        }
-        l->renewing = 1;
-        lease_ref(l);
-        b->ttls[b->n] = l->ttl_ms;
-        b->leases[b->n++] = l;
-        if (b->n == RENEW_BATCH_MAX) {
-            batch_send(b);
-            batches[route] = NULL;
-        }
+    struct theap_node *node;
+    int handled = 0;
+    while ((node = theap_first(&srv->lease_timers)) != NULL && handled < WATCHDOG_FIRE_MAX) {
+        int64_t now = util_now_ms(); /* afresh: handling many leases takes time */
+        if (node->at > now)
+            break;
+        lease_due(srv, LEASE_OF(node), now, batches);
+        handled++;
     }
     for (uint32_t r = 0; r < nroutes; r++)
         if (batches[r] != NULL)
             batch_send(batches[r]);
-    cleanup_tick(srv);
+    if (handled == WATCHDOG_FIRE_MAX && theap_first(&srv->lease_timers) != NULL &&
+        theap_first(&srv->lease_timers)->at <= util_now_ms()) {
+        /* More is due: let the loop serve other events first, then go on. */
+        event_active(srv->watchdog_ev, EV_READ, 0);
+        return;
+    }
+    watchdog_rearm(srv);
+}
+
+void watchdog_rearm(struct server *srv)
+{
+    struct theap_node *first = theap_first(&srv->lease_timers);
+    int64_t at = first != NULL ? first->at : -1;
+    if (at == srv->watchdog_armed_ms || srv->watchdog_fd < 0)
+        return;
+    struct itimerspec its = {0};
+    if (at >= 0) {
+        if (at < 1)
+            at = 1; /* all zero would disarm it */
+        its.it_value.tv_sec = at / 1000;
+        its.it_value.tv_nsec = (long)(at % 1000) * 1000000L;
+    }
+    if (timerfd_settime(srv->watchdog_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+        srv->watchdog_armed_ms = at;
 }
 
 int watchdog_start(struct server *srv)
 {
-    srv->watchdog_ev = event_new(srv->base, -1, EV_PERSIST, watchdog_tick, srv);
+    theap_init(&srv->lease_timers);
+    srv->watchdog_armed_ms = -1;
+    srv->watchdog_fd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (srv->watchdog_fd < 0)
+        return -1;
+    srv->watchdog_ev =
+        event_new(srv->base, srv->watchdog_fd, EV_READ | EV_PERSIST, watchdog_fire, srv);
     if (srv->watchdog_ev == NULL)
         return -1;
-    struct timeval tv = util_tv_ms(WATCHDOG_TICK_MS);
-    return event_add(srv->watchdog_ev, &tv);
+    return event_add(srv->watchdog_ev, NULL);
+}
+
+void watchdog_stop(struct server *srv)
+{
+    if (srv->watchdog_ev != NULL)
+        event_free(srv->watchdog_ev);
+    srv->watchdog_ev = NULL;
+    if (srv->watchdog_fd >= 0)
+        close(srv->watchdog_fd);
+    srv->watchdog_fd = -1;
+    theap_free(&srv->lease_timers);
 }

@@ -1,20 +1,26 @@
 /*
- * watchdog.h — the server-side renewal of held locks.
+ * watchdog.h — the timers of held locks: renewal, loss, max_hold.
  *
- * A periodic tick walks the server's leases: a lease whose validity ran out
- * is lost (EXPIRED); a watchdog lease due for renewal (about ttl/3 after the
- * send time of its last successful renew) joins a batch for its Redis
- * connection, and each batch is one renew.lua call, pipelined with the rest.
+ * Every lease sits in srv->lease_timers (a min-heap, theap.h) at its next
+ * event; one timerfd on CLOCK_BOOTTIME, watched by the loop, fires at the
+ * earliest. A firing pops only the leases that are due, so its cost follows
+ * the work due, not the number of locks held, and the clock is read afresh
+ * as it goes. A lease whose loss is due is lost (EXPIRED, or MAX_HOLD); a
+ * watchdog lease due for renewal (a third of its ttl after the send time of
+ * its last confirmed renew) joins a batch for its Redis connection, and each
+ * batch is one renew.lua call of up to WATCHDOG_BATCH_MAX keys.
  */
 #ifndef RLOCKD_WATCHDOG_H
 #define RLOCKD_WATCHDOG_H
 
 struct server;
 
-/* Period of the renewal and expiry scan. */
-#define WATCHDOG_TICK_MS 50
+#define WATCHDOG_BATCH_MAX 64
 
-/* Start the periodic tick on srv's loop; 0 or -1. */
+/* Create the timer on srv's loop; 0 or -1. */
 int watchdog_start(struct server *srv);
+void watchdog_stop(struct server *srv);
+/* The earliest lease timer may have changed: aim the timerfd at it. */
+void watchdog_rearm(struct server *srv);
 
 #endif

@@ -1,24 +1,31 @@
 -- renew.lua: extend many leases in one call, each only if the key still
--- holds its token. A missing key is never recreated.
+-- holds its token. A missing key is never recreated, and a lease is never
+-- shortened: a key with more time left than the new ttl keeps it.
 --
 -- KEYS[i]       lock key i
 -- ARGV[2i-1]    token expected in KEYS[i]
 -- ARGV[2i]      new lease for KEYS[i], in milliseconds
 --
 -- Returns  an array with one entry per key:
---           1  renewed
+--           1  the key holds the token and now expires no sooner than
+--              ARGV[2i] ms from now
 --           0  the key does not exist (expired, deleted, flushed)
 --          -1  the key holds another value (or is not a string)
 --
--- GET goes through pcall so that one foreign key of another type cannot fail
--- the renewal of every other lock in the batch.
+-- Never shortening is what makes an unanswered renew or Extend harmless:
+-- whenever it runs, even late, it can only lengthen the key, never cut the
+-- validity the daemon counts on. GET goes through pcall so that one foreign
+-- key of another type cannot fail the renewal of every other lock in the batch.
 local out = {}
 for i, key in ipairs(KEYS) do
     local v = redis.pcall('GET', key)
     if type(v) == 'table' and v.err then
         out[i] = -1
     elseif v == ARGV[2 * i - 1] then
-        redis.call('PEXPIRE', key, ARGV[2 * i])
+        local ttl = tonumber(ARGV[2 * i])
+        if redis.call('PTTL', key) < ttl then
+            redis.call('PEXPIRE', key, ttl)
+        end
         out[i] = 1
     elseif v then
         out[i] = -1

@@ -20,12 +20,13 @@
  *   extend      Extend.token
  *   valid_ms    AcquireReply, ExtendReply and PingReply.valid_ms
  *   wire        an id-0 response and the encodings of a boolean
- *   BUG_extend_during_renew
- *               DAEMON BUG, fails until rlockd is fixed: an ExtendReply's
- *               valid_ms that Redis does not honour
- *   BUG_valid_ms_past_session_timeout
- *               DAEMON BUG, fails until rlockd is fixed: a valid_ms longer
- *               than the session can live without frames
+ *   extend_during_renew
+ *               a renew sent while an Extend is in Redis must not set the
+ *               key back below what the ExtendReply's valid_ms promised
+ *               (renew.lua never shortens a key)
+ *   valid_ms_past_session_timeout
+ *               valid_ms is capped by the session timeout: a silent
+ *               session ends with it
  */
 #include "harness.h"
 #include "harness_raw.h"
@@ -968,28 +969,26 @@ START_TEST(test_protocol_wire)
 }
 END_TEST
 
-/* --- DAEMON BUG: a renew sent while an Extend is in flight --------------------- */
+/* --- a renew sent while an Extend is in flight ------------------------------- */
 
 /*
- * DAEMON BUG — this case fails against the daemon as it is; it stays so that
- * the fix can be seen to work. See the report that came with it.
- *
  * The watchdog does not skip a lease whose Extend is still in Redis, and a
  * renew carries the lease's current ttl, which the Extend only changes when
- * its reply arrives. A renew sent after the Extend therefore runs after it
- * in Redis and sets the key's PX back to the old, shorter ttl, while the
- * ExtendReply promised the new one in valid_ms (and ttl_ms). Redis is
+ * its reply arrives. A renew sent after the Extend runs after it in Redis;
+ * if it set the key's PX back to the old, shorter ttl, the ExtendReply's
+ * valid_ms (and ttl_ms) would promise what Redis does not keep. renew.lua
+ * never shortens a key, so it must not. Redis is
  * stopped for a moment so that the renew falls due while the Extend waits:
  * no timing luck is needed.
  */
-#define RES_BUG "proto/extend-renew"
-#define BUG_TTL_MS 6000u        /* renewed 2 s after the grant */
-#define BUG_EXTEND_TTL_MS 30000u
-#define BUG_STOP_AT_MS 1700     /* Redis stopped from here ... */
-#define BUG_CONT_AT_MS 2400     /* ... to here, across the renew at 2000 */
-#define BUG_SLACK_MS 100
+#define RES_ER "proto/extend-renew"
+#define ER_TTL_MS 6000u        /* renewed 2 s after the grant */
+#define ER_EXTEND_TTL_MS 30000u
+#define ER_STOP_AT_MS 1700     /* Redis stopped from here ... */
+#define ER_CONT_AT_MS 2400     /* ... to here, across the renew at 2000 */
+#define ER_SLACK_MS 100
 
-START_TEST(test_protocol_BUG_extend_during_renew)
+START_TEST(test_protocol_extend_during_renew)
 {
     struct h_fixture f;
     /* A 1 s command deadline, so that the 700 ms stop is no Redis failure (3 x 1 s <= min_ttl). */
@@ -997,18 +996,18 @@ START_TEST(test_protocol_BUG_extend_during_renew)
     struct peer s;
     peer_open(&s, &f.e, "session");
     char key[512];
-    h_lock_key(&f.e, RES_BUG, key, sizeof key);
+    h_lock_key(&f.e, RES_ER, key, sizeof key);
 
-    struct acq a = {.resource = RES_BUG, .ttl_ms = BUG_TTL_MS};
+    struct acq a = {.resource = RES_ER, .ttl_ms = ER_TTL_MS};
     struct grant g;
     int64_t t0 = h_now_ms();
     acquire_ok(&s, &a, &g, "the watchdog acquire");
 
-    h_sleep_ms((int)(t0 + BUG_STOP_AT_MS - h_now_ms()));
+    h_sleep_ms((int)(t0 + ER_STOP_AT_MS - h_now_ms()));
     ck_assert_int_eq(kill(f.e.redis_pid, SIGSTOP), 0);
     int64_t sent = h_now_ms();
-    uint64_t id = send_extend(&s, RES_BUG, BUG_EXTEND_TTL_MS, g.token);
-    h_sleep_ms((int)(t0 + BUG_CONT_AT_MS - h_now_ms()));
+    uint64_t id = send_extend(&s, RES_ER, ER_EXTEND_TTL_MS, g.token);
+    h_sleep_ms((int)(t0 + ER_CONT_AT_MS - h_now_ms()));
     ck_assert_int_eq(kill(f.e.redis_pid, SIGCONT), 0);
 
     Rlock__V1__ServerMessage *m = next_response(&s, id, "the Extend across the stop");
@@ -1021,40 +1020,37 @@ START_TEST(test_protocol_BUG_extend_during_renew)
     int64_t now = h_now_ms();
     long long pttl = h_pttl(f.r, key);
     int64_t promised = sent + valid, in_redis = now + pttl;
-    printf("protocol: FIGURE BUG: ExtendReply valid_ms %u (valid until +%lld ms on our clock); "
+    printf("protocol: FIGURE ExtendReply valid_ms %u (valid until +%lld ms on our clock); "
            "Ping valid_ms right after %u; key PTTL %lld (expires at +%lld ms)\n",
            valid, (long long)(promised - sent), ping, pttl, (long long)(in_redis - sent));
     fflush(stdout);
-    ck_assert_msg(in_redis + BUG_SLACK_MS >= promised,
-                  "DAEMON BUG: the ExtendReply promised validity until %lld ms after the Extend "
+    ck_assert_msg(in_redis + ER_SLACK_MS >= promised,
+                  "the ExtendReply promised validity until %lld ms after the Extend "
                   "was sent, but the key expires after %lld ms: a renew sent while the Extend "
                   "was in Redis set it back to the old ttl",
                   (long long)(promised - sent), (long long)(in_redis - sent));
 
-    release_ok(&s, RES_BUG, g.token, 0, "release");
+    release_ok(&s, RES_ER, g.token, 0, "release");
     h_raw_close(&s.raw);
     h_fixture_stop(&f);
 }
 END_TEST
 
-/* --- DAEMON BUG: valid_ms outlives a silent session ---------------------------- */
+/* --- valid_ms and a silent session ---------------------------------------------- */
 
 /*
- * DAEMON BUG — this case fails against the daemon as it is; it stays so that
- * the fix can be seen to work. See the report that came with it.
- *
- * valid_ms counts only the lease. But a session from which the daemon hears
- * nothing for session_timeout ends, and its locks are released at once, so
- * a client that is cut off (or paused) after a grant holds nothing long
- * before send time + valid_ms. Here the holder falls silent after its grant,
+ * A session from which the daemon hears nothing for session_timeout ends,
+ * and its locks are released at once, so valid_ms must not promise a lease
+ * beyond the session timeout: a client that is cut off (or paused) after a
+ * grant holds nothing past send time + session timeout. Here the holder falls silent after its grant,
  * with a 1 s session timeout and a 30 s lease; another session waiting for
  * the lock must not get it before the holder's bound — it gets it after
  * about 1 s.
  */
-#define RES_BUG_SILENT "proto/silent-holder"
-#define BUG_SESSION_TIMEOUT_MS 1000u
+#define RES_SILENT "proto/silent-holder"
+#define SILENT_SESSION_TIMEOUT_MS 1000u
 
-START_TEST(test_protocol_BUG_valid_ms_past_session_timeout)
+START_TEST(test_protocol_valid_ms_past_session_timeout)
 {
     struct h_fixture f;
     h_fixture_start_env(&f, NULL);
@@ -1062,11 +1058,11 @@ START_TEST(test_protocol_BUG_valid_ms_past_session_timeout)
     holder.name = "holder";
     holder.last_id = 1;
     h_raw_open(&holder.raw, &f.e);
-    uint32_t timeout = h_raw_hello(&holder.raw, 1, holder.name, BUG_SESSION_TIMEOUT_MS);
-    ck_assert_uint_eq(timeout, BUG_SESSION_TIMEOUT_MS);
+    uint32_t timeout = h_raw_hello(&holder.raw, 1, holder.name, SILENT_SESSION_TIMEOUT_MS);
+    ck_assert_uint_eq(timeout, SILENT_SESSION_TIMEOUT_MS);
     peer_open(&other, &f.e, "other");
 
-    struct acq a = {.resource = RES_BUG_SILENT, .ttl_ms = TTL_MS, .wait_ms = LONG_WAIT_MS};
+    struct acq a = {.resource = RES_SILENT, .ttl_ms = TTL_MS, .wait_ms = LONG_WAIT_MS};
     struct grant g;
     int64_t sent = h_now_ms();
     acquire_ok(&holder, &a, &g, "the holder's acquire");
@@ -1080,18 +1076,18 @@ START_TEST(test_protocol_BUG_valid_ms_past_session_timeout)
     Rlock__V1__ServerMessage *m;
     int eof = h_raw_read(&holder.raw, h_now_ms() + DEADLINE_MS, &m);
     h_raw_free(m);
-    printf("protocol: FIGURE BUG: holder's valid_ms %u (bound +%lld ms); session timeout %u ms; "
+    printf("protocol: FIGURE holder's valid_ms %u (bound +%lld ms); session timeout %u ms; "
            "the other session was granted the lock at +%lld ms; holder's connection %s\n",
            g.valid_ms, (long long)(bound - sent), timeout, (long long)(granted - sent),
            eof == 0 ? "closed" : "still open");
     fflush(stdout);
     ck_assert_msg(granted >= bound,
-                  "DAEMON BUG: the holder was told its lock stays valid until +%lld ms, but its "
+                  "the holder was told its lock stays valid until +%lld ms, but its "
                   "silent session ended after %u ms and another session held the lock at "
                   "+%lld ms: valid_ms is not capped by the session timeout",
                   (long long)(bound - sent), timeout, (long long)(granted - sent));
 
-    release_ok(&other, RES_BUG_SILENT, og.token, 0, "the other session's release");
+    release_ok(&other, RES_SILENT, og.token, 0, "the other session's release");
     h_raw_close(&holder.raw);
     h_raw_close(&other.raw);
     h_fixture_stop(&f);
@@ -1104,7 +1100,7 @@ int main(void)
         test_protocol_owners, test_protocol_no_reentry, test_protocol_fifo,
         test_protocol_cancel, test_protocol_cancel_race, test_protocol_extend,
         test_protocol_valid_ms, test_protocol_wire,
-        test_protocol_BUG_extend_during_renew, test_protocol_BUG_valid_ms_past_session_timeout,
+        test_protocol_extend_during_renew, test_protocol_valid_ms_past_session_timeout,
     };
     return h_run_tests("integration_protocol", 120, tests, H_LEN(tests));
 }

@@ -59,12 +59,47 @@ START_TEST(test_uuid)
 }
 END_TEST
 
+/* Names: UTF-8 without control characters. */
+START_TEST(test_text_check)
+{
+    static const struct {
+        const char *s;
+        int ok;
+    } cases[] = {
+        {"orders/42", 1},
+        {"caf\xc3\xa9", 1},                 /* é */
+        {"\xe2\x82\xac", 1},               /* € */
+        {"\xf0\x9f\x94\x92", 1},           /* U+1F512 */
+        {"\xef\xbf\xbf", 1},               /* U+FFFF, a noncharacter but valid */
+        {"a\nb", 0},                       /* control */
+        {"a\x7f", 0},                      /* DEL */
+        {"\xc2\x85", 0},                   /* U+0085, a C1 control */
+        {"\xc2\xa0", 1},                   /* U+00A0, the first after C1 */
+        {"\xff", 0},                       /* never in UTF-8 */
+        {"\xc3", 0},                       /* truncated */
+        {"\xc0\xaf", 0},                   /* overlong '/' */
+        {"\xe0\x80\xaf", 0},               /* overlong '/' */
+        {"\xed\xa0\x80", 0},               /* a surrogate */
+        {"\xf4\x90\x80\x80", 0},           /* above U+10FFFF */
+        {"\x80", 0},                       /* a lone continuation byte */
+        {"ab\xe2\x82", 0},                 /* truncated at the end */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *why = util_text_check(cases[i].s, strlen(cases[i].s));
+        ck_assert_msg((why == NULL) == cases[i].ok, "case %zu: %s", i, why ? why : "accepted");
+    }
+    /* An embedded NUL is a control character too. */
+    ck_assert_ptr_nonnull(util_text_check("a\0b", 3));
+}
+END_TEST
+
 int main(void)
 {
     const struct unit_test tests[] = {
         {"hash", test_siphash_reference, 0},
         {"hash", test_hash_keyed, 0},
         {"uuid", test_uuid, 0},
+        {"text", test_text_check, 0},
     };
     return unit_run("util", tests, sizeof tests / sizeof tests[0]);
 }

@@ -1,0 +1,179 @@
+/*
+ * lease.c — see lease.h. The bookkeeping of one held lock: its validity and
+ * the longest its key may live, its place in the timer heap, and how it is
+ * lost or forgotten.
+ */
+#include "lease.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "lock.h"
+#include "log.h"
+#include "resource.h"
+#include "server.h"
+#include "session.h"
+#include "watchdog.h"
+
+/*
+ * How long past its longest possible expiry a forgotten key is still
+ * deleted by token while Redis stays unreachable: a command stuck in a
+ * stalled Redis may run when it resumes.
+ */
+#define LEASE_CLEANUP_GRACE_MS 600000
+
+void lease_ref(struct lease *l)
+{
+    l->refs++;
+}
+
+void lease_unref(struct lease *l)
+{
+    if (--l->refs > 0)
+        return;
+    resource_unref(l->res);
+    free(l);
+}
+
+struct lease *lease_new(struct session *s, struct resource *res, const struct lease_grant *g)
+{
+    if (res->holder != NULL) {
+        /*
+         * Redis just let acquire.lua set the key, so the key of the lease we
+         * believed in was gone: deleted behind our back, or expired earlier
+         * than our clock said. Two leases of one resource are never held.
+         */
+        lease_lose(res->holder, RLOCK__V1__LOST_REASON__LOST_MISSING,
+                   "the key was found free by another acquire");
+    }
+    assert(res->holder == NULL);
+    struct lease *l = calloc(1, sizeof *l);
+    if (l == NULL)
+        return NULL;
+    int64_t now = util_now_ms();
+    l->srv = s->srv;
+    l->sess = s;
+    l->res = res;
+    resource_ref(res);
+    memcpy(l->token, g->token, sizeof l->token);
+    l->fence = g->fence;
+    l->owner = g->owner;
+    l->ttl_ms = g->ttl_ms;
+    l->holds = 1;
+    l->watchdog = g->watchdog;
+    l->lock_delay_ms = g->lock_delay_ms;
+    l->refs = 1;
+    l->granted_ms = now;
+    l->valid_until_ms = g->sent_ms + g->ttl_ms;
+    l->max_expiry_ms = now + g->ttl_ms + LEASE_DRIFT_MS(g->ttl_ms);
+    l->next_renew_ms = g->sent_ms + g->ttl_ms / 3;
+    l->max_hold_at_ms = g->max_hold_ms ? now + g->max_hold_ms : 0;
+    TAILQ_INSERT_TAIL(&s->leases, l, sess_link);
+    s->nleases++;
+    TAILQ_INSERT_TAIL(&s->srv->leases, l, srv_link);
+    s->srv->nleases++;
+    res->holder = l;
+    lease_schedule(l);
+    return l;
+}
+
+void lease_confirmed(struct lease *l, int64_t sent_ms, uint32_t ttl_ms)
+{
+    /* The key expires no sooner than sent + ttl (renew.lua never shortens it). */
+    if (sent_ms + ttl_ms > l->valid_until_ms)
+        l->valid_until_ms = sent_ms + ttl_ms;
+    int64_t latest = util_now_ms() + ttl_ms + LEASE_DRIFT_MS(ttl_ms);
+    if (latest > l->max_expiry_ms)
+        l->max_expiry_ms = latest;
+    l->next_renew_ms = sent_ms + l->ttl_ms / 3;
+}
+
+void lease_unconfirmed(struct lease *l, uint32_t ttl_ms)
+{
+    /* It may run any time the key still exists, and set ttl_ms from then. */
+    l->max_expiry_ms += ttl_ms + LEASE_DRIFT_MS(ttl_ms);
+}
+
+int lease_expired(const struct lease *l, int64_t now)
+{
+    return now + LEASE_MARGIN_MS(l->ttl_ms) >= l->valid_until_ms;
+}
+
+uint32_t lease_valid_ms(const struct lease *l, int64_t from_ms)
+{
+    int64_t left = l->valid_until_ms - LEASE_MARGIN_MS(l->ttl_ms) - from_ms;
+    if (l->sess != NULL && left > (int64_t)l->sess->timeout_ms)
+        left = l->sess->timeout_ms;
+    return left <= 0 ? 0 : left > UINT32_MAX ? UINT32_MAX : (uint32_t)left;
+}
+
+void lease_schedule(struct lease *l)
+{
+    struct server *srv = l->srv;
+    if (l->forgotten) {
+        theap_remove(&srv->lease_timers, &l->timer);
+        return;
+    }
+    int64_t at = l->valid_until_ms - LEASE_MARGIN_MS(l->ttl_ms);
+    if (l->max_hold_at_ms != 0 && l->max_hold_at_ms < at)
+        at = l->max_hold_at_ms;
+    if (l->watchdog && !l->renewing && l->next_renew_ms < at)
+        at = l->next_renew_ms;
+    if (theap_set(&srv->lease_timers, &l->timer, at) != 0)
+        log_error("out of memory arming the timer of lock %s", l->res->name);
+    watchdog_rearm(srv);
+}
+
+void lease_forget(struct lease *l)
+{
+    if (l->forgotten)
+        return;
+    l->forgotten = 1;
+    theap_remove(&l->srv->lease_timers, &l->timer);
+    TAILQ_REMOVE(&l->sess->leases, l, sess_link);
+    l->sess->nleases--;
+    TAILQ_REMOVE(&l->srv->leases, l, srv_link);
+    l->srv->nleases--;
+    if (l->res->holder == l)
+        l->res->holder = NULL;
+    l->sess = NULL;
+    lease_unref(l);
+}
+
+void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
+{
+    if (l->forgotten)
+        return;
+    struct session *s = l->sess;
+    struct resource *res = l->res;
+    struct server *srv = l->srv;
+    log_info("session %s: lost lock %s (fence %llu): %s", s->id, res->name,
+             (unsigned long long)l->fence, why);
+    Rlock__V1__LockLost lost = RLOCK__V1__LOCK_LOST__INIT;
+    lost.resource = res->name;
+    lost.token = l->token;
+    lost.fence = l->fence;
+    lost.reason = reason;
+    lost.message = (char *)why;
+    Rlock__V1__Event ev = RLOCK__V1__EVENT__INIT;
+    ev.body_case = RLOCK__V1__EVENT__BODY_LOCK_LOST;
+    ev.lock_lost = &lost;
+    session_push_event(s, &ev);
+    srv->ctr.locks_lost++;
+    if (reason == RLOCK__V1__LOST_REASON__LOST_EXPIRED ||
+        reason == RLOCK__V1__LOST_REASON__LOST_MAX_HOLD) {
+        /*
+         * The key may still hold our token, for longer than we believed if a
+         * renew whose answer never came did run. Delete it by token, but not
+         * before the validity its holder was promised is over.
+         */
+        cleanup_add(srv, res->key, res->key_len, res->route, l->token, l->valid_until_ms,
+                    l->max_expiry_ms + LEASE_CLEANUP_GRACE_MS);
+    }
+    resource_ref(res);
+    lease_forget(l);
+    lock_kick(res); /* the key may be free now, or will be at its expiry */
+    resource_unref(res);
+}

@@ -1,0 +1,129 @@
+/*
+ * lease.h — a lock held by a session of this daemon, and what the daemon
+ * believes about its key in Redis.
+ *
+ * Two times bound the key of a lease, both on util_now_ms()'s clock:
+ *
+ *   valid_until  the key holds our token at least until then: the send time
+ *                of the last acquire, renew or Extend Redis confirmed plus
+ *                the ttl it carried. Renewals never shorten a key
+ *                (renew.lua), so a confirmed one raises it and one whose
+ *                outcome is unknown leaves it as it is.
+ *   max_expiry   the key cannot outlive it: the reply time of the last
+ *                confirmed command plus its ttl, plus the ttl of every
+ *                command since whose outcome is unknown (it may run late,
+ *                but only while the key still exists), plus Redis's drift.
+ *
+ * A lease is declared lost LEASE_MARGIN_MS before valid_until, and when it is
+ * forgotten while its key may still exist the key is deleted by token,
+ * retried until Redis confirms (cleanup.h). Every lease sits in the
+ * watchdog's timer heap at the earliest of its next renewal, its loss time
+ * and its max_hold; nothing walks all leases.
+ *
+ * HELD while on its session's and the server's lists; forgetting takes it
+ * off both, and it is freed once no renew in flight refers to it.
+ */
+#ifndef RLOCKD_LEASE_H
+#define RLOCKD_LEASE_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "rlock.pb-c.h"
+#include "theap.h"
+#include "util.h"
+
+struct session;
+struct server;
+struct resource;
+
+/*
+ * How late the loop may run a due timer, at most, under the load the limits
+ * allow (max_locks): the loss of a lease is declared this much early.
+ */
+#define LEASE_LATENESS_MS 50
+/*
+ * Redis expires keys by its own clock, which may run a little fast against
+ * ours: 1% of the ttl plus 2 ms.
+ */
+#define LEASE_DRIFT_MS(ttl_ms) ((int64_t)(ttl_ms) / 100 + 2)
+/* A lease is treated as lost this long before its validity ends. */
+#define LEASE_MARGIN_MS(ttl_ms) (LEASE_LATENESS_MS + LEASE_DRIFT_MS(ttl_ms))
+
+struct lease {
+    struct server *srv;
+    struct session *sess;
+    struct resource *res; /* counted reference */
+    char token[UTIL_UUID_LEN + 1];
+    uint64_t fence;
+    uint64_t owner;       /* who in the session holds it (Acquire.owner) */
+    uint32_t ttl_ms;      /* the lease renewals carry */
+    uint32_t holds;       /* re-entry count of that owner */
+    uint32_t lock_delay_ms; /* tombstone time if the session ends uncleanly; 0 = none */
+    int watchdog;
+    int64_t granted_ms;
+    int64_t valid_until_ms;
+    int64_t max_expiry_ms;
+    int64_t next_renew_ms;
+    int64_t max_hold_at_ms; /* 0 = no max_hold */
+    int renewing;  /* a renew is in Redis */
+    int extending; /* an Extend is in Redis (one at a time bounds a client's Redis load) */
+    int forgotten; /* released or lost; only in-flight renews still point here */
+    uint32_t refs;
+    struct theap_node timer; /* in srv->lease_timers while held */
+    TAILQ_ENTRY(lease) sess_link;
+    TAILQ_ENTRY(lease) srv_link;
+};
+
+/* What a new lease is made of: a grant Redis confirmed. */
+struct lease_grant {
+    const char *token;
+    uint64_t fence;
+    uint64_t owner;
+    uint32_t ttl_ms;
+    int watchdog;
+    int64_t sent_ms;      /* when acquire.lua was sent */
+    uint32_t max_hold_ms; /* 0 = none */
+    uint32_t lock_delay_ms;
+};
+
+/*
+ * A new lease of session s on res, now its holder. A lease the daemon still
+ * believed valid there is lost first (MISSING): Redis just found the key
+ * free. NULL when out of memory.
+ */
+struct lease *lease_new(struct session *s, struct resource *res, const struct lease_grant *g);
+
+/* A renew or Extend with ttl_ms, sent at sent_ms, was confirmed by Redis. */
+void lease_confirmed(struct lease *l, int64_t sent_ms, uint32_t ttl_ms);
+/* A renew or Extend with ttl_ms had no answer: it may still run, and lengthen the key. */
+void lease_unconfirmed(struct lease *l, uint32_t ttl_ms);
+
+/* 1 when l may no longer be counted on at now (its loss is due). */
+int lease_expired(const struct lease *l, int64_t now);
+/*
+ * How long l stays valid after from_ms with the loss margin taken off, and at
+ * most the session timeout (a session that goes silent ends with it); never
+ * negative.
+ */
+uint32_t lease_valid_ms(const struct lease *l, int64_t from_ms);
+
+/*
+ * l is lost: push LockLost to its session and forget it. The key, if it may
+ * still hold our token, is deleted by token once the lease's validity is
+ * over (EXPIRED, MAX_HOLD) — not earlier, so that the holder, told just
+ * now, has that margin to stop.
+ */
+void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why);
+/*
+ * l leaves its session without a loss (released, or the session ended).
+ * Returns nothing to do with the key: the caller releases or tombstones it.
+ */
+void lease_forget(struct lease *l);
+/* Re-aim l's timer at its next event (renewal, loss, max_hold). */
+void lease_schedule(struct lease *l);
+
+void lease_ref(struct lease *l);
+void lease_unref(struct lease *l);
+
+#endif

@@ -1,0 +1,41 @@
+/*
+ * theap.h — a binary min-heap of timers, keyed by a time in milliseconds.
+ *
+ * The node is embedded in the object it times (a lease, a cleanup entry), so
+ * arming, moving and cancelling cost O(log n) with no allocation but the
+ * heap's own array, and the cost of the timers that fire follows the work
+ * due, not the number of objects. Times are util_now_ms() values (int64 ms
+ * on CLOCK_BOOTTIME): they do not wrap.
+ */
+#ifndef RLOCKD_THEAP_H
+#define RLOCKD_THEAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct theap_node {
+    int64_t at;  /* when it is due */
+    size_t idx;  /* position in the heap + 1; 0 = not armed */
+};
+
+struct theap {
+    struct theap_node **a;
+    size_t n, cap;
+};
+
+/* An empty heap (no allocation until the first push). */
+void theap_init(struct theap *h);
+void theap_free(struct theap *h);
+/* Arm node at `at`, or move it there if armed. 0, or -1 when out of memory (not armed). */
+int theap_set(struct theap *h, struct theap_node *node, int64_t at) __attribute__((warn_unused_result));
+/* Disarm node (no-op when not armed). */
+void theap_remove(struct theap *h, struct theap_node *node);
+/* The earliest node, or NULL. */
+struct theap_node *theap_first(const struct theap *h);
+/* 1 when node is armed. */
+static inline int theap_armed(const struct theap_node *node)
+{
+    return node->idx != 0;
+}
+
+#endif
