@@ -375,6 +375,22 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+int rpool_version_check(const char *info, char *why, size_t len)
+{
+    const char *v = strstr(info, "redis_version:");
+    unsigned major = 0, minor = 0;
+    if (v == NULL || sscanf(v + strlen("redis_version:"), "%u.%u", &major, &minor) != 2) {
+        snprintf(why, len, "INFO server names no redis_version");
+        return -1;
+    }
+    if (major < RPOOL_MIN_REDIS_MAJOR) {
+        snprintf(why, len, "Redis %u.%u is too old: rlockd needs %u.0 or later", major, minor,
+                 RPOOL_MIN_REDIS_MAJOR);
+        return -1;
+    }
+    return 0;
+}
+
 static void setup_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
     struct rconn *c = ac->data;
@@ -388,6 +404,14 @@ static void setup_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
         conn_log_failure(c, step, reply->str);
         conn_request_reset(c);
         return;
+    }
+    if (strcmp(what, "INFO server") == 0 && reply->type == REDIS_REPLY_STRING) {
+        char why[128];
+        if (rpool_version_check(reply->str, why, sizeof why) != 0) {
+            conn_log_failure(c, "version check", why);
+            conn_request_reset(c);
+            return;
+        }
     }
     if (strncmp(what, "SCRIPT LOAD ", 12) == 0 && reply->type == REDIS_REPLY_STRING &&
         reply->len == 40) {
@@ -435,6 +459,8 @@ static void conn_send_setup(struct rconn *c)
         redisAsyncCommand(c->ac, setup_reply_cb, "SELECT", "SELECT %u", cfg->redis_database);
         c->setup_pending++;
     }
+    redisAsyncCommand(c->ac, setup_reply_cb, "INFO server", "INFO server");
+    c->setup_pending++;
     static const char *const load_tags[SCRIPT_COUNT] = {
 #define SCRIPT_TAG(id, name) "SCRIPT LOAD " #name,
         SCRIPT_LIST(SCRIPT_TAG)

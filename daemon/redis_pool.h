@@ -52,6 +52,14 @@ struct rpool *rpool_new(struct event_base *base, const struct config *cfg,
 /* Close every connection (pending callbacks run with an error) and free. Accepts NULL. */
 void rpool_free(struct rpool *p);
 
+/*
+ * The oldest Redis rlockd runs on: its scripts call TIME after a write,
+ * which needs script effects replication, the default from 5.0 on.
+ */
+#define RPOOL_MIN_REDIS_MAJOR 5
+/* 0 when INFO server's text names a Redis version rlockd can use; else -1 and why. */
+int rpool_version_check(const char *info, char *why, size_t len);
+
 /* Route for a key: calls with equal routes share a connection. */
 uint32_t rpool_route(const struct rpool *p, const char *key, size_t len);
 uint32_t rpool_size(const struct rpool *p);
