@@ -166,7 +166,8 @@ START_TEST(test_timeout)
         fflush(stdout);
         ck_assert_msg(rc == RLOCK_ERR_TIMEOUT, "300 ms wait: %s (want TIMEOUT)", rlock_strerror(rc));
         ck_assert_ptr_null(l);
-        ck_assert_msg(dt >= 150 && dt <= 450, "300 ms wait took %lld ms", (long long)dt);
+        /* Generous: the point is that the wait ends at its deadline, not at the 30 s lease. */
+        ck_assert_msg(dt >= 150 && dt <= 3000, "300 ms wait took %lld ms", (long long)dt);
     }
     /* The expired waits left nothing queued, and the holder still holds. */
     expect_waiters(holder, 0);
