@@ -86,7 +86,8 @@ static void run_usage(FILE *f)
             "terminal sends reach COMMAND directly; signalling the whole process group\n"
             "delivers them to COMMAND twice).\n"
             "\n"
-            "Exit status: COMMAND's (128+N if killed by signal N); 75 lock not acquired;\n"
+            "Exit status: COMMAND's (128+N if killed by signal N); 75 lock not acquired\n"
+            "(held elsewhere, --wait ran out, or a daemon limit reached);\n"
             "79 lock lost (COMMAND was stopped, or not started); 69 daemon unreachable or\n"
             "unavailable; 64 usage error; 126 COMMAND not executable; 127 COMMAND not found;\n"
             "70 other.\n");
@@ -485,6 +486,9 @@ int ctl_run(struct ctl *ctl, int argc, char **argv)
         else if (e == RLOCK_ERR_TIMEOUT)
             ctl_err("run: lock '%s' not acquired within %" PRIu32 " ms (%s)", r.resource,
                     r.wait_ms, msg);
+        else if (e == RLOCK_ERR_LIMIT_EXCEEDED)
+            ctl_err("run: lock '%s' not acquired: a limit of the daemon was reached (%s)",
+                    r.resource, msg);
         else
             ctl_err("run: acquire '%s': %s", r.resource, msg);
         rc = ctl_exit_code(e);
