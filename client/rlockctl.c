@@ -30,8 +30,8 @@
     X("70", "any other failure")                                                              \
     X("75", "lock not acquired: held elsewhere, --wait ran out, or a daemon limit was")       \
     X("", "reached (too many locks on the session or waiters on the resource)")               \
-    X("79", "run: the lock was lost while the command ran (it was stopped), or before")       \
-    X("", "it started (it was not started)")                                                  \
+    X("79", "run: the lock was lost before the job was over (it was stopped), or before")     \
+    X("", "the command started (it was not started)")                                         \
     X("126", "run: the command could not be executed")                                        \
     X("127", "run: the command was not found")
 
