@@ -26,11 +26,12 @@
 #define CTL_EXIT_CODES(X)                                                                     \
     X("0", "success (run: the command's own exit status; 128+N if killed by signal N)")       \
     X("64", "usage error, or the daemon refused an argument as invalid")                      \
-    X("69", "cannot connect, or the daemon is unavailable, shutting down or not answering")  \
+    X("69", "cannot connect, or the daemon is unavailable, shutting down or not answering")   \
     X("70", "any other failure")                                                              \
-    X("75", "lock not acquired: held elsewhere, or --wait ran out")                           \
-    X("79", "run: the lock was lost while the command ran (it was stopped), or before")       \
-    X("", "it started (it was not started)")                                                  \
+    X("75", "lock not acquired: held elsewhere, --wait ran out, or a daemon limit was")       \
+    X("", "reached (too many locks on the session or waiters on the resource)")               \
+    X("79", "run: the lock was lost before the job was over (it was stopped), or before")     \
+    X("", "the command started (it was not started)")                                         \
     X("126", "run: the command could not be executed")                                        \
     X("127", "run: the command was not found")
 
@@ -51,6 +52,7 @@ int ctl_exit_code(enum rlock_err e)
         return EX_OK;
     case RLOCK_ERR_NOT_ACQUIRED:
     case RLOCK_ERR_TIMEOUT:
+    case RLOCK_ERR_LIMIT_EXCEEDED: /* a limit frees up as locks and waiters go: try later */
         return EX_TEMPFAIL;
     case RLOCK_ERR_ARG:
     case RLOCK_ERR_INVALID:

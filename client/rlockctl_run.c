@@ -3,22 +3,28 @@
  *
  * Acquire the lock, run the command with RLOCK_FENCE, RLOCK_TOKEN and
  * RLOCK_RESOURCE in its environment while the library's background thread
- * keeps the session (and so the lock) alive, release it when the command
- * exits, and exit with the command's status. If the lock is lost meanwhile,
- * the command gets SIGTERM, then SIGKILL after the grace period, and
- * rlockctl exits with CTL_EX_LOST.
+ * keeps the session (and so the lock) alive, and exit with the command's
+ * status. The lock covers the whole job: the command and every process it
+ * started (rlockctl_job.c). Like flock(1), whose lock lasts as long as any
+ * holder of its descriptor, rlockctl releases it only once every process of
+ * the job has exited, unless --no-wait-children (for commands that start a
+ * daemon on purpose). If the lock is lost meanwhile, every process of the
+ * job gets SIGTERM, then SIGKILL after the grace period, and rlockctl exits
+ * with CTL_EX_LOST once they are all gone.
  *
- * The supervisor sleeps in poll() on a self-pipe. Three things write to it:
- * the SIGCHLD handler, the handler of the signals forwarded to the command,
- * and the lost-lock callback (on the library's thread). Before it sleeps it
- * looks at the lock; after every wake-up it reaps the child first, and a
- * command found to have exited is judged by the lock as seen before that
- * sleep. So a command that finished before rlockctl noticed the loss keeps
- * its own status, even when rlockctl was stopped (or the machine suspended)
- * until long after, and the lock's session with it. The command dies with
- * rlockctl (PR_SET_PDEATHSIG), since the lock dies with its session.
+ * The supervisor (enum run_phase) sleeps in poll() on a self-pipe. Three
+ * things write to it: the SIGCHLD handler, the handler of the signals passed
+ * on to the job (and SIGCONT), and the lost-lock callback (on the library's
+ * thread). Before it sleeps it looks at the lock; after every wake-up it
+ * reaps first, and a command found to have exited is judged by the lock as
+ * seen before that sleep. So a command that finished before rlockctl noticed
+ * the loss keeps its own status, even when rlockctl was stopped (or the
+ * machine suspended) until long after, and the lock's session with it. The
+ * command dies with rlockctl (PR_SET_PDEATHSIG), since the lock dies with
+ * its session; the rest of the job cannot be covered that way.
  */
 #include "rlockctl.h"
+#include "rlockctl_job.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +43,15 @@
 
 /* Byte written to the self-pipe by the lost-lock callback (signals write their number). */
 #define RUN_WAKE_LOST 0xff
+/* Added to a signal's number on the self-pipe when the terminal sent it (SI_KERNEL). */
+#define RUN_WAKE_TTY 0x40
+/*
+ * After SIGKILL, how often the job is looked for and killed again (a process
+ * may have forked just before), and how long until rlockctl gives up on a
+ * process that does not die (stuck in the kernel, state D) and says so.
+ */
+#define RUN_KILL_ROUND_MS 20
+#define RUN_KILL_WAIT_MS 10000
 
 /*
  * Write end of the self-pipe. A signal handler can reach nothing else, and
@@ -47,8 +62,11 @@
  */
 static atomic_int run_wake_fd = -1;
 
-/* Signals caught while the command runs; SIGCHLD last. */
-static const int run_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+/*
+ * Signals caught while the job runs: those passed on to the job, then
+ * SIGCONT (rlockctl was continued: it may have the terminal now) and SIGCHLD.
+ */
+static const int run_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCONT, SIGCHLD};
 #define RUN_NSIGNALS (sizeof run_signals / sizeof run_signals[0])
 
 struct run {
@@ -58,6 +76,7 @@ struct run {
     uint32_t wait_ms;
     uint32_t grace_ms;
     int no_watchdog;
+    int no_wait_children; /* release when the command exits, whatever it left running */
     const char *name;
     int caught[RUN_NSIGNALS]; /* 1 where our handler is installed */
     sigset_t old_mask;        /* the signal mask rlockctl was started with */
@@ -69,28 +88,40 @@ static void run_usage(FILE *f)
     fprintf(f,
             "Usage: rlockctl [OPTIONS] run [RUN-OPTIONS] RESOURCE [--] COMMAND [ARGS...]\n"
             "\n"
-            "Acquire RESOURCE, run COMMAND while holding it, release it when COMMAND exits,\n"
-            "and exit with COMMAND's status. COMMAND finds RLOCK_FENCE (decimal), RLOCK_TOKEN\n"
-            "and RLOCK_RESOURCE in its environment; pass the fence to the storage you guard.\n"
+            "Acquire RESOURCE, run COMMAND while holding it, release it once COMMAND and every\n"
+            "process it started have exited, and exit with COMMAND's status. COMMAND finds\n"
+            "RLOCK_FENCE (decimal), RLOCK_TOKEN and RLOCK_RESOURCE in its environment; pass\n"
+            "the fence to the storage you guard.\n"
             "\n"
             "  -l, --ttl D         lease (default: the daemon's default_ttl)\n"
             "  -w, --wait D        wait up to D for the lock (default 0: try once)\n"
             "  -g, --grace D       after the lock is lost, time between SIGTERM and SIGKILL\n"
-            "                      (default 5s)\n"
-            "  -N, --no-watchdog   the daemon does not renew the lease: COMMAND is stopped\n"
+            "                      to the job (default 5s)\n"
+            "  -N, --no-watchdog   the daemon does not renew the lease: the job is stopped\n"
             "                      once the lease runs out\n"
+            "      --no-wait-children\n"
+            "                      release the lock as soon as COMMAND exits, and leave what\n"
+            "                      it started running (a daemon it starts on purpose)\n"
             "  -n, --name NAME     client name shown in the daemon's logs (default rlockctl)\n"
             "  -h, --help          show this help\n" CTL_GLOBAL_HELP
             "\n"
-            "SIGINT, SIGTERM and SIGHUP sent to rlockctl are passed on to COMMAND (those the\n"
-            "terminal sends reach COMMAND directly; signalling the whole process group\n"
-            "delivers them to COMMAND twice).\n"
+            "The job is COMMAND and every process descended from it, including those that\n"
+            "left its process group or session (rlockctl is their subreaper). If the lock is\n"
+            "lost, all of them get SIGTERM, then SIGKILL after --grace, and rlockctl exits 79\n"
+            "once they are gone. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to rlockctl are\n"
+            "passed on to the job; once COMMAND has exited they stop what it left running\n"
+            "instead (SIGTERM, SIGKILL after --grace). Started by a shell on a terminal,\n"
+            "COMMAND gets the terminal: Ctrl-C and Ctrl-Z reach it, fg and bg work.\n"
             "\n"
-            "Exit status: COMMAND's (128+N if killed by signal N); 75 lock not acquired;\n"
-            "79 lock lost (COMMAND was stopped, or not started); 69 daemon unreachable or\n"
-            "unavailable; 64 usage error; 126 COMMAND not executable; 127 COMMAND not found;\n"
+            "Exit status: COMMAND's (128+N if killed by signal N); 75 lock not acquired\n"
+            "(held elsewhere, --wait ran out, or a daemon limit reached);\n"
+            "79 lock lost (the job was stopped, or COMMAND not started); 69 daemon unreachable\n"
+            "or unavailable; 64 usage error; 126 COMMAND not executable; 127 COMMAND not found;\n"
             "70 other.\n");
 }
+
+/* getopt_long's value for the options without a short form (above any char). */
+enum { RUN_OPT_NO_WAIT_CHILDREN = 0x100 };
 
 /* Parse options and operands. Returns -1 to go on, else the exit code. */
 static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
@@ -100,6 +131,7 @@ static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
         {"wait", required_argument, NULL, 'w'},
         {"grace", required_argument, NULL, 'g'},
         {"no-watchdog", no_argument, NULL, 'N'},
+        {"no-wait-children", no_argument, NULL, RUN_OPT_NO_WAIT_CHILDREN},
         {"name", required_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
         CTL_GLOBAL_LONGOPTS,
@@ -122,6 +154,9 @@ static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
             break;
         case 'N':
             r->no_watchdog = 1;
+            break;
+        case RUN_OPT_NO_WAIT_CHILDREN:
+            r->no_wait_children = 1;
             break;
         case 'n':
             r->name = optarg;
@@ -161,10 +196,9 @@ static void run_wake(unsigned char what)
 static void run_on_signal(int sig, siginfo_t *si, void *uctx)
 {
     (void)uctx;
-    /* The terminal signals the whole foreground group: the command has it already. */
-    if (sig != SIGCHLD && si != NULL && si->si_code == SI_KERNEL)
-        return;
-    run_wake((unsigned char)sig);
+    /* Whether the terminal sent it matters when the job shares rlockctl's group (run_on_wake). */
+    int from_tty = sig != SIGCHLD && si != NULL && si->si_code == SI_KERNEL;
+    run_wake((unsigned char)(sig + (from_tty ? RUN_WAKE_TTY : 0)));
 }
 
 static void run_on_lost(struct rlock_client *c, const char *resource, const char *token,
@@ -174,12 +208,19 @@ static void run_on_lost(struct rlock_client *c, const char *resource, const char
     run_wake(RUN_WAKE_LOST);
 }
 
+/* 1 for the signals rlockctl passes on to the job. */
+static int run_forwards(int sig)
+{
+    return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
+}
+
 /*
- * Install the handlers (SIGINT/SIGTERM/SIGHUP only where not ignored, so a
+ * Install the handlers (those passed on only where not ignored, so a
  * command started in the background keeps ignoring them), then unblock the
  * caught signals: started with SIGCHLD blocked, rlockctl would never learn
  * that the command ended and would hold the lock for ever. Before the fork,
- * so no SIGCHLD can be missed.
+ * so no SIGCHLD can be missed. SIGCHLD also comes when the command stops
+ * (no SA_NOCLDSTOP): a stop by the terminal is passed on to rlockctl.
  */
 static int run_catch_signals(struct run *r)
 {
@@ -196,9 +237,8 @@ static int run_catch_signals(struct run *r)
         struct sigaction old;
         if (sigaction(run_signals[i], NULL, &old) < 0)
             return -1;
-        if (run_signals[i] != SIGCHLD && old.sa_handler == SIG_IGN)
+        if (run_forwards(run_signals[i]) && old.sa_handler == SIG_IGN)
             continue;
-        sa.sa_flags = SA_SIGINFO | SA_RESTART | (run_signals[i] == SIGCHLD ? SA_NOCLDSTOP : 0);
         if (sigaction(run_signals[i], &sa, NULL) < 0)
             return -1;
         r->caught[i] = 1;
@@ -232,7 +272,7 @@ static void run_restore_signals(struct run *r)
 }
 
 /* In the child: only async-signal-safe calls until exec. */
-static void run_exec(const struct run *r, int errfd, pid_t parent)
+static void run_exec(const struct run *r, const struct job *j, int errfd, pid_t parent)
 {
     /*
      * The lock lives as long as rlockctl's session: if rlockctl dies, even by
@@ -240,6 +280,7 @@ static void run_exec(const struct run *r, int errfd, pid_t parent)
      */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
         _exit(CTL_EX_LOST);
+    job_child(j);
     run_default_signals(r);
     sigset_t none;
     sigemptyset(&none);
@@ -264,10 +305,11 @@ static int run_export(const struct rlock_lock *l)
 }
 
 /*
- * Fork and exec the command. Returns its pid; 0 when the exec failed (the
- * child has been reaped into *status); -1 when no child could be started.
+ * Fork and exec the command as job j. Returns its pid; 0 when the exec
+ * failed (the child has been reaped into *status); -1 when no child could
+ * be started.
  */
-static pid_t run_spawn(const struct run *r, int *status)
+static pid_t run_spawn(const struct run *r, struct job *j, int *status)
 {
     int errpipe[2];
     if (pipe2(errpipe, O_CLOEXEC) < 0) {
@@ -277,13 +319,14 @@ static pid_t run_spawn(const struct run *r, int *status)
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        run_exec(r, errpipe[1], parent);
+        run_exec(r, j, errpipe[1], parent);
     close(errpipe[1]);
     if (pid < 0) {
         ctl_err("run: fork: %s", strerror(errno));
         close(errpipe[0]);
         return -1;
     }
+    job_started(j, pid);
     /* EOF means the exec succeeded (the pipe is close-on-exec). */
     int err = 0;
     ssize_t n;
@@ -312,76 +355,195 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Read every pending wake-up byte; pass forwarded signals on to the command. */
-static void run_drain(const struct run *r, pid_t pid)
-{
-    unsigned char buf[64];
-    ssize_t n;
-    while ((n = read(r->wake[0], buf, sizeof buf)) > 0) {
-        for (ssize_t i = 0; i < n; i++) {
-            if (buf[i] == SIGINT || buf[i] == SIGTERM || buf[i] == SIGHUP)
-                kill(pid, buf[i]);
-        }
-    }
-}
-
 /* 1 once the lock can no longer be counted on: lost, or (watchdog off) its lease is over. */
 static int run_lock_gone(const struct rlock_lock *l, int64_t lease_end, int64_t now)
 {
     return rlock_lock_state(l) != RLOCK_HELD || (lease_end && now >= lease_end);
 }
 
-/*
- * Wait for the command, stopping it if the lock is lost or (watchdog off)
- * its lease runs out. Returns the waitpid status; *lost says whether the
- * loss was noticed while the command was still running.
- */
-static int run_supervise(const struct run *r, struct rlock_lock *l, pid_t pid,
-                         int64_t lease_end, int *lost)
+/* Why the lock is gone, for messages. */
+static const char *run_lock_why(const struct rlock_lock *l)
 {
-    int64_t kill_at = 0;
-    int killed = 0;
-    *lost = 0;
-    for (;;) {
-        int status;
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w < 0 && errno != EINTR) {
-            ctl_err("run: waitpid: %s", strerror(errno));
-            return -1;
+    return rlock_lock_state(l) == RLOCK_HELD ? "lease ran out"
+                                             : rlock_lost_reason_str(rlock_lock_lost_reason(l));
+}
+
+/* What the supervisor waits for; run_enter is the only place that changes it. */
+enum run_phase {
+    RUN_COMMAND,   /* the command runs */
+    RUN_LEFTOVERS, /* the command has exited; processes it started still run */
+    RUN_STOPPING,  /* the job got SIGTERM; SIGKILL at the deadline */
+    RUN_KILLING,   /* the job got SIGKILL, again each round until it is gone */
+    RUN_DONE,      /* nothing left to wait for */
+};
+
+struct run_sup {
+    enum run_phase phase;
+    int lost;         /* the lock was lost before the job was over: exit CTL_EX_LOST */
+    int64_t deadline; /* RUN_STOPPING: when to SIGKILL; RUN_KILLING: when to give up */
+    int64_t lease_end; /* --no-watchdog: end of the lease (now_ms clock); else 0 */
+    const struct rlock_lock *lock;
+};
+
+static void run_enter(const struct run *r, const struct job *j, struct run_sup *s,
+                      enum run_phase to)
+{
+    int64_t now = now_ms();
+    if (to == RUN_STOPPING) {
+        job_signal(j, SIGTERM);
+        /* A stopped process acts on SIGTERM only once continued. */
+        job_signal(j, SIGCONT);
+        s->deadline = now + r->grace_ms;
+    } else if (to == RUN_KILLING) {
+        /*
+         * Sent again each round, not only now: a process forked since the
+         * last look (by a parent busy in a SIGTERM handler) is found next
+         * time. SIGTERM went out once: what is forked after it is the
+         * job's own clean-up, which the grace period is for.
+         */
+        ctl_err("run: the job is still running %" PRIu32 " ms after SIGTERM: SIGKILL",
+                r->grace_ms);
+        s->deadline = now + RUN_KILL_WAIT_MS;
+    }
+    s->phase = to;
+}
+
+/* The lock was found gone: stop the job (unless already stopping it), exit CTL_EX_LOST. */
+static void run_lost(const struct run *r, const struct job *j, struct run_sup *s)
+{
+    s->lost = 1;
+    const char *why = run_lock_why(s->lock);
+    if (s->phase == RUN_COMMAND)
+        ctl_err("run: lock '%s' lost (%s): stopping the job (command pid %ld)", r->resource, why,
+                (long)j->pid);
+    else if (s->phase == RUN_LEFTOVERS)
+        ctl_err("run: lock '%s' lost (%s): stopping what the command left running",
+                r->resource, why);
+    else
+        ctl_err("run: lock '%s' lost (%s) while stopping the job", r->resource, why);
+    if (s->phase < RUN_STOPPING)
+        run_enter(r, j, s, RUN_STOPPING);
+}
+
+/*
+ * The command stopped. By the terminal, while rlockctl runs it as a job of
+ * its own: stop rlockctl too, and when continued, continue the job unless
+ * the lock was lost meanwhile (then it is stopped for good).
+ */
+static void run_job_stopped(const struct run *r, struct job *j, struct run_sup *s)
+{
+    if (s->phase == RUN_COMMAND && job_stopped_by_tty(j)) {
+        job_suspend(j);
+        if (run_lock_gone(s->lock, s->lease_end, now_ms()))
+            run_lost(r, j, s);
+        else
+            job_continue(j);
+    }
+    j->stop_sig = 0;
+}
+
+/*
+ * A signal arrived (from_tty: sent by the terminal). While the command runs,
+ * the ones rlockctl passes on go to the job, except those from the terminal
+ * when the job shares rlockctl's process group: it got them too. Once the
+ * command has exited, they end the wait for what it left running: those
+ * processes rarely heed them (a shell starts its background jobs with SIGINT
+ * ignored), and the lock cannot be released while they run, so they are
+ * stopped as on a loss.
+ */
+static void run_on_wake(const struct run *r, const struct job *j, struct run_sup *s, int sig,
+                        int from_tty)
+{
+    if (sig == SIGCONT && s->phase == RUN_COMMAND) {
+        job_tty_give(j); /* fg of an rlockctl started in the background */
+        return;
+    }
+    if (!run_forwards(sig))
+        return;
+    if (s->phase == RUN_COMMAND) {
+        if (!(from_tty && j->mode == JOB_SHARED_GROUP))
+            job_signal(j, sig);
+    } else if (s->phase == RUN_LEFTOVERS) {
+        ctl_err("run: SIG%s: stopping what the command left running", sigabbrev_np(sig));
+        run_enter(r, j, s, RUN_STOPPING);
+    }
+}
+
+/* A poll() timeout for a wait of ms milliseconds (0 when already over). */
+static int run_poll_ms(int64_t ms)
+{
+    return ms <= 0 ? 0 : ms > INT32_MAX ? INT32_MAX : (int)ms;
+}
+
+/* Sleep until a wake-up byte or the phase's next deadline; act on every byte read. */
+static void run_sleep(const struct run *r, const struct job *j, struct run_sup *s, int64_t now)
+{
+    int timeout = -1;
+    if (s->phase == RUN_STOPPING || s->phase == RUN_KILLING)
+        timeout = run_poll_ms(s->deadline - now);
+    else if (s->lease_end && !s->lost)
+        timeout = run_poll_ms(s->lease_end - now);
+    if (s->phase == RUN_KILLING && timeout > RUN_KILL_ROUND_MS)
+        timeout = RUN_KILL_ROUND_MS;
+    struct pollfd p = {.fd = r->wake[0], .events = POLLIN};
+    if (poll(&p, 1, timeout) <= 0)
+        return;
+    unsigned char buf[64];
+    ssize_t n;
+    while ((n = read(r->wake[0], buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < n; i++) {
+            if (buf[i] != RUN_WAKE_LOST)
+                run_on_wake(r, j, s, buf[i] & ~RUN_WAKE_TTY, (buf[i] & RUN_WAKE_TTY) != 0);
         }
+    }
+}
+
+/*
+ * Supervise the job until it is over: wait for the command, then (unless
+ * --no-wait-children) for every process it left running; stop the whole job
+ * if the lock is lost or (watchdog off) its lease runs out. Returns 1 when
+ * the lock was lost before the job was over, else 0. The command's wait
+ * status is in j once it has been reaped.
+ */
+static int run_supervise(const struct run *r, struct job *j, const struct rlock_lock *l,
+                         int64_t lease_end)
+{
+    struct run_sup s = {.phase = RUN_COMMAND, .lease_end = lease_end, .lock = l};
+    for (;;) {
+        int none_left = job_reap(j);
+        /* The command is over: the terminal goes back to rlockctl before it says anything. */
+        if (j->reaped)
+            job_tty_take(j);
         /*
          * Reaped: the command ended during the sleep just over, when the lock
-         * was last seen held unless *lost says otherwise. Looking at the lock
-         * again now would also count a loss that came after the command's end
-         * but was only noticed at this wake-up (after rlockctl was stopped or
-         * the machine suspended, both turn up together).
+         * was last seen held unless s.lost says otherwise. Looking at the
+         * lock again now would also count a loss that came after the
+         * command's end but was only noticed at this wake-up (after rlockctl
+         * was stopped or the machine suspended, both turn up together).
          */
-        if (w == pid)
-            return status;
+        if (s.phase == RUN_COMMAND && j->reaped)
+            run_enter(r, j, &s, none_left || r->no_wait_children ? RUN_DONE : RUN_LEFTOVERS);
+        else if (s.phase != RUN_COMMAND && none_left)
+            run_enter(r, j, &s, RUN_DONE);
+        if (s.phase == RUN_DONE)
+            return s.lost;
         int64_t now = now_ms();
-        if (!*lost && run_lock_gone(l, lease_end, now)) {
-            *lost = 1;
-            const char *why = rlock_lock_state(l) == RLOCK_HELD
-                                  ? "lease ran out"
-                                  : rlock_lost_reason_str(rlock_lock_lost_reason(l));
-            ctl_err("run: lock '%s' lost (%s): stopping the command (pid %ld)", r->resource, why,
-                    (long)pid);
-            kill(pid, SIGTERM);
-            kill_at = now + r->grace_ms;
+        if (!s.lost && run_lock_gone(l, s.lease_end, now))
+            run_lost(r, j, &s);
+        if (j->stop_sig)
+            run_job_stopped(r, j, &s);
+        if (s.phase == RUN_STOPPING && now >= s.deadline)
+            run_enter(r, j, &s, RUN_KILLING);
+        if (s.phase == RUN_KILLING) {
+            if (now >= s.deadline) {
+                if (job_survivors(j) > 0)
+                    ctl_err("run: warning: not waiting any longer, %d ms after SIGKILL",
+                            RUN_KILL_WAIT_MS);
+                return s.lost;
+            }
+            job_signal(j, SIGKILL);
         }
-        if (*lost && !killed && now >= kill_at) {
-            ctl_err("run: command still running after %" PRIu32 " ms: SIGKILL", r->grace_ms);
-            kill(pid, SIGKILL);
-            killed = 1;
-        }
-        int64_t wake = -1;
-        if (*lost && !killed)
-            wake = kill_at - now;
-        else if (!*lost && lease_end)
-            wake = lease_end - now;
-        struct pollfd p = {.fd = r->wake[0], .events = POLLIN};
-        if (poll(&p, 1, wake < 0 ? -1 : (int)(wake > INT32_MAX ? INT32_MAX : wake)) > 0)
-            run_drain(r, pid);
+        run_sleep(r, j, &s, now);
     }
 }
 
@@ -394,7 +556,24 @@ static int run_exit_status(int status)
     return EX_SOFTWARE;
 }
 
-/* With the lock held: run the command to its end and settle the lock. */
+/* The job is over and the lock not lost on the way: release it. Returns the exit code. */
+static int run_settle(const struct ctl *ctl, const struct run *r, struct rlock_client *c,
+                      struct rlock_lock *l, int status)
+{
+    if (rlock_lock_state(l) == RLOCK_LOST) {
+        /* Noticed only after the job's end: its status stands, nothing to release. */
+        ctl_err("run: note: lock '%s' found lost (%s) only after the command ended", r->resource,
+                rlock_lost_reason_str(rlock_lock_lost_reason(l)));
+    } else if (rlock_release(l, ctl->timeout_ms) != RLOCK_OK) {
+        char msg[256];
+        rlock_errmsg(c, msg, sizeof msg);
+        ctl_err("run: warning: release of '%s' failed: %s (closing the session releases it)",
+                r->resource, msg);
+    }
+    return run_exit_status(status);
+}
+
+/* With the lock held: run the job to its end and settle the lock. */
 static int run_locked(const struct ctl *ctl, struct run *r, struct rlock_client *c,
                       struct rlock_lock *l, int64_t granted_at)
 {
@@ -407,48 +586,36 @@ static int run_locked(const struct ctl *ctl, struct run *r, struct rlock_client 
     }
     atomic_store(&run_wake_fd, r->wake[1]);
     int rc = EX_SOFTWARE;
+    struct job j = {.tty = -1};
     if (run_catch_signals(r) < 0) {
         ctl_err("run: sigaction: %s", strerror(errno));
         goto out;
     }
-    int status = 0, lost = 0;
     int64_t lease_end = r->no_watchdog ? granted_at + rlock_lock_ttl_ms(l) : 0;
     /* Lost already (e.g. rlockctl was stopped right after the grant): never start unguarded. */
     if (run_lock_gone(l, lease_end, now_ms())) {
-        const char *why = rlock_lock_state(l) == RLOCK_HELD
-                              ? "lease ran out"
-                              : rlock_lost_reason_str(rlock_lock_lost_reason(l));
         ctl_err("run: lock '%s' lost (%s) before the command started; not running it",
-                r->resource, why);
+                r->resource, run_lock_why(l));
         rc = CTL_EX_LOST;
         goto out;
     }
-    pid_t pid = run_spawn(r, &status);
+    if (job_init(&j) < 0)
+        goto out;
+    int status = 0;
+    pid_t pid = run_spawn(r, &j, &status);
     if (pid < 0)
         goto out;
-    if (pid > 0) {
-        status = run_supervise(r, l, pid, lease_end, &lost);
-        if (status < 0)
-            goto out;
-    }
+    int lost = pid > 0 ? run_supervise(r, &j, l, lease_end) : 0;
+    job_fini(&j); /* the terminal back, if the job still has it, before any message */
     if (lost) {
-        ctl_err("run: lock '%s' was lost while the command ran", r->resource);
+        ctl_err("run: lock '%s' was lost while the job ran", r->resource);
         rc = CTL_EX_LOST;
     } else {
-        rc = run_exit_status(status);
-        if (rlock_lock_state(l) == RLOCK_LOST) {
-            /* Noticed only after the command's end: its status stands, nothing to release. */
-            ctl_err("run: note: lock '%s' found lost (%s) only after the command ended",
-                    r->resource,
-                    rlock_lost_reason_str(rlock_lock_lost_reason(l)));
-        } else if (rlock_release(l, ctl->timeout_ms) != RLOCK_OK) {
-            char msg[256];
-            rlock_errmsg(c, msg, sizeof msg);
-            ctl_err("run: warning: release of '%s' failed: %s (closing the session releases it)",
-                    r->resource, msg);
-        }
+        rc = run_settle(ctl, r, c, l, pid > 0 ? j.status : status);
     }
 out:
+    /* Before the signal mask is restored: taking the terminal back needs SIGTTOU blocked. */
+    job_fini(&j);
     /* The pipe stays open: the lost-lock callback may still write until rlock_close. */
     run_restore_signals(r);
     return rc;
@@ -485,6 +652,9 @@ int ctl_run(struct ctl *ctl, int argc, char **argv)
         else if (e == RLOCK_ERR_TIMEOUT)
             ctl_err("run: lock '%s' not acquired within %" PRIu32 " ms (%s)", r.resource,
                     r.wait_ms, msg);
+        else if (e == RLOCK_ERR_LIMIT_EXCEEDED)
+            ctl_err("run: lock '%s' not acquired: a limit of the daemon was reached (%s)",
+                    r.resource, msg);
         else
             ctl_err("run: acquire '%s': %s", r.resource, msg);
         rc = ctl_exit_code(e);
