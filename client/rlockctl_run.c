@@ -344,9 +344,8 @@ static pid_t run_spawn(const struct run *r, struct job *j, int *status)
 }
 
 /*
- * Milliseconds on CLOCK_BOOTTIME: a lease in Redis runs on while this machine
- * is suspended, so the lease end (--no-watchdog) must be judged by a clock
- * that does too.
+ * Milliseconds on CLOCK_BOOTTIME, for the grace and kill deadlines of a
+ * stopping job: they count on while the machine is suspended.
  */
 static int64_t now_ms(void)
 {
@@ -355,17 +354,34 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* 1 once the lock can no longer be counted on: lost, or (watchdog off) its lease is over. */
-static int run_lock_gone(const struct rlock_lock *l, int64_t lease_end, int64_t now)
+/*
+ * 1 once the lock can no longer be counted on: lost, or past the time the
+ * library can vouch for it (RLOCK_UNCERTAIN: with the watchdog off, the lease
+ * running out; with it on, no news from the daemon for too long).
+ */
+static int run_lock_gone(const struct rlock_lock *l)
 {
-    return rlock_lock_state(l) != RLOCK_HELD || (lease_end && now >= lease_end);
+    return rlock_lock_state(l) != RLOCK_HELD;
 }
 
 /* Why the lock is gone, for messages. */
 static const char *run_lock_why(const struct rlock_lock *l)
 {
-    return rlock_lock_state(l) == RLOCK_HELD ? "lease ran out"
-                                             : rlock_lost_reason_str(rlock_lock_lost_reason(l));
+    enum rlock_lock_state st = rlock_lock_state(l);
+    if (st == RLOCK_UNCERTAIN || st == RLOCK_HELD)
+        return "its validity ran out with no word from the daemon";
+    return rlock_lost_reason_str(rlock_lock_lost_reason(l));
+}
+
+/* Milliseconds (CLOCK_MONOTONIC) until the library stops vouching for l, or -1 (not held). */
+static int64_t run_valid_for(const struct rlock_lock *l)
+{
+    int64_t until = rlock_lock_valid_until(l);
+    if (until == 0)
+        return -1;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return until - ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
 }
 
 /* What the supervisor waits for; run_enter is the only place that changes it. */
@@ -381,7 +397,6 @@ struct run_sup {
     enum run_phase phase;
     int lost;         /* the lock was lost before the job was over: exit CTL_EX_LOST */
     int64_t deadline; /* RUN_STOPPING: when to SIGKILL; RUN_KILLING: when to give up */
-    int64_t lease_end; /* --no-watchdog: end of the lease (now_ms clock); else 0 */
     const struct rlock_lock *lock;
 };
 
@@ -434,7 +449,7 @@ static void run_job_stopped(const struct run *r, struct job *j, struct run_sup *
 {
     if (s->phase == RUN_COMMAND && job_stopped_by_tty(j)) {
         job_suspend(j);
-        if (run_lock_gone(s->lock, s->lease_end, now_ms()))
+        if (run_lock_gone(s->lock))
             run_lost(r, j, s);
         else
             job_continue(j);
@@ -481,8 +496,8 @@ static void run_sleep(const struct run *r, const struct job *j, struct run_sup *
     int timeout = -1;
     if (s->phase == RUN_STOPPING || s->phase == RUN_KILLING)
         timeout = run_poll_ms(s->deadline - now);
-    else if (s->lease_end && !s->lost)
-        timeout = run_poll_ms(s->lease_end - now);
+    else if (!s->lost && run_valid_for(s->lock) >= 0)
+        timeout = run_poll_ms(run_valid_for(s->lock) + 1); /* look again once it has passed */
     if (s->phase == RUN_KILLING && timeout > RUN_KILL_ROUND_MS)
         timeout = RUN_KILL_ROUND_MS;
     struct pollfd p = {.fd = r->wake[0], .events = POLLIN};
@@ -501,14 +516,14 @@ static void run_sleep(const struct run *r, const struct job *j, struct run_sup *
 /*
  * Supervise the job until it is over: wait for the command, then (unless
  * --no-wait-children) for every process it left running; stop the whole job
- * if the lock is lost or (watchdog off) its lease runs out. Returns 1 when
+ * if the lock is lost or the library can no longer vouch for it (watchdog off:
+ * its lease runs out; on: no news from the daemon past its validity). Returns 1 when
  * the lock was lost before the job was over, else 0. The command's wait
  * status is in j once it has been reaped.
  */
-static int run_supervise(const struct run *r, struct job *j, const struct rlock_lock *l,
-                         int64_t lease_end)
+static int run_supervise(const struct run *r, struct job *j, const struct rlock_lock *l)
 {
-    struct run_sup s = {.phase = RUN_COMMAND, .lease_end = lease_end, .lock = l};
+    struct run_sup s = {.phase = RUN_COMMAND, .lock = l};
     for (;;) {
         int none_left = job_reap(j);
         /* The command is over: the terminal goes back to rlockctl before it says anything. */
@@ -528,7 +543,7 @@ static int run_supervise(const struct run *r, struct job *j, const struct rlock_
         if (s.phase == RUN_DONE)
             return s.lost;
         int64_t now = now_ms();
-        if (!s.lost && run_lock_gone(l, s.lease_end, now))
+        if (!s.lost && run_lock_gone(l))
             run_lost(r, j, &s);
         if (j->stop_sig)
             run_job_stopped(r, j, &s);
@@ -575,7 +590,7 @@ static int run_settle(const struct ctl *ctl, const struct run *r, struct rlock_c
 
 /* With the lock held: run the job to its end and settle the lock. */
 static int run_locked(const struct ctl *ctl, struct run *r, struct rlock_client *c,
-                      struct rlock_lock *l, int64_t granted_at)
+                      struct rlock_lock *l)
 {
     if (run_export(l) < 0)
         return EX_SOFTWARE;
@@ -591,9 +606,8 @@ static int run_locked(const struct ctl *ctl, struct run *r, struct rlock_client 
         ctl_err("run: sigaction: %s", strerror(errno));
         goto out;
     }
-    int64_t lease_end = r->no_watchdog ? granted_at + rlock_lock_ttl_ms(l) : 0;
     /* Lost already (e.g. rlockctl was stopped right after the grant): never start unguarded. */
-    if (run_lock_gone(l, lease_end, now_ms())) {
+    if (run_lock_gone(l)) {
         ctl_err("run: lock '%s' lost (%s) before the command started; not running it",
                 r->resource, run_lock_why(l));
         rc = CTL_EX_LOST;
@@ -605,7 +619,7 @@ static int run_locked(const struct ctl *ctl, struct run *r, struct rlock_client 
     pid_t pid = run_spawn(r, &j, &status);
     if (pid < 0)
         goto out;
-    int lost = pid > 0 ? run_supervise(r, &j, l, lease_end) : 0;
+    int lost = pid > 0 ? run_supervise(r, &j, l) : 0;
     job_fini(&j); /* the terminal back, if the job still has it, before any message */
     if (lost) {
         ctl_err("run: lock '%s' was lost while the job ran", r->resource);
@@ -635,15 +649,10 @@ int ctl_run(struct ctl *ctl, int argc, char **argv)
     struct rlock_acquire_opts ao = {
         .ttl_ms = r.ttl_ms, .wait_ms = r.wait_ms, .watchdog_off = r.no_watchdog};
     struct rlock_lock *l = NULL;
-    int64_t asked_at = now_ms();
     enum rlock_err e = rlock_acquire(c, r.resource, &ao, ctl->timeout_ms, &l);
     if (e == RLOCK_OK) {
-        /*
-         * The lease started at the grant. Without a wait that lies between
-         * asked_at and now, so asked_at is safe; after a wait the grant
-         * came just before the reply, so now is late only by its trip.
-         */
-        rc = run_locked(ctl, &r, c, l, r.wait_ms ? now_ms() : asked_at);
+        /* How long the lease lasts is the library's to say (rlock_lock_valid_until). */
+        rc = run_locked(ctl, &r, c, l);
     } else {
         char msg[256];
         rlock_errmsg(c, msg, sizeof msg);
