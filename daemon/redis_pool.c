@@ -63,6 +63,7 @@ struct rconn {
     int reset_requested;    /* the timer should reset the connection */
     struct rcall_list calls; /* sent and not yet answered, oldest first */
     uint32_t npending;       /* length of calls */
+    int dirty;               /* commands queued this loop turn, not written yet */
 };
 
 struct rpool {
@@ -77,6 +78,7 @@ struct rpool {
     int closing; /* rpool_free is running: new calls fail at once */
     struct rcall_list failed; /* refused calls, answered by fail_ev on the next loop turn */
     struct event *fail_ev;
+    struct event *flush_ev;   /* writes the commands of this loop turn, one write per connection */
     uint8_t hash_key[UTIL_HASH_KEY_BYTES]; /* routes keys (secret: chosen names cannot pile up) */
 };
 
@@ -229,6 +231,26 @@ static void fail_drain(struct rpool *p)
     }
 }
 
+/*
+ * End of the loop turn's callbacks: write every connection's queued commands
+ * now, in one write each, instead of waiting for the loop to report the
+ * socket writable (hiredis's way), which costs a turn and two epoll_ctl.
+ */
+static void flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct rpool *p = arg;
+    for (uint32_t i = 0; i < p->n; i++) {
+        struct rconn *c = &p->conns[i];
+        if (!c->dirty)
+            continue;
+        c->dirty = 0;
+        if (c->ac != NULL && c->state == RCONN_READY && !c->reset_requested)
+            redisAsyncHandleWrite(c->ac);
+    }
+}
+
 static void fail_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -276,6 +298,10 @@ void rpool_eval(struct rpool *p, uint32_t route, enum script_id script, int nkey
         return;
     }
     call->conn = c;
+    if (!c->dirty) {
+        c->dirty = 1;
+        event_active(p->flush_ev, EV_TIMEOUT, 0);
+    }
     call->deadline = util_now_ms() + p->cfg->command_timeout_ms;
     if (TAILQ_EMPTY(&c->calls))
         conn_arm(c, p->cfg->command_timeout_ms);
@@ -540,23 +566,17 @@ struct rpool *rpool_new(struct event_base *base, const struct config *cfg,
     memcpy(p->hash_key, hash_key, UTIL_HASH_KEY_BYTES);
     TAILQ_INIT(&p->failed);
     p->fail_ev = event_new(base, -1, 0, fail_cb, p);
-    if (p->fail_ev == NULL) {
-        free(p);
-        return NULL;
-    }
+    p->flush_ev = event_new(base, -1, 0, flush_cb, p);
+    if (p->fail_ev == NULL || p->flush_ev == NULL)
+        goto fail;
     if (config_parse_address(cfg->redis_address, &p->addr, err, sizeof err) != 0) {
         log_error("redis.address: %s", err);
-        event_free(p->fail_ev);
-        free(p);
-        return NULL;
+        goto fail;
     }
+    p->conns = calloc(cfg->pool_size, sizeof *p->conns);
+    if (p->conns == NULL)
+        goto fail;
     p->n = cfg->pool_size;
-    p->conns = calloc(p->n, sizeof *p->conns);
-    if (p->conns == NULL) {
-        event_free(p->fail_ev);
-        free(p);
-        return NULL;
-    }
     for (uint32_t i = 0; i < p->n; i++) {
         struct rconn *c = &p->conns[i];
         c->pool = p;
@@ -564,13 +584,15 @@ struct rpool *rpool_new(struct event_base *base, const struct config *cfg,
         c->state = RCONN_DOWN;
         TAILQ_INIT(&c->calls);
         c->timer = evtimer_new(base, conn_timer_cb, c);
-        if (c->timer == NULL) {
-            rpool_free(p);
-            return NULL;
-        }
-        conn_connect(c);
+        if (c->timer == NULL)
+            goto fail;
     }
+    for (uint32_t i = 0; i < p->n; i++)
+        conn_connect(&p->conns[i]);
     return p;
+fail:
+    rpool_free(p);
+    return NULL;
 }
 
 void rpool_free(struct rpool *p)
@@ -596,6 +618,8 @@ void rpool_free(struct rpool *p)
     free(p->conns);
     if (p->fail_ev != NULL)
         event_free(p->fail_ev);
+    if (p->flush_ev != NULL)
+        event_free(p->flush_ev);
     free(p);
 }
 

@@ -41,6 +41,21 @@ static void reap_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+static void flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct server *srv = arg;
+    struct session *s;
+    while ((s = TAILQ_FIRST(&srv->flushq)) != NULL)
+        session_flush(s); /* takes s off the queue */
+}
+
+void server_schedule_flush(struct server *srv)
+{
+    event_active(srv->flush_ev, EV_TIMEOUT, 0);
+}
+
 void server_schedule_reap(struct server *srv)
 {
     event_active(srv->reap_ev, EV_TIMEOUT, 0);
@@ -129,17 +144,30 @@ struct server *server_new(struct config *cfg, const char *config_path)
     TAILQ_INIT(&srv->sessions);
     TAILQ_INIT(&srv->closed);
     TAILQ_INIT(&srv->draining);
+    TAILQ_INIT(&srv->flushq);
     TAILQ_INIT(&srv->leases);
     srv->start_ms = util_now_ms();
     util_rng_init(&srv->rng);
     util_random(&srv->rng, srv->hash_key, sizeof srv->hash_key);
-    srv->base = event_base_new();
+    /*
+     * The epoll changelist folds the add and del of one event within a loop
+     * turn into nothing: hiredis arms writability for every command, and our
+     * own end-of-turn flush writes them before the loop gets to epoll.
+     */
+    struct event_config *ec = event_config_new();
+    if (ec != NULL) {
+        event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+        srv->base = event_base_new_with_config(ec);
+        event_config_free(ec);
+    }
     if (srv->base == NULL)
         goto fail;
     srv->reap_ev = event_new(srv->base, -1, 0, reap_cb, srv);
+    srv->flush_ev = event_new(srv->base, -1, 0, flush_cb, srv);
     srv->resources = restable_new(srv->hash_key);
     srv->cleanups = cleanup_new(srv);
-    if (srv->reap_ev == NULL || srv->resources == NULL || srv->cleanups == NULL)
+    if (srv->reap_ev == NULL || srv->flush_ev == NULL || srv->resources == NULL ||
+        srv->cleanups == NULL)
         goto fail;
     srv->pool = rpool_new(srv->base, cfg, srv->hash_key);
     if (srv->pool == NULL)
@@ -190,6 +218,8 @@ void server_free(struct server *srv)
         event_free(srv->stop_ev);
     if (srv->reap_ev != NULL)
         event_free(srv->reap_ev);
+    if (srv->flush_ev != NULL)
+        event_free(srv->flush_ev);
     cleanup_free(srv->cleanups);
     restable_free(srv->resources);
     if (srv->base != NULL)

@@ -48,6 +48,9 @@ struct server {
     struct session_list sessions;   /* live sessions */
     struct session_list closed;     /* ended, freed by reap_ev after this loop turn */
     struct session_list draining;   /* ended, still writing their last reply */
+    struct session_list flushq;     /* with replies to write at the end of this loop turn */
+    struct event *flush_ev;
+    uint8_t scratch[65536];         /* every session reads into it first (one loop, one reader) */
     uint32_t nsessions;
     struct restable *resources;     /* resource name -> struct resource */
     struct lease_list leases;       /* every held lock, for the watchdog */
@@ -75,6 +78,8 @@ struct server *server_new(struct config *cfg, const char *config_path);
 int server_run(struct server *srv);
 void server_free(struct server *srv);
 
+/* Have the sessions on srv->flushq written once the current callbacks are done. */
+void server_schedule_flush(struct server *srv);
 /* Ask the reaper to free closed sessions after the current loop turn. */
 void server_schedule_reap(struct server *srv);
 /* A session-less request (release, orphan) finished; shutdown waits for the last. */

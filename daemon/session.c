@@ -14,8 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
+#include <errno.h>
+#include <sys/socket.h>
+
 #include <event2/event.h>
 
 #include "config.h"
@@ -54,17 +55,15 @@ static void session_retire(struct session *s)
         TAILQ_REMOVE(&s->srv->draining, s, link);
         s->flush_then_close = 0;
     }
-    bufferevent_disable(s->bev, EV_READ | EV_WRITE);
-    bufferevent_setcb(s->bev, NULL, NULL, NULL, NULL);
+    if (s->flush_queued) {
+        TAILQ_REMOVE(&s->srv->flushq, s, flush_link);
+        s->flush_queued = 0;
+    }
+    event_del(s->rev);
+    event_del(s->wev);
     evtimer_del(s->timer);
     TAILQ_INSERT_TAIL(&s->srv->closed, s, link);
     server_schedule_reap(s->srv);
-}
-
-static void flushed_cb(struct bufferevent *bev, void *arg)
-{
-    (void)bev;
-    session_retire(arg);
 }
 
 void session_close(struct session *s, const char *reason, int flush)
@@ -79,13 +78,13 @@ void session_close(struct session *s, const char *reason, int flush)
     TAILQ_REMOVE(&s->srv->sessions, s, link);
     s->srv->nsessions--;
 
-    struct evbuffer *out = bufferevent_get_output(s->bev);
-    if (flush && evbuffer_get_length(out) > 0) {
-        bufferevent_disable(s->bev, EV_READ);
-        bufferevent_setcb(s->bev, NULL, flushed_cb, NULL, s);
+    if (flush && s->tx.len > 0) {
+        /* Deliver the last reply (an error) before closing; at most SESSION_FLUSH_MS. */
+        event_del(s->rev);
         s->flush_then_close = 1;
         TAILQ_INSERT_TAIL(&s->srv->draining, s, link);
         session_arm(s, SESSION_FLUSH_MS);
+        session_queue_flush(s);
         return;
     }
     session_retire(s);
@@ -100,36 +99,102 @@ void session_free(struct session *s)
 {
     if (s == NULL)
         return;
-    if (s->bev != NULL)
-        bufferevent_free(s->bev);
+    if (s->rev != NULL)
+        event_free(s->rev);
+    if (s->wev != NULL)
+        event_free(s->wev);
     if (s->timer != NULL)
         event_free(s->timer);
-    if (s->resume_ev != NULL)
-        event_free(s->resume_ev);
+    if (s->fd >= 0)
+        evutil_closesocket(s->fd);
+    iobuf_free(&s->rx);
+    iobuf_free(&s->tx);
     free(s);
 }
 
 /* --- output ----------------------------------------------------------------- */
 
+/*
+ * Replies are packed into the session's output buffer and written once per
+ * loop turn, by the server's flush event, for every session that has any:
+ * the replies to a batch of frames, or to the many Redis answers one read of
+ * a Redis connection brings, leave in one write. Only when the socket does
+ * not take everything does the session wait for writability (wev).
+ */
+void session_queue_flush(struct session *s)
+{
+    if (s->flush_queued)
+        return;
+    s->flush_queued = 1;
+    TAILQ_INSERT_TAIL(&s->srv->flushq, s, flush_link);
+    server_schedule_flush(s->srv);
+}
+
+/* Write what the socket takes now. */
+void session_flush(struct session *s)
+{
+    if (s->flush_queued) {
+        TAILQ_REMOVE(&s->srv->flushq, s, flush_link);
+        s->flush_queued = 0;
+    }
+    while (s->tx.len > 0) {
+        ssize_t n = send(s->fd, iobuf_head(&s->tx), s->tx.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            iobuf_consume(&s->tx, (size_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (!s->wev_armed && event_add(s->wev, NULL) == 0)
+                s->wev_armed = 1;
+            return;
+        }
+        /* The peer is gone: nothing more can be delivered. */
+        if (s->flush_then_close) {
+            session_retire(s);
+        } else {
+            session_close(s, "connection error", 0);
+        }
+        return;
+    }
+    if (s->wev_armed) {
+        event_del(s->wev);
+        s->wev_armed = 0;
+    }
+    iobuf_shrink(&s->tx, 0); /* an idle session keeps no output buffer */
+    if (s->flush_then_close)
+        session_retire(s);
+}
+
+static void write_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    session_flush(arg);
+}
+
 static void session_send(struct session *s, const Rlock__V1__ServerMessage *m)
 {
     if (s->state == SESSION_CLOSING && !s->flush_then_close)
         return;
-    size_t len;
-    uint8_t *buf = wire_pack_server_message(m, &len);
-    if (buf == NULL) {
+    size_t body = protobuf_c_message_get_packed_size(&m->base);
+    if (body > UINT32_MAX || iobuf_reserve(&s->tx, WIRE_HEADER_BYTES + body) != 0) {
         log_error("session %s: out of memory packing a reply", s->id);
         return;
     }
-    struct evbuffer *out = bufferevent_get_output(s->bev);
-    bufferevent_write(s->bev, buf, len);
-    free(buf);
-    if (evbuffer_get_length(out) > s->srv->cfg->max_output_bytes && !s->overflow) {
+    uint8_t *at = iobuf_tail(&s->tx);
+    wire_put_len(at, (uint32_t)body);
+    protobuf_c_message_pack(&m->base, at + WIRE_HEADER_BYTES);
+    iobuf_added(&s->tx, WIRE_HEADER_BYTES + body);
+    if (s->tx.len > s->srv->cfg->max_output_bytes && !s->overflow) {
         /* A reader this slow is disconnected, not buffered for; closing is
          * deferred because the caller may be in the middle of lock logic. */
         s->overflow = 1;
-        event_active(s->resume_ev, EV_TIMEOUT, 0);
+        event_active(s->rev, EV_TIMEOUT, 0);
+        return;
     }
+    session_queue_flush(s);
 }
 
 void session_respond(struct session *s, uint64_t id, Rlock__V1__Status status, const char *msg,
@@ -171,74 +236,120 @@ void session_push_event(struct session *s, Rlock__V1__Event *ev)
 
 /* --- input ------------------------------------------------------------------ */
 
-static void session_read(struct session *s)
+/*
+ * Act on the complete frames in data[0..len), at most SESSION_FRAMES_PER_EVENT
+ * of them (fairness between busy connections). Returns the bytes used, or -1
+ * when the session closed.
+ */
+static ssize_t session_frames(struct session *s, const uint8_t *data, size_t len, int *capped)
 {
-    struct evbuffer *in = bufferevent_get_input(s->bev);
     const struct config *cfg = s->srv->cfg;
+    size_t used = 0;
+    *capped = 0;
     for (int n = 0; n < SESSION_FRAMES_PER_EVENT; n++) {
         if (s->state == SESSION_CLOSING)
-            return;
-        size_t avail = evbuffer_get_length(in);
-        uint8_t hdr[WIRE_HEADER_BYTES];
-        if (avail < WIRE_HEADER_BYTES)
-            return;
-        evbuffer_copyout(in, hdr, WIRE_HEADER_BYTES);
-        uint32_t len = wire_get_len(hdr);
-        if (len > cfg->max_frame_bytes) {
+            return -1;
+        if (len - used < WIRE_HEADER_BYTES)
+            return (ssize_t)used;
+        uint32_t flen = wire_get_len(data + used);
+        if (flen > cfg->max_frame_bytes) {
             /* Refused before buffering it: answer, then close this connection only. */
             char msg[96];
-            snprintf(msg, sizeof msg, "frame of %u bytes exceeds max_frame_bytes (%u)", len,
+            snprintf(msg, sizeof msg, "frame of %u bytes exceeds max_frame_bytes (%u)", flen,
                      cfg->max_frame_bytes);
             log_warn("session %s (%s): %s", s->id, s->peer, msg);
             session_respond(s, 0, RLOCK__V1__STATUS__STATUS_INVALID, msg,
                             RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
             session_close(s, "frame too large", 1);
+            return -1;
+        }
+        if (len - used - WIRE_HEADER_BYTES < flen)
+            return (ssize_t)used; /* wait for the rest (at most max_frame_bytes) */
+        s->last_frame_ms = util_now_ms(); /* any frame is a keepalive */
+        dispatch_frame(s, data + used + WIRE_HEADER_BYTES, flen);
+        used += WIRE_HEADER_BYTES + flen;
+    }
+    *capped = 1;
+    return (ssize_t)used;
+}
+
+/*
+ * Read what the socket has into the server's scratch buffer and act on the
+ * frames in it; only a partial frame, or the frames left over when the cap
+ * was reached, are copied into the session's own buffer. So an idle session
+ * holds no input buffer, and a busy one rarely copies.
+ */
+static void session_read(struct session *s)
+{
+    struct server *srv = s->srv;
+    int capped = 0;
+    if (s->rx.len > 0) {
+        /* Frames left from an earlier turn first; read more only when they are done. */
+        ssize_t used = session_frames(s, iobuf_head(&s->rx), s->rx.len, &capped);
+        if (used < 0)
+            return;
+        iobuf_consume(&s->rx, (size_t)used);
+        if (capped) {
+            event_active(s->rev, EV_READ, 0);
             return;
         }
-        if (avail < WIRE_HEADER_BYTES + (size_t)len)
-            return; /* wait for the rest (at most max_frame_bytes are ever buffered) */
-        evbuffer_drain(in, WIRE_HEADER_BYTES);
-        static const uint8_t empty[1];
-        const uint8_t *body = len > 0 ? evbuffer_pullup(in, len) : empty;
-        s->last_frame_ms = util_now_ms(); /* any frame is a keepalive */
-        if (body != NULL)
-            dispatch_frame(s, body, len);
-        evbuffer_drain(in, len);
     }
-    /* The cap was reached: let other connections run, then continue. */
-    event_active(s->resume_ev, EV_TIMEOUT, 0);
+    ssize_t got = recv(s->fd, srv->scratch, sizeof srv->scratch, 0);
+    if (got == 0) {
+        session_close(s, "connection closed by client", 0);
+        return;
+    }
+    if (got < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            session_close(s, "connection error", 0);
+        return;
+    }
+    const uint8_t *data = srv->scratch;
+    size_t len = (size_t)got;
+    if (s->rx.len > 0) {
+        /* Complete the partial frame kept from before. */
+        if (iobuf_reserve(&s->rx, len) != 0) {
+            session_close(s, "out of memory", 0);
+            return;
+        }
+        memcpy(iobuf_tail(&s->rx), data, len);
+        iobuf_added(&s->rx, len);
+        ssize_t used = session_frames(s, iobuf_head(&s->rx), s->rx.len, &capped);
+        if (used < 0)
+            return;
+        iobuf_consume(&s->rx, (size_t)used);
+    } else {
+        ssize_t used = session_frames(s, data, len, &capped);
+        if (used < 0)
+            return;
+        if ((size_t)used < len) {
+            if (iobuf_reserve(&s->rx, len - (size_t)used) != 0) {
+                session_close(s, "out of memory", 0);
+                return;
+            }
+            memcpy(iobuf_tail(&s->rx), data + used, len - (size_t)used);
+            iobuf_added(&s->rx, len - (size_t)used);
+        }
+    }
+    if (capped)
+        event_active(s->rev, EV_READ, 0); /* the cap was reached: others first, then go on */
+    else if (s->rx.len == 0)
+        iobuf_shrink(&s->rx, 0);
 }
 
-static void read_cb(struct bufferevent *bev, void *arg)
-{
-    (void)bev;
-    session_read(arg);
-}
-
-static void resume_cb(evutil_socket_t fd, short what, void *arg)
+static void read_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
-    (void)what;
     struct session *s = arg;
     if (s->state == SESSION_CLOSING)
         return;
-    if (s->overflow) {
+    if (s->overflow && (what & EV_TIMEOUT)) {
         log_warn("session %s (%s): output above max_output_bytes; disconnecting slow reader",
                  s->id, s->peer);
         session_close(s, "slow reader", 0);
         return;
     }
     session_read(s);
-}
-
-static void event_cb(struct bufferevent *bev, short what, void *arg)
-{
-    (void)bev;
-    struct session *s = arg;
-    if (what & BEV_EVENT_EOF)
-        session_close(s, "connection closed by client", 0);
-    else if (what & BEV_EVENT_ERROR)
-        session_close(s, "connection error", 0);
 }
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
@@ -275,38 +386,31 @@ void session_activate(struct session *s, uint32_t timeout_ms)
 struct session *session_new(struct server *srv, int fd, const char *peer)
 {
     struct session *s = calloc(1, sizeof *s);
-    if (s == NULL)
-        goto fail;
+    if (s == NULL) {
+        evutil_closesocket(fd);
+        return NULL;
+    }
     s->srv = srv;
+    s->fd = fd;
     s->state = SESSION_ACCEPTED;
     TAILQ_INIT(&s->requests);
     TAILQ_INIT(&s->leases);
     util_uuid(&srv->rng, s->id);
     snprintf(s->peer, sizeof s->peer, "%s", peer);
     s->opened_ms = s->last_frame_ms = util_now_ms();
-    s->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
-    if (s->bev == NULL)
-        goto fail;
-    fd = -1; /* the bufferevent owns it now */
+    s->rev = event_new(srv->base, fd, EV_READ | EV_PERSIST, read_cb, s);
+    s->wev = event_new(srv->base, fd, EV_WRITE | EV_PERSIST, write_cb, s);
     s->timer = evtimer_new(srv->base, timer_cb, s);
-    s->resume_ev = event_new(srv->base, -1, 0, resume_cb, s);
-    if (s->timer == NULL || s->resume_ev == NULL)
-        goto fail;
-    /* Never buffer more than one maximal frame plus a header per read. */
-    bufferevent_setwatermark(s->bev, EV_READ, 0, (size_t)srv->cfg->max_frame_bytes + 64);
-    bufferevent_setcb(s->bev, read_cb, NULL, event_cb, s);
-    bufferevent_enable(s->bev, EV_READ);
+    if (s->rev == NULL || s->wev == NULL || s->timer == NULL || event_add(s->rev, NULL) != 0) {
+        session_free(s);
+        return NULL;
+    }
     session_arm(s, srv->cfg->hello_timeout_ms);
     TAILQ_INSERT_TAIL(&srv->sessions, s, link);
     srv->nsessions++;
     srv->ctr.sessions_opened++;
     log_debug("session %s: accepted from %s", s->id, peer);
     return s;
-fail:
-    if (fd >= 0)
-        evutil_closesocket(fd);
-    session_free(s);
-    return NULL;
 }
 
 /* --- requests --------------------------------------------------------------- */

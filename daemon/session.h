@@ -13,13 +13,14 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "iobuf.h"
 #include "rlock.pb-c.h"
 #include "server.h"
 #include "theap.h"
 #include "util.h"
 
-struct bufferevent;
 struct resource;
+struct event;
 
 enum session_state { SESSION_ACCEPTED, SESSION_ACTIVE, SESSION_CLOSING };
 
@@ -55,7 +56,14 @@ TAILQ_HEAD(request_list, request);
 
 struct session {
     struct server *srv;
-    struct bufferevent *bev;
+    int fd;
+    struct event *rev;     /* readable (persistent); also activated to resume or to close */
+    struct event *wev;     /* writable, added only while output waits for the socket */
+    int wev_armed;
+    struct iobuf rx;       /* a partial frame, or frames left over by the per-event cap */
+    struct iobuf tx;       /* replies not yet written */
+    int flush_queued;      /* on srv->flushq */
+    TAILQ_ENTRY(session) flush_link;
     enum session_state state;
     char id[UTIL_UUID_LEN + 1];
     char peer[128];
@@ -64,7 +72,6 @@ struct session {
     int64_t opened_ms;
     int64_t last_frame_ms;
     struct event *timer;  /* Hello deadline, then keepalive deadline */
-    struct event *resume_ev; /* continue reading after the per-event frame cap */
     struct request_list requests; /* in Redis or waiting */
     struct lease_list leases;     /* held locks */
     uint32_t nleases;
@@ -83,6 +90,10 @@ void session_respond(struct session *s, uint64_t id, Rlock__V1__Status status, c
                      Rlock__V1__Response__BodyCase body_case, void *body);
 /* Send an Event. */
 void session_push_event(struct session *s, Rlock__V1__Event *ev);
+/* Have s's output written at the end of this loop turn (server flush). */
+void session_queue_flush(struct session *s);
+/* Write s's output now, as far as the socket takes it. */
+void session_flush(struct session *s);
 
 /*
  * End the session: release its locks, cancel its waiters, orphan its
