@@ -21,6 +21,7 @@
 #include "config.h"
 #include "log.h"
 #include "redis_pool.h"
+#include "relq.h"
 #include "resource.h"
 
 #define WAKE_POLL_MS 1000 /* retry period when the holder's key has no expiry */
@@ -248,15 +249,7 @@ static void release_send(struct request *req, const char *token, int64_t max_exp
 void lock_release_token(struct server *srv, struct resource *res, const char *token,
                         int64_t max_expiry_ms)
 {
-    struct request *req = request_new(srv, NULL, 0, 0);
-    if (req == NULL) {
-        cleanup_add(srv, res->key, res->key_len, res->route, token, util_now_ms(),
-                    max_expiry_ms + LOCK_CLEANUP_GRACE_MS);
-        return;
-    }
-    req->res = res;
-    resource_ref(res);
-    release_send(req, token, max_expiry_ms);
+    relq_add(srv, res, token, 0, max_expiry_ms);
 }
 
 /* The longest a key set now by a command with ttl_ms may live (Redis's clock may be fast). */
@@ -666,49 +659,6 @@ void lock_cancel(struct session *s, uint64_t id, const Rlock__V1__Cancel *c)
 
 /* --- session end ------------------------------------------------------------ */
 
-static void tombstone_reply_cb(const redisReply *reply, const char *err, void *arg)
-{
-    struct request *req = arg;
-    if (reply == NULL || reply->type != REDIS_REPLY_INTEGER) {
-        /* The key keeps our token, for its ttl at most: delete it after the delay. */
-        log_warn("lock_delay of %s not confirmed: %s", req->res->name,
-                 reply == NULL ? err : reply->type == REDIS_REPLY_ERROR ? reply->str
-                                                                        : "unexpected reply");
-        cleanup_add(req->srv, req->res->key, req->res->key_len, req->res->route, req->token,
-                    util_now_ms() + req->lock_delay_ms,
-                    req->max_expiry_ms + LOCK_CLEANUP_GRACE_MS);
-    }
-    struct resource *res = req->res;
-    resource_ref(res);
-    request_finish(req);
-    lock_kick(res); /* local waiters learn the tombstone's PTTL and sleep until it ends */
-    resource_unref(res);
-}
-
-/* Replace l's token by a tombstone for its lock_delay (tombstone.lua). */
-static void tombstone_send(struct server *srv, struct resource *res, const char *token,
-                           uint32_t delay_ms, int64_t max_expiry_ms)
-{
-    struct request *req = request_new(srv, NULL, 0, 0);
-    if (req == NULL) {
-        cleanup_add(srv, res->key, res->key_len, res->route, token,
-                    util_now_ms() + delay_ms, max_expiry_ms + LOCK_CLEANUP_GRACE_MS);
-        return;
-    }
-    req->res = res;
-    resource_ref(res);
-    memcpy(req->token, token, sizeof req->token);
-    req->lock_delay_ms = delay_ms;
-    req->max_expiry_ms = max_expiry_ms;
-    char delay[16];
-    const char *args[3] = {res->key, token, delay};
-    size_t lens[3] = {res->key_len, strlen(token), 0};
-    lens[2] = (size_t)snprintf(delay, sizeof delay, "%u", delay_ms);
-    req->state = REQUEST_IN_REDIS;
-    rpool_eval(srv->pool, res->route, SCRIPT_TOMBSTONE, 1, 3, args, lens, tombstone_reply_cb,
-               req);
-}
-
 void lock_session_end(struct session *s, int clean)
 {
     struct lease *l;
@@ -720,10 +670,8 @@ void lock_session_end(struct session *s, int clean)
         memcpy(token, l->token, sizeof token);
         resource_ref(res);
         lease_forget(l);
-        if (delay > 0)
-            tombstone_send(s->srv, res, token, delay, max_expiry);
-        else
-            lock_release_token(s->srv, res, token, max_expiry);
+        /* Batched and paced: a session may hold a hundred thousand locks. */
+        relq_add(s->srv, res, token, delay, max_expiry);
         resource_unref(res);
     }
     struct request *req;

@@ -9,7 +9,7 @@
     X(ACQUIRE, acquire)                                                                         \
     X(RELEASE, release)                                                                         \
     X(RENEW, renew)                                                                             \
-    X(TOMBSTONE, tombstone)
+    X(RELEASE_MANY, release_many)
 
 enum script_id {
 #define SCRIPT_ENUM(id, name) SCRIPT_##id,

@@ -23,6 +23,7 @@
 #include "lock.h"
 #include "log.h"
 #include "redis_pool.h"
+#include "relq.h"
 #include "resource.h"
 #include "session.h"
 #include "watchdog.h"
@@ -170,7 +171,7 @@ struct server *server_new(struct config *cfg, const char *config_path)
         srv->cleanups == NULL)
         goto fail;
     srv->pool = rpool_new(srv->base, cfg, srv->hash_key);
-    if (srv->pool == NULL)
+    if (srv->pool == NULL || relq_init(srv) != 0)
         goto fail;
     if (watchdog_start(srv) != 0 || listener_open_all(srv) != 0)
         goto fail;
@@ -208,6 +209,7 @@ void server_free(struct server *srv)
     /* Freeing the pool answers every call still in flight, which may touch sessions. */
     rpool_free(srv->pool);
     srv->pool = NULL;
+    relq_free(srv);
     if (srv->reap_ev != NULL)
         reap_cb(-1, 0, srv);
     for (int i = 0; i < 3; i++)

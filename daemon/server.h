@@ -22,6 +22,7 @@ struct listener;
 struct session;
 struct lease;
 struct cleanup_list;
+struct relq;
 
 TAILQ_HEAD(session_list, session);
 TAILQ_HEAD(lease_list, lease);
@@ -55,6 +56,9 @@ struct server {
     struct restable *resources;     /* resource name -> struct resource */
     struct lease_list leases;       /* every held lock, for the watchdog */
     struct cleanup_list *cleanups;  /* unconfirmed deletes to retry */
+    struct relq *relqs;             /* releases nobody awaits, per Redis connection (relq.c) */
+    uint32_t nrelqs;
+    uint64_t relq_pending;
     uint64_t nleases;
     uint64_t nwaiters;
     struct server_counters ctr;
