@@ -76,6 +76,9 @@ enum config_type {
       "Largest lease a client may ask for")                                                    \
     X("limits", "max_wait", CONFIG_DURATION, max_wait_ms, "10m", 0, 86400000, 1, 0,              \
       "Longest wait_ms honoured; larger waits are capped")                                     \
+    X("limits", "fence_ttl", CONFIG_DURATION, fence_ttl_ms, "2h", 60000, 2592000000u, 1, 0,      \
+      "How long a resource's fence key outlives its last grant (fences keep growing after "    \
+      "it expires: they are raised to the Redis clock)")                                       \
     X("limits", "max_resource_bytes", CONFIG_UINT, max_resource_bytes, "512", 1, 4096, 1, 0,     \
       "Longest resource name")                                                                 \
     X("limits", "max_waiters", CONFIG_UINT, max_waiters_per_resource, "4096", 1, 1000000, 1, 0,  \
@@ -119,6 +122,7 @@ struct config {
     uint32_t min_ttl_ms;
     uint32_t max_ttl_ms;
     uint32_t max_wait_ms;
+    uint32_t fence_ttl_ms;
     uint32_t max_resource_bytes;
     uint32_t max_waiters_per_resource;
     uint32_t max_locks;

@@ -265,15 +265,16 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
 static void acquire_try(struct request *req)
 {
     struct resource *res = req->res;
-    char ttl[16];
-    const char *args[4] = {res->key, res->fence_key, req->token, ttl};
-    size_t lens[4] = {res->key_len, res->fence_key_len, UTIL_UUID_LEN, 0};
+    char ttl[16], fence_ttl[16];
+    const char *args[5] = {res->key, res->fence_key, req->token, ttl, fence_ttl};
+    size_t lens[5] = {res->key_len, res->fence_key_len, UTIL_UUID_LEN, 0, 0};
     lens[3] = (size_t)snprintf(ttl, sizeof ttl, "%u", req->ttl_ms);
+    lens[4] = (size_t)snprintf(fence_ttl, sizeof fence_ttl, "%u", req->srv->cfg->fence_ttl_ms);
     if (req->in_queue)
         res->head_trying = 1;
     req->state = REQUEST_IN_REDIS;
     req->sent_ms = util_now_ms();
-    rpool_eval(req->srv->pool, res->route, SCRIPT_ACQUIRE, 2, 4, args, lens, acquire_reply_cb,
+    rpool_eval(req->srv->pool, res->route, SCRIPT_ACQUIRE, 2, 5, args, lens, acquire_reply_cb,
                req);
 }
 

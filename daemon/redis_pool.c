@@ -409,9 +409,10 @@ int rpool_version_check(const char *info, char *why, size_t len)
         snprintf(why, len, "INFO server names no redis_version");
         return -1;
     }
-    if (major < RPOOL_MIN_REDIS_MAJOR) {
-        snprintf(why, len, "Redis %u.%u is too old: rlockd needs %u.0 or later", major, minor,
-                 RPOOL_MIN_REDIS_MAJOR);
+    if (major < RPOOL_MIN_REDIS_MAJOR ||
+        (major == RPOOL_MIN_REDIS_MAJOR && minor < RPOOL_MIN_REDIS_MINOR)) {
+        snprintf(why, len, "Redis %u.%u is too old: rlockd needs %u.%u or later", major, minor,
+                 RPOOL_MIN_REDIS_MAJOR, RPOOL_MIN_REDIS_MINOR);
         return -1;
     }
     return 0;

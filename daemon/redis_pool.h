@@ -54,9 +54,11 @@ void rpool_free(struct rpool *p);
 
 /*
  * The oldest Redis rlockd runs on: its scripts call TIME after a write,
- * which needs script effects replication, the default from 5.0 on.
+ * which needs script effects replication (the default from 5.0 on), and
+ * acquire.lua uses SET ... GET (6.2).
  */
-#define RPOOL_MIN_REDIS_MAJOR 5
+#define RPOOL_MIN_REDIS_MAJOR 6
+#define RPOOL_MIN_REDIS_MINOR 2
 /* 0 when INFO server's text names a Redis version rlockd can use; else -1 and why. */
 int rpool_version_check(const char *info, char *why, size_t len);
 

@@ -2,27 +2,36 @@
 -- hand out a fencing token.
 --
 -- KEYS[1]  lock key   PREFIX{resource}        value = holder's token
--- KEYS[2]  fence key  PREFIX{resource}:fence  per-resource counter
+-- KEYS[2]  fence key  PREFIX{resource}:fence  the last fence handed out
 -- ARGV[1]  token      the new holder's token (a UUID string)
 -- ARGV[2]  ttl_ms     lease in milliseconds
+-- ARGV[3]  fence_ttl  how long the fence key outlives its last grant, in ms
 --
 -- Returns  {1, fence}  granted; fence is strictly greater than every fence
 --                      handed out before for this resource
 --          {0, pttl}   held by another token; pttl is its remaining lease in
 --                      ms (-1: the key has no expiry)
 --
--- The fence is the counter's INCR raised to at least the Redis server time in
--- microseconds, so losing the counter key (DEL, FLUSHALL, a restart without
--- persistence) cannot make it go backwards unless the Redis clock does.
--- Microseconds since the epoch stay below 2^53, so Lua's doubles hold them
--- exactly; string.format('%.0f') keeps tostring() from writing 1.7e+15.
+-- The fence is the Redis server time in microseconds, or the last fence + 1
+-- when that is not below it (several grants in one microsecond, or a clock
+-- that stepped back a little). Losing the fence key — DEL, FLUSHALL, a
+-- restart without persistence, or its own expiry fence_ttl after the last
+-- grant — cannot make fences go backwards unless the Redis clock does: every
+-- fence handed out was at most its grant's time plus the grants of that
+-- microsecond, long past by then.
+--
+-- SET ... GET (Redis 6.2) writes the new fence and reads the old one in one
+-- call; only when the old one is not below the clock (rare) is a second SET
+-- needed. Microseconds since the epoch stay below 2^53, so Lua's doubles hold
+-- them exactly; string.format('%.0f') keeps tostring() from writing 1.7e+15.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-    local fence = redis.call('INCR', KEYS[2])
     local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    if fence < now then
-        fence = now
-        redis.call('SET', KEYS[2], string.format('%.0f', now))
+    local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local last = tonumber(redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[3],
+                                     'GET') or '0') or 0
+    if last >= fence then
+        fence = last + 1
+        redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[3])
     end
     return {1, fence}
 end

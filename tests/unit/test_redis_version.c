@@ -12,8 +12,10 @@ static const struct {
     int ok;
 } cases[] = {
     {"# Server\r\nredis_version:7.0.15\r\nredis_git_sha1:0\r\n", 1},
-    {"# Server\r\nredis_version:5.0.0\r\n", 1},
+    {"# Server\r\nredis_version:6.2.0\r\n", 1},
     {"# Server\r\nredis_version:6.2.14\r\n", 1},
+    {"# Server\r\nredis_version:6.0.16\r\n", 0},
+    {"# Server\r\nredis_version:5.0.0\r\n", 0},
     {"# Server\r\nredis_version:4.0.14\r\n", 0},
     {"# Server\r\nredis_version:3.2.1\r\n", 0},
     {"# Server\r\nredis_mode:standalone\r\n", 0},
