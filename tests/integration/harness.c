@@ -507,6 +507,42 @@ long long h_redis_int(redisContext *r, const char *fmt, ...)
     return v;
 }
 
+long long h_count_lock_keys(redisContext *r, const struct h_env *e, char *example, size_t len)
+{
+    static const char fence_suffix[] = ":fence";
+    const size_t slen = sizeof fence_suffix - 1;
+    char pattern[96];
+    snprintf(pattern, sizeof pattern, "%s*", e->prefix); /* prefixes hold no glob characters */
+    if (example && len)
+        example[0] = '\0';
+    long long n = 0;
+    char cursor[32] = "0";
+    do {
+        redisReply *rep = redisCommand(r, "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
+        if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+            rep->element[0]->type != REDIS_REPLY_STRING ||
+            rep->element[1]->type != REDIS_REPLY_ARRAY) {
+            fprintf(stderr, "harness: SCAN %s: %s\n", pattern, rep ? "bad reply" : r->errstr);
+            if (rep)
+                freeReplyObject(rep);
+            return -1;
+        }
+        snprintf(cursor, sizeof cursor, "%s", rep->element[0]->str);
+        for (size_t i = 0; i < rep->element[1]->elements; i++) {
+            const redisReply *k = rep->element[1]->element[i];
+            if (k->type != REDIS_REPLY_STRING)
+                continue;
+            size_t klen = (size_t)k->len;
+            if (klen >= slen && memcmp(k->str + klen - slen, fence_suffix, slen) == 0)
+                continue;
+            if (n++ == 0 && example && len)
+                snprintf(example, len, "%s", k->str);
+        }
+        freeReplyObject(rep);
+    } while (strcmp(cursor, "0") != 0);
+    return n;
+}
+
 /* --- clients and output -------------------------------------------------- */
 
 struct rlock_client *h_client(struct h_env *e, const struct rlock_options *opts)

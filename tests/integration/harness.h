@@ -149,6 +149,13 @@ int h_wait_all(const pid_t *pids, int n, int timeout_ms, int *statuses, const st
  */
 int64_t h_wait_key_gone(redisContext *r, const char *key, int timeout_ms, const struct h_env *e);
 
+/*
+ * The number of lock keys of e in Redis: keys with e's prefix, less the fence
+ * keys ("...:fence", which outlive their locks by design). The first one found
+ * goes to example (may be NULL). -1 on error.
+ */
+long long h_count_lock_keys(redisContext *r, const struct h_env *e, char *example, size_t len);
+
 /* "rlock_strerror(rc): <the client's last message>" for a failed call on c. */
 const char *h_rlock_err(struct rlock_client *c, enum rlock_err rc, char *buf, size_t len);
 
@@ -231,6 +238,21 @@ void h_holder_start(struct h_holder *h, struct h_env *e, const char *resource, u
                     int held_within_ms);
 /* kill -9 the holder and reap it (within 5 s); returns h_now_ms() right after the kill. */
 int64_t h_holder_kill9(struct h_holder *h);
+
+/* SIGSTOP rlockd and wait (at most 2 s) until it is stopped. */
+void h_rlockd_sigstop(struct h_env *e);
+/* SIGCONT rlockd. */
+void h_rlockd_sigcont(struct h_env *e);
+
+/* Daemon-wide Stats, asked by a fresh client (the caller's own may be closed or stopped). */
+void h_stats_or_fail(struct h_env *e, struct rlock_stats *out);
+/*
+ * Poll Stats (fresh client, every 20 ms) until held_locks == held and waiters ==
+ * waiters, at most timeout_ms. Returns 0 when seen, else -1; *last (may be NULL)
+ * gets the last Stats read.
+ */
+int h_wait_stats(struct h_env *e, uint64_t held, uint64_t waiters, int timeout_ms,
+                 struct rlock_stats *last);
 
 /* A test thread whose end can be awaited with a deadline. */
 struct h_thread {

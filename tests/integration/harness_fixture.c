@@ -106,6 +106,78 @@ int64_t h_holder_kill9(struct h_holder *h)
     return t_kill;
 }
 
+/* --- stopping rlockd, and its counters ----------------------------------- */
+
+/* The state letter of pid in /proc/PID/stat ('R', 'S', 'T', ...), or 0. */
+static char proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return p != NULL && p[1] == ' ' ? p[2] : 0;
+}
+
+void h_rlockd_sigstop(struct h_env *e)
+{
+    ck_assert_int_gt(e->rlockd_pid, 0);
+    ck_assert_int_eq(kill(e->rlockd_pid, SIGSTOP), 0);
+    int64_t deadline = h_now_ms() + 2000;
+    char st;
+    while ((st = proc_state(e->rlockd_pid)) != 'T' && h_now_ms() < deadline)
+        h_sleep_ms(1);
+    if (st != 'T')
+        kill(e->rlockd_pid, SIGCONT);
+    ck_assert_msg(st == 'T', "rlockd (pid %d) not stopped 2 s after SIGSTOP (state %c)",
+                  (int)e->rlockd_pid, st ? st : '?');
+}
+
+void h_rlockd_sigcont(struct h_env *e)
+{
+    ck_assert_int_eq(kill(e->rlockd_pid, SIGCONT), 0);
+}
+
+/* Stats through a fresh client; RLOCK_OK or the error. */
+static enum rlock_err stats_fresh(struct h_env *e, struct rlock_stats *out)
+{
+    struct rlock_options o = { .client_name = "itest-stats", .connect_timeout_ms = 5000 };
+    struct rlock_client *c = h_client(e, &o);
+    if (c == NULL)
+        return RLOCK_ERR_CONNECT;
+    enum rlock_err rc = rlock_stats(c, 5000, out);
+    rlock_close(c);
+    return rc;
+}
+
+void h_stats_or_fail(struct h_env *e, struct rlock_stats *out)
+{
+    enum rlock_err rc = stats_fresh(e, out);
+    ck_assert_msg(rc == RLOCK_OK, "Stats from rlockd: %s", rlock_strerror(rc));
+}
+
+int h_wait_stats(struct h_env *e, uint64_t held, uint64_t waiters, int timeout_ms,
+                 struct rlock_stats *last)
+{
+    int64_t deadline = h_now_ms() + timeout_ms;
+    struct rlock_stats st;
+    for (;;) {
+        memset(&st, 0, sizeof st);
+        enum rlock_err rc = stats_fresh(e, &st);
+        if (last)
+            *last = st;
+        if (rc == RLOCK_OK && st.held_locks == held && st.waiters == waiters)
+            return 0;
+        if (h_now_ms() >= deadline)
+            return -1;
+        h_sleep_ms(20);
+    }
+}
+
 /* --- threads ------------------------------------------------------------- */
 
 static void *thread_main(void *arg)

@@ -14,6 +14,10 @@
  *    in time fails with RLOCK_ERR_DEADLINE and the session is closed, and so
  *    does a call queued behind another thread's unwritten request (the held
  *    lock is then LOST, and the daemon frees it once it runs again);
+ *  - the one meaning of DEADLINE, with locks held: a request written and not
+ *    answered, and one that could not be written, each leave the client
+ *    ended, every handle LOST (SESSION), on_lost called once per lock, and
+ *    the keys released by rlockd once it runs again;
  *  - rlock_close() from inside on_lost (the lock's key deleted in Redis, so
  *    the watchdog reports it lost): returns, the client is freed by its own
  *    thread and the daemon sees the session end (meant to be run under a
@@ -26,6 +30,8 @@
 #include <pthread.h>
 
 #include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,42 +47,7 @@
  * stopped daemon reads nothing). */
 #define BIG_RESOURCE_BYTES (8u * 1024u * 1024u)
 
-/* --- signals to rlockd --------------------------------------------------- */
-
-/* The state letter of pid in /proc/PID/stat ('R', 'S', 'T', ...), or 0. */
-static char proc_state(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
-    return p != NULL && p[1] == ' ' ? p[2] : 0;
-}
-
-/* SIGSTOP rlockd and wait (at most 2 s) until it is stopped. */
-static void rlockd_sigstop(struct h_env *e)
-{
-    ck_assert_int_gt(e->rlockd_pid, 0);
-    ck_assert_int_eq(kill(e->rlockd_pid, SIGSTOP), 0);
-    int64_t deadline = h_now_ms() + 2000;
-    char st;
-    while ((st = proc_state(e->rlockd_pid)) != 'T' && h_now_ms() < deadline)
-        h_sleep_ms(1);
-    if (st != 'T')
-        kill(e->rlockd_pid, SIGCONT);
-    ck_assert_msg(st == 'T', "rlockd (pid %d) not stopped 2 s after SIGSTOP (state %c)",
-                  (int)e->rlockd_pid, st ? st : '?');
-}
-
-static void rlockd_sigcont(struct h_env *e)
-{
-    ck_assert_int_eq(kill(e->rlockd_pid, SIGCONT), 0);
-}
+/* --- helpers ------------------------------------------------------------ */
 
 /* rlockd answers a fresh client's ping (within 5 s). */
 static void assert_rlockd_serves(struct h_env *e)
@@ -120,7 +91,7 @@ START_TEST(test_client_faults_backlog_full)
     ck_assert_uint_lt(strlen(f.e.rlockd_sock), sizeof a.sun_path);
     memcpy(a.sun_path, f.e.rlockd_sock, strlen(f.e.rlockd_sock) + 1);
 
-    rlockd_sigstop(&f.e);
+    h_rlockd_sigstop(&f.e);
     /* Fill the backlog: connections rlockd cannot accept, until the kernel refuses one. */
     int *fillers = calloc(MAX_FILLERS, sizeof *fillers);
     ck_assert_ptr_nonnull(fillers);
@@ -158,7 +129,7 @@ START_TEST(test_client_faults_backlog_full)
         close(fillers[i]);
     free(fillers);
     t_cont = h_now_ms();
-    rlockd_sigcont(&f.e);
+    h_rlockd_sigcont(&f.e);
     if (started)
         h_thread_join(&t, h_now_ms() + 8000, "rlock_connect did not return 8 s after SIGCONT");
 
@@ -198,14 +169,14 @@ START_TEST(test_client_faults_hello_too_late)
     rlock_close(c);
 
     /* rlockd stopped while the Hello goes out; it answers 1.5 session timeouts later. */
-    rlockd_sigstop(&f.e);
+    h_rlockd_sigstop(&f.e);
     struct connector k = {.addr = f.e.rlockd_addr, .session_timeout_ms = LATE_SESSION_MS};
     struct h_thread t;
     h_thread_start(&t, connect_main, &k);
     h_sleep_ms(LATE_STOP_MS);
     int returned_early = h_thread_done(&t);
     int64_t t_cont = h_now_ms();
-    rlockd_sigcont(&f.e);
+    h_rlockd_sigcont(&f.e);
     h_thread_join(&t, h_now_ms() + 8000, "rlock_connect did not return 8 s after SIGCONT");
 
     printf("client_faults: late Hello: %s after %lld ms (%lld ms after SIGCONT): %s\n",
@@ -341,7 +312,7 @@ START_TEST(test_client_faults_write_deadline)
     big[BIG_RESOURCE_BYTES] = '\0';
 
     /* rlockd reads nothing while stopped: the socket buffer fills and the write stalls. */
-    rlockd_sigstop(&f.e);
+    h_rlockd_sigstop(&f.e);
     struct rlock_lock *l = NULL;
     int64_t t0 = h_now_ms();
     enum rlock_err rc = rlock_acquire(c, big, NULL, UNWRITTEN_TIMEOUT_MS, &l);
@@ -349,7 +320,7 @@ START_TEST(test_client_faults_write_deadline)
     char msg[256];
     rlock_errmsg(c, msg, sizeof msg);
     int alive = rlock_client_alive(c);
-    rlockd_sigcont(&f.e);
+    h_rlockd_sigcont(&f.e);
     free(big);
 
     printf("client_faults: unwritable acquire: %s after %lld ms (timeout %d ms): %s\n",
@@ -405,7 +376,7 @@ START_TEST(test_client_faults_behind_stalled_write)
     memset(big, 'r', BIG_RESOURCE_BYTES);
     big[BIG_RESOURCE_BYTES] = '\0';
 
-    rlockd_sigstop(&f.e);
+    h_rlockd_sigstop(&f.e);
     struct big_writer w = {.c = c, .resource = big};
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, big_writer_main, &w), 0);
@@ -419,7 +390,7 @@ START_TEST(test_client_faults_behind_stalled_write)
     int alive = rlock_client_alive(c);
     enum rlock_lock_state st = rlock_lock_state(held);
     enum rlock_lost_reason why = rlock_lock_lost_reason(held);
-    rlockd_sigcont(&f.e);
+    h_rlockd_sigcont(&f.e);
     free(big);
 
     printf("client_faults: ping behind a stalled write: %s after %lld ms (timeout %d ms): %s; "
@@ -446,6 +417,119 @@ START_TEST(test_client_faults_behind_stalled_write)
     rlock_close(c);
     assert_rlockd_serves(&f.e);
     h_fixture_stop(&f);
+}
+END_TEST
+
+/* --- DEADLINE: outcome unknown, session closed, locks released ------------------------ */
+
+#define DEADLINE_TIMEOUT_MS 300
+
+/*
+ * With locks held (one of them twice), rlockd stops and a call runs out of
+ * time: either a ping that was written and never answered, or an acquire too
+ * big to be written. Both mean the same: RLOCK_ERR_DEADLINE, the session
+ * closed by the library (every handle LOST with reason SESSION, on_lost once
+ * per lock, the lost fd readable), and rlockd, resumed, releases the keys.
+ */
+static void deadline_case(int written)
+{
+    static const char *const names[2] = {"cf-deadline-a", "cf-deadline-b"};
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    int lfd = rlock_lost_fd(f.c);
+    ck_assert_int_ge(lfd, 0);
+    struct rlock_lock *h[3];
+    h[0] = h_acquire_ok(f.c, names[0], NULL);
+    h[1] = h_acquire_ok(f.c, names[0], NULL); /* re-entered: one lock, two handles */
+    h[2] = h_acquire_ok(f.c, names[1], NULL);
+    ck_assert_uint_eq(rlock_lock_hold_count(h[1]), 2);
+    char *big = NULL;
+    if (!written) {
+        big = malloc(BIG_RESOURCE_BYTES + 1);
+        ck_assert_ptr_nonnull(big);
+        memset(big, 'r', BIG_RESOURCE_BYTES);
+        big[BIG_RESOURCE_BYTES] = '\0';
+    }
+
+    h_rlockd_sigstop(&f.e);
+    int64_t t0 = h_now_ms();
+    enum rlock_err rc;
+    struct rlock_lock *l = NULL;
+    if (written)
+        rc = rlock_ping(f.c, DEADLINE_TIMEOUT_MS, NULL);
+    else
+        rc = rlock_acquire(f.c, big, NULL, DEADLINE_TIMEOUT_MS, &l);
+    int64_t took = h_now_ms() - t0;
+    struct rlock_error err = *rlock_last_error();
+    /* Everything the client says is read while rlockd is still stopped: no news from it. */
+    int alive = rlock_client_alive(f.c);
+    enum rlock_lock_state st[3];
+    enum rlock_lost_reason why[3];
+    for (int i = 0; i < 3; i++) {
+        st[i] = rlock_lock_state(h[i]);
+        why[i] = rlock_lock_lost_reason(h[i]);
+    }
+    enum rlock_err after = rlock_ping(f.c, 1000, NULL);
+    h_rlockd_sigcont(&f.e);
+    free(big);
+
+    printf("client_faults: %s with rlockd stopped: %s after %lld ms (timeout %d ms): %s\n",
+           written ? "ping (written, unanswered)" : "acquire (not written)", rlock_strerror(rc),
+           (long long)took, DEADLINE_TIMEOUT_MS, err.message);
+    ck_assert_msg(rc == RLOCK_ERR_DEADLINE, "%s: %s (%s)", written ? "ping" : "acquire",
+                  rlock_strerror(rc), err.message);
+    ck_assert_ptr_null(l);
+    ck_assert_int_eq(err.code, RLOCK_ERR_DEADLINE);
+    ck_assert_msg(strstr(err.message, written ? "request written, no answer" : "not written"),
+                  "message: %s", err.message);
+    ck_assert_msg(strstr(err.message, "session closed") != NULL, "message: %s", err.message);
+    ck_assert_msg(took >= DEADLINE_TIMEOUT_MS - 50 && took < DEADLINE_TIMEOUT_MS + 1000,
+                  "the call returned after %lld ms, timeout %d ms", (long long)took,
+                  DEADLINE_TIMEOUT_MS);
+    ck_assert_int_eq(alive, 0);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_msg(st[i] == RLOCK_LOST, "handle %d in state %d after DEADLINE", i, (int)st[i]);
+        ck_assert_msg(why[i] == RLOCK_LOST_SESSION, "handle %d lost for %s", i,
+                      rlock_lost_reason_str(why[i]));
+    }
+    ck_assert_int_eq(after, RLOCK_ERR_CLOSED);
+    /* The library closed the session, the application did not: on_lost once per lock. */
+    struct pollfd p = {.fd = lfd, .events = POLLIN};
+    ck_assert_msg(poll(&p, 1, 2000) == 1, "the lost fd is not readable after DEADLINE");
+    int64_t deadline = h_now_ms() + 2000;
+    while (atomic_load(&f.lost.count) < 2 && h_now_ms() < deadline)
+        h_sleep_ms(10);
+    h_sleep_ms(200); /* a third call would come by now */
+    ck_assert_msg(atomic_load(&f.lost.count) == 2, "on_lost called %d times for 2 locks",
+                  atomic_load(&f.lost.count));
+    ck_assert_int_eq(atomic_load(&f.lost.reason), RLOCK_LOST_SESSION);
+
+    /* Resumed, rlockd finds the connection shut and releases what the session held. */
+    for (int i = 0; i < 2; i++) {
+        char key[256];
+        h_lock_key(&f.e, names[i], key, sizeof key);
+        int64_t gone = h_wait_key_gone(f.r, key, 5000, &f.e);
+        ck_assert_msg(gone >= 0, "%s still in Redis 5 s after SIGCONT", key);
+        printf("client_faults: %s released %lld ms after SIGCONT\n", names[i], (long long)gone);
+    }
+    struct rlock_stats stats;
+    ck_assert_msg(h_wait_stats(&f.e, 0, 0, 5000, &stats) == 0,
+                  "rlockd still counts %" PRIu64 " held locks", stats.held_locks);
+    for (int i = 0; i < 3; i++)
+        rlock_lock_free(h[i]);
+    assert_rlockd_serves(&f.e);
+    h_fixture_stop(&f);
+}
+
+START_TEST(test_client_faults_deadline_written)
+{
+    deadline_case(1);
+}
+END_TEST
+
+START_TEST(test_client_faults_deadline_unwritten)
+{
+    deadline_case(0);
 }
 END_TEST
 
@@ -589,6 +673,8 @@ int main(void)
                             test_client_faults_session_closing,
                             test_client_faults_write_deadline,
                             test_client_faults_behind_stalled_write,
+                            test_client_faults_deadline_written,
+                            test_client_faults_deadline_unwritten,
                             test_client_faults_close_in_on_lost, test_client_faults_bad_ports};
     return h_run_tests("client_faults", 60, tests, H_LEN(tests));
 }
