@@ -149,6 +149,24 @@ int h_wait_all(const pid_t *pids, int n, int timeout_ms, int *statuses, const st
  */
 int64_t h_wait_key_gone(redisContext *r, const char *key, int timeout_ms, const struct h_env *e);
 
+/*
+ * The number of lock keys (PREFIX{resource}, not the :fence counters) of e in
+ * its redis, counted with SCAN; -1 on error (prints why).
+ */
+long long h_count_lock_keys(redisContext *r, const struct h_env *e);
+
+/* The number of threads of this process (entries of /proc/self/task); -1 on error. */
+int h_thread_count(void);
+
+/*
+ * Poll the daemon's Stats through c every 10 ms until held_locks == held and
+ * waiters == waiters, at most timeout_ms. Returns the ms it took, or -1 on
+ * timeout or when Stats fails (prints why); *last (may be NULL) gets the last
+ * Stats read.
+ */
+int64_t h_wait_stats(struct rlock_client *c, uint64_t held, uint64_t waiters, int timeout_ms,
+                     struct rlock_stats *last);
+
 /* "rlock_strerror(rc): <the client's last message>" for a failed call on c. */
 const char *h_rlock_err(struct rlock_client *c, enum rlock_err rc, char *buf, size_t len);
 
