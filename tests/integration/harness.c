@@ -581,6 +581,52 @@ int64_t h_wait_key_gone(redisContext *r, const char *key, int timeout_ms, const 
     }
 }
 
+int h_thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (d == NULL) {
+        fprintf(stderr, "harness: /proc/self/task: %s\n", strerror(errno));
+        return -1;
+    }
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (de->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+int64_t h_wait_stats_of(struct rlock_client *c, uint64_t held, uint64_t waiters, int timeout_ms,
+                        struct rlock_stats *last)
+{
+    int64_t start = h_now_ms();
+    struct rlock_stats st;
+    for (;;) {
+        memset(&st, 0, sizeof st);
+        enum rlock_err rc = rlock_stats(c, 5000, &st);
+        if (last)
+            *last = st;
+        if (rc != RLOCK_OK) {
+            fprintf(stderr, "harness: Stats: %s: %s\n", rlock_strerror(rc),
+                    rlock_last_error()->message);
+            return -1;
+        }
+        if (st.held_locks == held && st.waiters == waiters)
+            return h_now_ms() - start;
+        if (h_now_ms() - start >= timeout_ms) {
+            fprintf(stderr,
+                    "harness: after %d ms the daemon has %llu held locks and %llu waiters "
+                    "(want %llu and %llu)\n",
+                    timeout_ms, (unsigned long long)st.held_locks,
+                    (unsigned long long)st.waiters, (unsigned long long)held,
+                    (unsigned long long)waiters);
+            return -1;
+        }
+        h_sleep_ms(10);
+    }
+}
+
 const char *h_rlock_err(struct rlock_client *c, enum rlock_err rc, char *buf, size_t len)
 {
     char msg[256] = "";

@@ -156,6 +156,18 @@ int64_t h_wait_key_gone(redisContext *r, const char *key, int timeout_ms, const 
  */
 long long h_count_lock_keys(redisContext *r, const struct h_env *e, char *example, size_t len);
 
+/* The number of threads of this process (entries of /proc/self/task); -1 on error. */
+int h_thread_count(void);
+
+/*
+ * Poll the daemon's Stats through client c every 10 ms until held_locks == held
+ * and waiters == waiters, at most timeout_ms. Returns the ms it took, or -1 on
+ * timeout or when Stats fails (prints why); *last (may be NULL) gets the last
+ * Stats read. (h_wait_stats does the same through a fresh client of an env.)
+ */
+int64_t h_wait_stats_of(struct rlock_client *c, uint64_t held, uint64_t waiters, int timeout_ms,
+                        struct rlock_stats *last);
+
 /* "rlock_strerror(rc): <the client's last message>" for a failed call on c. */
 const char *h_rlock_err(struct rlock_client *c, enum rlock_err rc, char *buf, size_t len);
 

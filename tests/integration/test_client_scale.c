@@ -1,0 +1,312 @@
+/*
+ * test_client_scale.c — librlock with many locks and many clients, against a
+ * real rlockd.
+ *
+ *  - hundred_thousand_locks: one blocking client acquires 100,000 distinct
+ *    resources from one thread, once keeping every handle and once freeing
+ *    each handle right after its acquire (without releasing: the locks stay
+ *    held). The library finds its locks by token in a hash table, so keeping
+ *    handles must not slow acquires down: the keep run takes at most twice the
+ *    free run + 2 s, and each run under 30 s. Each run has an env of its own,
+ *    so that neither pays for the other's locks in the daemon or Redis.
+ *    Closing the client makes the daemon release everything (Stats). The
+ *    memory the library uses per held lock is printed, as information.
+ *  - close_releases_every_key: when a client holding 100,000 locks closes,
+ *    the daemon deletes their keys in Redis, soon: well before their leases
+ *    could run out by themselves.
+ *  - two_thousand_clients: 2,000 blocking clients in one process, each pinged
+ *    once, add at most 4 threads to the process (the library runs 2, an I/O
+ *    thread and a callback thread, whatever the number of clients).
+ */
+#include "harness.h"
+
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define T_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define T_ASAN 1
+#endif
+#endif
+
+/*
+ * Under AddressSanitizer the library, rlockd and this test all run several
+ * times slower and malloc is ASan's: fewer locks keep the run in a sane time
+ * (the ratio criterion stays the same), and mallinfo2 says nothing.
+ */
+#ifdef T_ASAN
+#define T_LOCKS 25000
+#else
+#define T_LOCKS 100000
+#endif
+#define T_RUN_LIMIT_MS 30000      /* each run of T_LOCKS acquires */
+#define T_RATIO 2                 /* keep run <= T_RATIO x free run + T_SLACK_MS */
+#define T_SLACK_MS 2000
+#define T_LOCK_TTL_MS 60000u      /* watchdog on, long: renewals stay rare */
+#define T_RELEASE_ALL_MS 120000   /* the daemon releasing every lock of a closed session */
+#define T_KEYS_GONE_MS 10000      /* ... and their keys being gone, after that (<< the lease) */
+#define T_CLIENTS 2000
+#define T_FD_RESERVE 256          /* descriptors besides the clients' (harness, hiredis, stdio) */
+#define T_MAX_ADDED_THREADS 4
+
+/* What one run of acquires measured. */
+struct run {
+    int64_t ms;
+    int64_t close_ms;
+    int64_t release_all_ms;
+    long long heap_bytes; /* growth of the heap during the run; -1: not measured */
+};
+
+static int visit_count(const struct rlock_lock_info *info, void *arg)
+{
+    ck_assert_int_eq(info->state, RLOCK_HELD);
+    (*(size_t *)arg)++;
+    return 0;
+}
+
+static long long heap_in_use(void)
+{
+#ifdef T_ASAN
+    return -1;
+#else
+    struct mallinfo2 mi = mallinfo2();
+    return (long long)(mi.uordblks + mi.hblkhd);
+#endif
+}
+
+/* An env whose sessions may hold T_LOCKS locks, with a client for Stats (f->c). */
+static void scale_env_start(struct h_fixture *f)
+{
+    char ini[128];
+    snprintf(ini, sizeof ini, "[session]\nmax_locks = %d\n", T_LOCKS + 1000);
+    h_fixture_start_env(f, ini);
+    f->c = h_client_or_fail(&f->e, NULL); /* closed by h_fixture_stop */
+}
+
+/*
+ * One client of f acquires T_LOCKS resources named PREFIX/NNNNNN from this
+ * thread, keeping the handles or freeing each at once; checks that all are
+ * held, closes the client, and waits until the daemon's Stats show them all
+ * released.
+ */
+static struct run run_acquires(struct h_fixture *f, const char *prefix, int keep)
+{
+    struct run out = {0};
+    struct rlock_client *c = h_client_or_fail(&f->e, NULL);
+    struct rlock_lock **handles = NULL;
+    if (keep) {
+        handles = calloc(T_LOCKS, sizeof *handles);
+        ck_assert_ptr_nonnull(handles);
+    }
+    struct rlock_acquire_opts o = {.ttl_ms = T_LOCK_TTL_MS, .wait_ms = 0};
+    char name[64];
+    long long heap0 = heap_in_use();
+    int64_t t0 = h_now_ms();
+    for (int i = 0; i < T_LOCKS; i++) {
+        snprintf(name, sizeof name, "%s/%06d", prefix, i);
+        struct rlock_lock *l = NULL;
+        enum rlock_err rc = rlock_acquire(c, name, &o, 10000, &l);
+        if (rc != RLOCK_OK) {
+            char msg[320];
+            ck_abort_msg("%s run: acquire #%d (%s): %s", prefix, i, name,
+                         h_rlock_err(c, rc, msg, sizeof msg));
+        }
+        if (keep)
+            handles[i] = l;
+        else
+            rlock_lock_free(l);
+    }
+    out.ms = h_now_ms() - t0;
+    long long heap1 = heap_in_use();
+    out.heap_bytes = heap0 >= 0 && heap1 >= 0 ? heap1 - heap0 : -1;
+
+    /* Every lock is held, handles or not, by the client and by the daemon. */
+    size_t n = 0;
+    struct rlock_stats st;
+    h_assert_ok(c, rlock_stats(c, 10000, &st));
+    ck_assert_uint_eq(st.held_locks, T_LOCKS);
+    if (keep) {
+        ck_assert_int_eq(rlock_lock_state(handles[0]), RLOCK_HELD);
+        ck_assert_int_eq(rlock_lock_state(handles[T_LOCKS - 1]), RLOCK_HELD);
+        ck_assert_str_ne(rlock_lock_token(handles[0]), rlock_lock_token(handles[T_LOCKS - 1]));
+    }
+    ck_assert_uint_eq(rlock_foreach_lock(c, visit_count, &n), T_LOCKS);
+    ck_assert_uint_eq(n, T_LOCKS);
+    ck_assert_int_eq(rlock_client_alive(c), 1);
+    printf("scale: %s run: %d acquires on one thread in %lld ms (%.1f us each), handles %s\n",
+           prefix, T_LOCKS, (long long)out.ms, 1000.0 * (double)out.ms / T_LOCKS,
+           keep ? "kept" : "freed at once");
+
+    int64_t t1 = h_now_ms();
+    rlock_close(c); /* frees the kept handles too */
+    out.close_ms = h_now_ms() - t1;
+    free(handles);
+
+    int64_t took = h_wait_stats_of(f->c, 0, 0, T_RELEASE_ALL_MS, &st);
+    ck_assert_msg(took >= 0, "%s run: the daemon did not release the closed session's %d locks "
+                  "within %d ms", prefix, T_LOCKS, T_RELEASE_ALL_MS);
+    out.release_all_ms = took;
+    return out;
+}
+
+START_TEST(test_hundred_thousand_locks)
+{
+    struct h_fixture f;
+    scale_env_start(&f);
+    struct run keep = run_acquires(&f, "keep", 1);
+    h_fixture_stop(&f);
+    scale_env_start(&f);
+    struct run freed = run_acquires(&f, "free", 0);
+    h_fixture_stop(&f);
+
+    printf("scale: %d acquires, one thread, handles kept:  %lld ms (%.1f us per acquire); "
+           "rlock_close %lld ms; daemon released all in %lld ms\n",
+           T_LOCKS, (long long)keep.ms, 1000.0 * (double)keep.ms / T_LOCKS,
+           (long long)keep.close_ms, (long long)keep.release_all_ms);
+    printf("scale: %d acquires, one thread, handles freed: %lld ms (%.1f us per acquire); "
+           "rlock_close %lld ms; daemon released all in %lld ms\n",
+           T_LOCKS, (long long)freed.ms, 1000.0 * (double)freed.ms / T_LOCKS,
+           (long long)freed.close_ms, (long long)freed.release_all_ms);
+    printf("scale: kept / freed = %.2f (limit %d x + %d ms)\n",
+           freed.ms > 0 ? (double)keep.ms / (double)freed.ms : 0.0, T_RATIO, T_SLACK_MS);
+    if (keep.heap_bytes >= 0 && freed.heap_bytes >= 0)
+        printf("scale: client heap per held lock: %.0f bytes with its handle, %.0f bytes "
+               "without (mallinfo2)\n",
+               (double)keep.heap_bytes / T_LOCKS, (double)freed.heap_bytes / T_LOCKS);
+    else
+        printf("scale: client heap per held lock: not measured (sanitizer build)\n");
+
+    ck_assert_msg(keep.ms < T_RUN_LIMIT_MS, "keeping handles: %lld ms for %d acquires",
+                  (long long)keep.ms, T_LOCKS);
+    ck_assert_msg(freed.ms < T_RUN_LIMIT_MS, "freeing handles: %lld ms for %d acquires",
+                  (long long)freed.ms, T_LOCKS);
+    ck_assert_msg(keep.ms <= T_RATIO * freed.ms + T_SLACK_MS,
+                  "keeping handles: %lld ms; freeing them: %lld ms (limit %d x + %d ms)",
+                  (long long)keep.ms, (long long)freed.ms, T_RATIO, T_SLACK_MS);
+}
+END_TEST
+
+/* The number of lines of e's rlockd.log that contain text. */
+static int log_lines_with(const struct h_env *e, const char *text)
+{
+    char path[320];
+    char *log = h_read_file(h_env_path(e, "rlockd.log", path, sizeof path));
+    int n = 0;
+    for (const char *p = log; p != NULL && (p = strstr(p, text)) != NULL; p += strlen(text))
+        n++;
+    free(log);
+    return n;
+}
+
+START_TEST(test_close_releases_every_key)
+{
+    struct h_fixture f;
+    scale_env_start(&f);
+    struct run r = run_acquires(&f, "gone", 0);
+    printf("scale: daemon reported all %d locks released %lld ms after the close\n", T_LOCKS,
+           (long long)r.release_all_ms);
+    /*
+     * Released means deleted: a key left behind keeps its resource from
+     * everyone else until the lease (T_LOCK_TTL_MS) runs out.
+     */
+    int64_t t0 = h_now_ms();
+    long long left;
+    while ((left = h_count_lock_keys(f.r, &f.e, NULL, 0)) != 0 && h_now_ms() - t0 < T_KEYS_GONE_MS) {
+        ck_assert_int_gt(left, 0);
+        h_sleep_ms(100);
+    }
+    printf("scale: %lld of the %d lock keys still in Redis %lld ms after the daemon reported "
+           "them released\n", left, T_LOCKS, (long long)(h_now_ms() - t0));
+    static const char *const why[] = {"redis command timed out", "resetting connection",
+                                      "cleanup list full", "cleanup: deleted"};
+    for (size_t i = 0; i < H_LEN(why); i++)
+        printf("scale: rlockd.log lines with \"%s\": %d\n", why[i], log_lines_with(&f.e, why[i]));
+    ck_assert_msg(left == 0,
+                  "%lld of %d lock keys still in Redis %d ms after the daemon reported every "
+                  "lock of the closed session released (their lease is %u ms); see rlockd.log",
+                  left, T_LOCKS, T_KEYS_GONE_MS, T_LOCK_TTL_MS);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+START_TEST(test_two_thousand_clients)
+{
+    /*
+     * Every client is a socket, and so is every session of rlockd, which is
+     * started below and inherits the limit: raise the soft limit to the hard
+     * one first, and refuse to run on a machine that cannot give enough.
+     */
+    struct rlimit rl;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rlim_t need = T_CLIENTS + T_FD_RESERVE;
+    ck_assert_msg(rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need,
+                  "the hard limit of open files is %llu; %d clients need %llu: raise it "
+                  "(ulimit -Hn, LimitNOFILE) to run this test",
+                  (unsigned long long)rl.rlim_max, T_CLIENTS, (unsigned long long)need);
+    rl.rlim_cur = rl.rlim_max;
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+
+    /* Before anything of the library runs here (starting the env connects a client). */
+    int before = h_thread_count();
+    ck_assert_int_gt(before, 0);
+
+    struct h_fixture f;
+    char ini[128];
+    snprintf(ini, sizeof ini, "[server]\nmax_sessions = %d\n", 2 * T_CLIENTS);
+    h_fixture_start_env(&f, ini);
+
+    struct rlock_client **c = calloc(T_CLIENTS, sizeof *c);
+    ck_assert_ptr_nonnull(c);
+    struct rlock_options o = {.client_name = "itest-scale"};
+    int64_t t0 = h_now_ms();
+    for (int i = 0; i < T_CLIENTS; i++)
+        c[i] = h_client_or_fail(&f.e, &o);
+    int64_t t1 = h_now_ms();
+    for (int i = 0; i < T_CLIENTS; i++)
+        h_assert_ok(c[i], rlock_ping(c[i], 5000, NULL));
+    int64_t t2 = h_now_ms();
+    int after = h_thread_count();
+
+    struct rlock_stats st;
+    h_assert_ok(c[0], rlock_stats(c[0], 5000, &st));
+    printf("scale: %d clients connected in %lld ms, pinged in %lld ms; daemon sessions %llu; "
+           "threads of the process: %d before, %d after (+%d)\n",
+           T_CLIENTS, (long long)(t1 - t0), (long long)(t2 - t1),
+           (unsigned long long)st.sessions, before, after, after - before);
+    ck_assert_uint_ge(st.sessions, T_CLIENTS);
+    ck_assert_msg(after - before <= T_MAX_ADDED_THREADS,
+                  "%d clients added %d threads to the process (limit %d)", T_CLIENTS,
+                  after - before, T_MAX_ADDED_THREADS);
+
+    int64_t t3 = h_now_ms();
+    for (int i = 0; i < T_CLIENTS; i++)
+        rlock_close(c[i]);
+    printf("scale: %d clients closed in %lld ms\n", T_CLIENTS, (long long)(h_now_ms() - t3));
+    free(c);
+
+    /* The daemon sees them all go: only the fixture's own client is left. */
+    f.c = h_client_or_fail(&f.e, NULL);
+    int64_t deadline = h_now_ms() + 10000;
+    do {
+        h_assert_ok(f.c, rlock_stats(f.c, 5000, &st));
+        if (st.sessions == 1)
+            break;
+        h_sleep_ms(10);
+    } while (h_now_ms() < deadline);
+    ck_assert_msg(st.sessions == 1, "the daemon still has %llu sessions 10 s after the close",
+                  (unsigned long long)st.sessions);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+int main(void)
+{
+    const TTest *tests[] = {test_hundred_thousand_locks, test_close_releases_every_key,
+                            test_two_thousand_clients};
+    return h_run_tests("client_scale", 600, tests, H_LEN(tests));
+}
