@@ -227,7 +227,6 @@ RLOCK_API enum rlock_err rlock_async_process(struct rlock_client *c, int revents
     if (c->state == RLK_SESSION_OPEN && (revents & POLLOUT))
         rlk_eng_flush(c);
     c->async_wake = rlk_eng_timers(c, rlk_alive_ms());
-    int open = c->state == RLK_SESSION_OPEN;
     rlk_unlock_client(c);
     rlk_async_deliver(c);
     c->in_process = 0;
@@ -235,6 +234,10 @@ RLOCK_API enum rlock_err rlock_async_process(struct rlock_client *c, int revents
         rlk_client_free(c);
         return RLOCK_ERR_CLOSED;
     }
+    /* A completion may have ended the session (rlock_shutdown): say so now. */
+    rlk_lock_client(c);
+    int open = c->state == RLK_SESSION_OPEN;
+    rlk_unlock_client(c);
     return open ? RLOCK_OK : RLOCK_ERR_CLOSED;
 }
 

@@ -141,10 +141,48 @@ static struct rlk_call *calltab_find(const struct rlk_calltab *t, uint64_t id)
     return NULL;
 }
 
+/* --- acquires held back behind a withdrawn one ------------------------------------------ */
+
+/*
+ * A withdrawn (cancelled) acquire may have been granted before the daemon
+ * saw the withdrawal; the engine then releases that grant when its answer
+ * comes. A new acquire of the same resource by the same owner must not reach
+ * the daemon in between: it would be taken as a re-entry of the grant about
+ * to be released. Such an acquire is held back, packed, until no withdrawn
+ * acquire of that resource and owner is pending, and then follows the
+ * release on the wire.
+ */
+static int withdrawn_pending(const struct rlock_client *c, const char *resource, uint64_t owner)
+{
+    if (c->ncancelled == 0)
+        return 0;
+    for (size_t i = 0; i < c->pending.nb; i++)
+        for (const struct rlk_call *p = c->pending.b[i]; p != NULL; p = p->hnext)
+            if (p->cancelled && p->kind == RLK_CALL_ACQUIRE && p->handle != NULL &&
+                rlk_handle_owner(p->handle) == owner &&
+                strcmp(rlk_handle_resource(p->handle), resource) == 0)
+                return 1;
+    return 0;
+}
+
+static void held_unlink(struct rlock_client *c, struct rlk_call *call)
+{
+    for (struct rlk_call **p = &c->held_back; *p != NULL; p = &(*p)->hnext_held) {
+        if (*p == call) {
+            *p = call->hnext_held;
+            call->hnext_held = NULL;
+            return;
+        }
+    }
+}
+
+static void held_release(struct rlock_client *c);
+
 /* --- completions --------------------------------------------------------------------- */
 
 static void owned_free(struct rlock_client *c, struct rlk_call *call)
 {
+    free(call->held_frame);
     if (call->handle != NULL && call->kind == RLK_CALL_ACQUIRE)
         rlk_handle_destroy(c, call->handle); /* never handed out */
     free(call);
@@ -157,6 +195,13 @@ static void owned_free(struct rlock_client *c, struct rlk_call *call)
  */
 static void call_complete(struct rlock_client *c, struct rlk_call *call)
 {
+    if (call->cancelled && call->kind == RLK_CALL_ACQUIRE)
+        c->ncancelled--;
+    if (call->held_frame != NULL) {
+        held_unlink(c, call);
+        free(call->held_frame);
+        call->held_frame = NULL;
+    }
     if (call->owned) {
         if (call->done_fn == NULL) {
             owned_free(c, call);
@@ -194,6 +239,8 @@ void rlk_eng_complete_err(struct rlock_client *c, struct rlk_call *call, enum rl
 void rlk_eng_note_lost(struct rlock_client *c, const char *resource, const char *token,
                        uint64_t fence, enum rlock_lost_reason reason, int quiet)
 {
+    if (rlk_inherited(c))
+        return; /* the lost fd is shared with the parent, whose lock this is */
     if (c->lost_fd >= 0) {
         uint64_t one = 1;
         ssize_t n = write(c->lost_fd, &one, sizeof one);
@@ -272,17 +319,40 @@ enum rlock_err rlk_eng_submit(struct rlock_client *c, Rlock__V1__Request *req,
         rlk_error_set(&call->detail, RLOCK_ERR_CLOSED, 0, "session ended: %s", c->end_reason);
         return RLOCK_ERR_CLOSED;
     }
-    if (buf_reserve(&c->tx, WIRE_HEADER_BYTES + body) < 0) {
+    int hold = call->kind == RLK_CALL_ACQUIRE && call->handle != NULL &&
+               withdrawn_pending(c, rlk_handle_resource(call->handle),
+                                 rlk_handle_owner(call->handle));
+    if (hold) {
+        call->held_frame = malloc(WIRE_HEADER_BYTES + body);
+        if (call->held_frame == NULL) {
+            rlk_error_set(&call->detail, RLOCK_ERR_NOMEM, 0, "out of memory queueing a request");
+            return RLOCK_ERR_NOMEM;
+        }
+    } else if (buf_reserve(&c->tx, WIRE_HEADER_BYTES + body) < 0) {
         rlk_error_set(&call->detail, RLOCK_ERR_NOMEM, 0, "out of memory queueing a request");
         return RLOCK_ERR_NOMEM;
     }
     call->id = ++c->next_id;
     if (calltab_add(&c->pending, call) < 0) {
+        free(call->held_frame);
+        call->held_frame = NULL;
         rlk_error_set(&call->detail, RLOCK_ERR_NOMEM, 0, "out of memory queueing a request");
         return RLOCK_ERR_NOMEM;
     }
     atomic_store_explicit(&call->state, 0, memory_order_relaxed);
     call->sent_ms = rlk_alive_ms();
+    if (hold) {
+        /* Sent once the withdrawn acquire of the same lock and owner is answered. */
+        wire_put_len(call->held_frame, (uint32_t)body);
+        protobuf_c_message_pack(&req->base, call->held_frame + WIRE_HEADER_BYTES);
+        call->held_len = WIRE_HEADER_BYTES + body;
+        call->hnext_held = NULL;
+        struct rlk_call **p = &c->held_back;
+        while (*p != NULL)
+            p = &(*p)->hnext_held;
+        *p = call;
+        return RLOCK_OK;
+    }
     uint8_t *at = c->tx.data + c->tx.off + c->tx.len;
     wire_put_len(at, (uint32_t)body);
     protobuf_c_message_pack(&req->base, at + WIRE_HEADER_BYTES);
@@ -294,6 +364,33 @@ enum rlock_err rlk_eng_submit(struct rlock_client *c, Rlock__V1__Request *req,
     if (was_empty)
         rlk_eng_flush(c);
     return RLOCK_OK;
+}
+
+/* Queue every held-back acquire whose withdrawn one has been answered, in order. */
+static void held_release(struct rlock_client *c)
+{
+    struct rlk_call **p = &c->held_back;
+    while (*p != NULL) {
+        struct rlk_call *call = *p;
+        if (withdrawn_pending(c, rlk_handle_resource(call->handle),
+                              rlk_handle_owner(call->handle))) {
+            p = &call->hnext_held;
+            continue;
+        }
+        if (buf_reserve(&c->tx, call->held_len) < 0) {
+            rlk_eng_end(c, "out of memory queueing a request", 0);
+            return;
+        }
+        memcpy(c->tx.data + c->tx.off + c->tx.len, call->held_frame, call->held_len);
+        c->tx.len += call->held_len;
+        c->tx_queued += call->held_len;
+        call->tx_end = c->tx_queued;
+        *p = call->hnext_held;
+        call->hnext_held = NULL;
+        free(call->held_frame);
+        call->held_frame = NULL;
+    }
+    rlk_eng_flush(c);
 }
 
 /* Queue one of the engine's own requests (nobody awaits its answer). */
@@ -408,6 +505,7 @@ static void take_cancelled(struct rlock_client *c, struct rlk_call *call,
         r->acquire->token[0] != '\0')
         forget_grant(c, rlk_handle_resource(call->handle), r->acquire->token);
     rlk_eng_complete_err(c, call, RLOCK_ERR_CANCELLED, "acquire cancelled");
+    held_release(c); /* after the release of the racing grant, never before it */
 }
 
 /* Act on an OK answer of call; returns the call's final error. */
@@ -471,6 +569,9 @@ static void take_response(struct rlock_client *c, const Rlock__V1__Response *r)
     }
     if (call->kind == RLK_CALL_KEEPALIVE)
         c->keepalive_inflight--;
+    /* The daemon heard this request: the session lives a timeout past its arrival. */
+    if (call->sent_ms > c->answered_sent_ms)
+        c->answered_sent_ms = call->sent_ms;
     if (call->cancelled) {
         take_cancelled(c, call, r);
         return;
@@ -716,6 +817,9 @@ void rlk_eng_end(struct rlock_client *c, const char *why, int quiet)
 {
     if (c->state == RLK_SESSION_ENDED)
         return;
+    /* A forked child's copy ends without a word: the session and the lost fd are the parent's. */
+    if (rlk_inherited(c))
+        quiet = 1;
     if (why != NULL && why[0] && !c->end_reason[0])
         snprintf(c->end_reason, sizeof c->end_reason, "%s", why);
     c->state = RLK_SESSION_ENDED;
@@ -766,6 +870,15 @@ int rlk_eng_abandon(struct rlock_client *c, struct rlk_call *call, int cancel, c
         return 1;
     if (calltab_take(&c->pending, call->id) != call)
         return 1; /* cannot happen: a call leaves the table only to complete */
+    if (call->held_frame != NULL) {
+        /* Never sent: nothing to withdraw from the daemon. */
+        held_unlink(c, call);
+        free(call->held_frame);
+        call->held_frame = NULL;
+        if (!cancel)
+            rlk_eng_end(c, why, 0);
+        return 0;
+    }
     if (!cancel) {
         rlk_eng_end(c, why, 0);
         return 0;
@@ -784,6 +897,7 @@ int rlk_eng_abandon(struct rlock_client *c, struct rlk_call *call, int cancel, c
     own->kind = RLK_CALL_ACQUIRE;
     own->owned = 1;
     own->cancelled = 1;
+    c->ncancelled++;
     own->handle = call->handle;
     own->sent_ms = call->sent_ms;
     call->handle = NULL;
@@ -807,6 +921,13 @@ int rlk_eng_cancel_id(struct rlock_client *c, uint64_t id)
     if (call == NULL || call->kind != RLK_CALL_ACQUIRE || call->cancelled || !call->owned)
         return -1;
     call->cancelled = 1;
+    c->ncancelled++;
+    if (call->held_frame != NULL) {
+        /* Never sent: complete it here, in rlock_async_process. */
+        calltab_take(&c->pending, id);
+        rlk_eng_complete_err(c, call, RLOCK_ERR_CANCELLED, "acquire cancelled");
+        return 0;
+    }
     Rlock__V1__Cancel k = RLOCK__V1__CANCEL__INIT;
     k.request_id = id;
     Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
@@ -822,7 +943,7 @@ int rlk_eng_init(struct rlock_client *c, int fd)
 {
     c->fd = fd;
     c->state = RLK_SESSION_OPEN;
-    c->last_tx_ms = c->last_rx_ms = c->last_ping_ms = rlk_alive_ms();
+    c->last_tx_ms = c->last_rx_ms = c->last_ping_ms = c->answered_sent_ms = rlk_alive_ms();
     c->done_tail = &c->done_head;
     c->notes_tail = &c->notes;
     c->lost_fd = -1;

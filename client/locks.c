@@ -185,9 +185,15 @@ static void lock_lose(struct rlock_client *c, struct rlk_lock *lk, enum rlock_lo
 static int64_t lock_valid_until(const struct rlock_client *c, const struct rlk_lock *lk)
 {
     /* A keepalive answered after the lock's own latest answer speaks for a watchdog lock. */
-    if (lk->watchdog && c->ping_seq > lk->vouch_seq)
-        return c->wd_valid_until;
-    return lk->valid_until;
+    int64_t lease = lk->watchdog && c->ping_seq > lk->vouch_seq ? c->wd_valid_until
+                                                                 : lk->valid_until;
+    /*
+     * And the lock ends with its session, which the daemon keeps a session
+     * timeout past the arrival of the latest frame: the latest request that
+     * got an answer arrived after it was sent.
+     */
+    int64_t session = c->answered_sent_ms + c->session_timeout_ms;
+    return c->session_timeout_ms != 0 && session < lease ? session : lease;
 }
 
 /* The state a caller sees, at now (rlk_alive_ms). */
@@ -288,6 +294,7 @@ uint32_t rlk_lock_keepalive_need(const struct rlock_client *c)
 {
     if (c->nheld == 0 || c->min_wd_ttl_ms == 0)
         return 0;
+    /* Only a keepalive's answer vouches for watchdog locks, however busy the session is. */
     uint32_t need = c->min_wd_ttl_ms / 3;
     return need < RLK_MIN_KEEPALIVE_MS ? RLK_MIN_KEEPALIVE_MS : need;
 }
@@ -326,6 +333,11 @@ void rlk_handle_destroy(struct rlock_client *c, struct rlock_lock *h)
 struct rlock_client *rlk_handle_client(const struct rlock_lock *h)
 {
     return h->client;
+}
+
+uint64_t rlk_handle_owner(const struct rlock_lock *h)
+{
+    return h->owner;
 }
 
 const char *rlk_handle_resource(const struct rlock_lock *h)

@@ -247,6 +247,8 @@ const char *rlock_lock_token(const struct rlock_lock *l);
 uint64_t rlock_lock_fence(const struct rlock_lock *l);
 uint64_t rlock_lock_owner(const struct rlock_lock *l);
 uint32_t rlock_lock_ttl_ms(const struct rlock_lock *l);
+/* The lock's hold count (shared by all its handles; a RELEASED handle shows the holds
+ * its lock still has), 0 once the lock is no longer held. */
 uint32_t rlock_lock_hold_count(const struct rlock_lock *l);
 /*
  * Until when (milliseconds on CLOCK_MONOTONIC) the lock is surely still held,

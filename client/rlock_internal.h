@@ -94,6 +94,9 @@ struct rlk_call {
     int cancelled;            /* acquire withdrawn: a grant is released, CANCELLED reported */
     int64_t sent_ms;          /* rlk_alive_ms() when queued: validity counts from here */
     uint64_t tx_end;          /* c->tx_queued just after this request: written once tx_sent >= it */
+    uint8_t *held_frame;      /* held back behind a cancelled acquire (engine.c): the frame */
+    size_t held_len;
+    struct rlk_call *hnext_held; /* c->held_back, in submission order */
     struct rlock_lock *handle; /* acquire: filled in on grant; release/extend: the handle */
     rlock_done_fn done_fn;    /* asynchronous completion */
     void *done_arg;
@@ -160,11 +163,14 @@ struct rlock_client {
     uint32_t keepalive_ms;
     uint64_t next_id;
     struct rlk_calltab pending;
+    uint32_t ncancelled;            /* pending acquires withdrawn, answer still due */
+    struct rlk_call *held_back;     /* acquires waiting for those answers (engine.c) */
     struct rlk_buf tx, rx;
     uint64_t tx_queued, tx_sent;    /* bytes queued / written since the start */
     int64_t last_tx_ms;      /* rlk_alive_ms() before the write that emptied tx */
     int64_t last_rx_ms;      /* ... when the last frame was read */
     int64_t last_ping_ms;    /* ... when the engine last queued a keepalive */
+    int64_t answered_sent_ms; /* ... the send time of the latest request that got an answer */
     int keepalive_inflight;
     /* locks */
     struct rlk_locktab locks;       /* held locks by token */
@@ -312,6 +318,7 @@ struct rlock_lock *rlk_handle_new(struct rlock_client *c, const char *resource);
 void rlk_handle_destroy(struct rlock_client *c, struct rlock_lock *h);
 const char *rlk_handle_resource(const struct rlock_lock *h);
 struct rlock_client *rlk_handle_client(const struct rlock_lock *h);
+uint64_t rlk_handle_owner(const struct rlock_lock *h);
 /* The lock object of a granted handle, or NULL. */
 struct rlk_lock *rlk_handle_lock(const struct rlock_lock *h);
 /* 1 if this hold was released. */

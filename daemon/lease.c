@@ -104,8 +104,6 @@ int lease_expired(const struct lease *l, int64_t now)
 uint32_t lease_valid_ms(const struct lease *l, int64_t from_ms)
 {
     int64_t left = l->valid_until_ms - LEASE_MARGIN_MS(l->ttl_ms) - from_ms;
-    if (l->sess != NULL && left > (int64_t)l->sess->timeout_ms)
-        left = l->sess->timeout_ms;
     return left <= 0 ? 0 : left > UINT32_MAX ? UINT32_MAX : (uint32_t)left;
 }
 

@@ -102,9 +102,9 @@ void lease_unconfirmed(struct lease *l, uint32_t ttl_ms);
 /* 1 when l may no longer be counted on at now (its loss is due). */
 int lease_expired(const struct lease *l, int64_t now);
 /*
- * How long l stays valid after from_ms with the loss margin taken off, and at
- * most the session timeout (a session that goes silent ends with it); never
- * negative.
+ * How long l's lease stays valid after from_ms with the loss margin taken off;
+ * never negative. It speaks of the lease only: a client also bounds a lock by
+ * its session's timeout (docs/protocol.md §6.5).
  */
 uint32_t lease_valid_ms(const struct lease *l, int64_t from_ms);
 
