@@ -66,11 +66,12 @@ struct lease {
     int64_t max_expiry_ms;
     int64_t next_renew_ms;
     int64_t max_hold_at_ms; /* 0 = no max_hold */
-    int renewing;  /* a renew is in Redis */
+    int renewing;  /* a renew is queued (watchdog.c) or in Redis */
     int extending; /* an Extend is in Redis (one at a time bounds a client's Redis load) */
     int forgotten; /* released or lost; only in-flight renews still point here */
     uint32_t refs;
     struct theap_node timer; /* in srv->lease_timers while held */
+    TAILQ_ENTRY(lease) renew_link; /* on its connection's renew queue (watchdog.c) */
     TAILQ_ENTRY(lease) sess_link;
     TAILQ_ENTRY(lease) srv_link;
 };

@@ -86,6 +86,8 @@ static void batch_reply_cb(const redisReply *reply, const char *err, void *arg)
 static void relq_pump(struct relq *q)
 {
     struct server *srv = q->srv;
+    if (srv->freeing)
+        return; /* at exit: what is left expires by its ttl */
     while (q->inflight < RELQ_INFLIGHT_MAX && !TAILQ_EMPTY(&q->waiting)) {
         struct relq_batch *b = calloc(1, sizeof *b);
         if (b == NULL)

@@ -204,6 +204,8 @@ void server_free(struct server *srv)
     struct session *s;
     while ((s = TAILQ_FIRST(&srv->sessions)) != NULL)
         session_close(s, "exiting", 0);
+    /* From here the pool answers its calls with errors: nothing more is worth sending. */
+    srv->freeing = 1;
     while ((s = TAILQ_FIRST(&srv->draining)) != NULL)
         session_abandon_flush(s);
     /* Freeing the pool answers every call still in flight, which may touch sessions. */

@@ -23,6 +23,7 @@ struct session;
 struct lease;
 struct cleanup_list;
 struct relq;
+struct renewq;
 
 TAILQ_HEAD(session_list, session);
 TAILQ_HEAD(lease_list, lease);
@@ -69,10 +70,13 @@ struct server {
     int watchdog_fd;
     int64_t watchdog_armed_ms;
     struct theap lease_timers;      /* every held lease, at its next event */
+    struct renewq *renewqs;         /* leases due for renewal, per Redis connection */
+    uint32_t nrenewqs;
     struct event *reap_ev;
     struct event *signal_evs[3];
     struct event *stop_ev;
     int stopping;
+    int freeing;                    /* server_free runs: queues send nothing more */
     uint32_t background;            /* requests in Redis with no session to answer */
 };
 

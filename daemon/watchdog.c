@@ -19,20 +19,30 @@
 /* Leases handled per firing before the loop serves other events again. */
 #define WATCHDOG_FIRE_MAX 4096
 
-struct renew_batch {
+/* The leases due for renewal on one Redis connection, waiting for room in flight. */
+struct renewq {
     struct server *srv;
-    int64_t sent_ms;
     uint32_t route;
+    TAILQ_HEAD(, lease) due; /* each holds a reference; renewing is set */
+    uint32_t inflight;       /* renew calls in Redis */
+};
+
+struct renew_batch {
+    struct renewq *q;
+    int64_t sent_ms;
     uint32_t n;
     struct lease *leases[WATCHDOG_BATCH_MAX];
     uint32_t ttls[WATCHDOG_BATCH_MAX]; /* as sent: an Extend may change the lease meanwhile */
 };
+
+static void renewq_pump(struct renewq *q);
 
 #define LEASE_OF(node) ((struct lease *)((char *)(node) - offsetof(struct lease, timer)))
 
 static void renew_reply_cb(const redisReply *reply, const char *err, void *arg)
 {
     struct renew_batch *b = arg;
+    struct renewq *q = b->q;
     int ok = reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == b->n;
     if (!ok)
         log_warn("renew of %u lock%s failed: %s", b->n, b->n == 1 ? "" : "s",
@@ -63,6 +73,8 @@ static void renew_reply_cb(const redisReply *reply, const char *err, void *arg)
         lease_unref(l);
     }
     free(b);
+    q->inflight--;
+    renewq_pump(q);
 }
 
 static void batch_send(struct renew_batch *b)
@@ -81,13 +93,48 @@ static void batch_send(struct renew_batch *b)
         args[b->n + 2 * i + 1] = ttls[i];
     }
     b->sent_ms = util_now_ms();
-    rpool_eval(b->srv->pool, b->route, SCRIPT_RENEW, (int)b->n, (int)nargs, args, lens,
+    b->q->inflight++;
+    rpool_eval(b->q->srv->pool, b->q->route, SCRIPT_RENEW, (int)b->n, (int)nargs, args, lens,
                renew_reply_cb, b);
 }
 
-/* l's timer fired at now: lose it, renew it, or just re-aim its timer. */
-static void lease_due(struct server *srv, struct lease *l, int64_t now,
-                      struct renew_batch **batches)
+/* Send the queue's leases in batches, as far as the in-flight bound allows. */
+static void renewq_pump(struct renewq *q)
+{
+    if (q->srv->freeing)
+        return;
+    int64_t now = util_now_ms();
+    while (q->inflight < WATCHDOG_INFLIGHT_MAX && !TAILQ_EMPTY(&q->due)) {
+        struct renew_batch *b = calloc(1, sizeof *b);
+        if (b == NULL)
+            return; /* the next answer tries again; validity keeps counting down */
+        b->q = q;
+        struct lease *l;
+        while (b->n < WATCHDOG_BATCH_MAX && (l = TAILQ_FIRST(&q->due)) != NULL) {
+            TAILQ_REMOVE(&q->due, l, renew_link);
+            if (l->forgotten || !rpool_route_ready(q->srv->pool, q->route)) {
+                /* Released meanwhile, or nothing to send on: try again later. */
+                l->renewing = 0;
+                if (!l->forgotten) {
+                    l->next_renew_ms = now + WATCHDOG_RETRY_MS;
+                    lease_schedule(l);
+                }
+                lease_unref(l);
+                continue;
+            }
+            b->ttls[b->n] = l->ttl_ms;
+            b->leases[b->n++] = l;
+        }
+        if (b->n == 0) {
+            free(b);
+            return;
+        }
+        batch_send(b);
+    }
+}
+
+/* l's timer fired at now: lose it, queue it for renewal, or just re-aim its timer. */
+static void lease_due(struct server *srv, struct lease *l, int64_t now)
 {
     if (l->max_hold_at_ms != 0 && now >= l->max_hold_at_ms) {
         lease_lose(l, RLOCK__V1__LOST_REASON__LOST_MAX_HOLD, "held for its max_hold");
@@ -99,23 +146,13 @@ static void lease_due(struct server *srv, struct lease *l, int64_t now,
         return;
     }
     if (l->watchdog && !l->renewing && now >= l->next_renew_ms) {
-        uint32_t route = l->res->route % rpool_size(srv->pool);
-        struct renew_batch *b = batches[route];
+        uint32_t route = l->res->route % srv->nrenewqs;
         if (!rpool_route_ready(srv->pool, route)) {
             l->next_renew_ms = now + WATCHDOG_RETRY_MS; /* validity keeps counting down */
-        } else if (b != NULL || (b = batches[route] = calloc(1, sizeof *b)) != NULL) {
-            b->srv = srv;
-            b->route = route;
+        } else {
             l->renewing = 1;
             lease_ref(l);
-            b->ttls[b->n] = l->ttl_ms;
-            b->leases[b->n++] = l;
-            if (b->n == WATCHDOG_BATCH_MAX) {
-                batch_send(b);
-                batches[route] = NULL;
-            }
-        } else {
-            l->next_renew_ms = now + WATCHDOG_RETRY_MS;
+            TAILQ_INSERT_TAIL(&srv->renewqs[route].due, l, renew_link);
         }
     }
     lease_schedule(l);
@@ -131,21 +168,17 @@ static void watchdog_fire(evutil_socket_t fd, short what, void *arg)
         (void)got; /* only the wake-up matters */
     }
     srv->watchdog_armed_ms = -1;
-    uint32_t nroutes = rpool_size(srv->pool);
-    struct renew_batch *batches[nroutes];
-    memset(batches, 0, sizeof batches);
     struct theap_node *node;
     int handled = 0;
     while ((node = theap_first(&srv->lease_timers)) != NULL && handled < WATCHDOG_FIRE_MAX) {
         int64_t now = util_now_ms(); /* afresh: handling many leases takes time */
         if (node->at > now)
             break;
-        lease_due(srv, LEASE_OF(node), now, batches);
+        lease_due(srv, LEASE_OF(node), now);
         handled++;
     }
-    for (uint32_t r = 0; r < nroutes; r++)
-        if (batches[r] != NULL)
-            batch_send(batches[r]);
+    for (uint32_t r = 0; r < srv->nrenewqs; r++)
+        renewq_pump(&srv->renewqs[r]);
     if (handled == WATCHDOG_FIRE_MAX && theap_first(&srv->lease_timers) != NULL &&
         theap_first(&srv->lease_timers)->at <= util_now_ms()) {
         /* More is due: let the loop serve other events first, then go on. */
@@ -175,6 +208,16 @@ void watchdog_rearm(struct server *srv)
 int watchdog_start(struct server *srv)
 {
     theap_init(&srv->lease_timers);
+    uint32_t n = rpool_size(srv->pool);
+    srv->renewqs = calloc(n, sizeof *srv->renewqs);
+    if (srv->renewqs == NULL)
+        return -1;
+    srv->nrenewqs = n;
+    for (uint32_t i = 0; i < n; i++) {
+        srv->renewqs[i].srv = srv;
+        srv->renewqs[i].route = i;
+        TAILQ_INIT(&srv->renewqs[i].due);
+    }
     srv->watchdog_armed_ms = -1;
     srv->watchdog_fd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
     if (srv->watchdog_fd < 0)
@@ -195,4 +238,14 @@ void watchdog_stop(struct server *srv)
         close(srv->watchdog_fd);
     srv->watchdog_fd = -1;
     theap_free(&srv->lease_timers);
+    for (uint32_t i = 0; i < srv->nrenewqs; i++) {
+        struct lease *l;
+        while ((l = TAILQ_FIRST(&srv->renewqs[i].due)) != NULL) {
+            TAILQ_REMOVE(&srv->renewqs[i].due, l, renew_link);
+            lease_unref(l);
+        }
+    }
+    free(srv->renewqs);
+    srv->renewqs = NULL;
+    srv->nrenewqs = 0;
 }

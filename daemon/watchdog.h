@@ -16,8 +16,15 @@
 struct server;
 
 #define WATCHDOG_BATCH_MAX 64
+/*
+ * Renew calls in flight per Redis connection. Leases due beyond that wait in
+ * the connection's queue: a read of Redis's answers then never brings more
+ * than this many batches to handle at once, which bounds how late the loop
+ * can run the next timer (and a loss notice with it).
+ */
+#define WATCHDOG_INFLIGHT_MAX 4
 
-/* Create the timer on srv's loop; 0 or -1. */
+/* Create the timer and the renew queues (after the pool); 0 or -1. */
 int watchdog_start(struct server *srv);
 void watchdog_stop(struct server *srv);
 /* The earliest lease timer may have changed: aim the timerfd at it. */

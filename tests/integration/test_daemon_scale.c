@@ -1,0 +1,409 @@
+/*
+ * test_daemon_scale.c — loss notices and latency when the daemon is loaded.
+ *
+ *  many_locks       600,000 locks held (watchdog on, ttl 30 s) by four
+ *                   asynchronous clients; meanwhile a watchdog-off probe lock
+ *                   with ttl 1 s is taken ten times while an application
+ *                   spins on `SET NX` for the same key: each time, the holder
+ *                   must be told (LockLost) before the key is taken. A
+ *                   pinger measures the daemon's Ping latency all along; p99
+ *                   must stay under 50 ms. Memory per lock is printed.
+ *  many_sessions    10,000 sessions holding one lock each; Ping p99 under
+ *                   50 ms throughout; memory per session printed.
+ *
+ * Under AddressSanitizer the counts are a tenth (everything runs several
+ * times slower and larger there); the figures printed say which.
+ */
+#include "harness.h"
+#include "harness_raw.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SCALE_DIV 10
+#else
+#define SCALE_DIV 1
+#endif
+
+#define MANY_LOCKS (600000 / SCALE_DIV)
+#define MANY_CLIENTS 4
+#define MANY_INFLIGHT 256
+#define PROBES 10
+#define PROBE_TTL_MS 1000u
+#define PING_EVERY_MS 5
+#define PING_P99_MAX_MS 50
+#define MANY_SESSIONS (10000 / SCALE_DIV)
+#define FD_RESERVE 200
+
+/* --- the daemon's memory ------------------------------------------------------- */
+
+/* VmRSS of pid in KiB, or -1. */
+static long rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    long kib = -1;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}
+
+/* --- a pinger thread: the daemon's latency while it works ---------------------- */
+
+struct pinger {
+    struct h_env *e;
+    atomic_int stop;
+    int64_t *samples; /* µs */
+    size_t n, cap;
+    int failures;
+};
+
+/*
+ * The pinger speaks the protocol itself, on a plain blocking socket of its own
+ * thread: what it measures is the daemon's latency, not that of this process's
+ * library threads, busy with thousands of other clients.
+ */
+static void *pinger_main(void *arg)
+{
+    struct pinger *p = arg;
+    struct h_raw *raw = malloc(sizeof *raw);
+    if (raw == NULL) {
+        p->failures++;
+        return NULL;
+    }
+    h_raw_session(raw, p->e, "pinger");
+    Rlock__V1__Ping ping = RLOCK__V1__PING__INIT;
+    Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
+    req.body_case = RLOCK__V1__REQUEST__BODY_PING;
+    req.ping = &ping;
+    req.id = 1;
+    while (!atomic_load(&p->stop)) {
+        req.id++;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (h_raw_send(raw, &req) != 0) {
+            p->failures++;
+            break;
+        }
+        Rlock__V1__ServerMessage *m = NULL;
+        int got = h_raw_read(raw, h_now_ms() + 10000, &m);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const Rlock__V1__Response *r = got == 1 ? h_raw_response(m) : NULL;
+        int ok = r != NULL && r->id == req.id && r->status == RLOCK__V1__STATUS__STATUS_OK;
+        h_raw_free(m);
+        if (!ok) {
+            p->failures++;
+            break;
+        }
+        if (p->n < p->cap)
+            p->samples[p->n++] =
+                (t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000;
+        h_sleep_ms(PING_EVERY_MS);
+    }
+    h_raw_close(raw);
+    free(raw);
+    return NULL;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void pinger_start(struct pinger *p, struct h_thread *t, struct h_env *e)
+{
+    memset(p, 0, sizeof *p);
+    p->e = e;
+    p->cap = 1000000;
+    p->samples = malloc(p->cap * sizeof *p->samples);
+    ck_assert_ptr_nonnull(p->samples);
+    h_thread_start(t, pinger_main, p);
+}
+
+/* Stop the pinger and return its p99 in µs (printing the distribution). */
+static int64_t pinger_stop(struct pinger *p, struct h_thread *t, const char *what)
+{
+    atomic_store(&p->stop, 1);
+    h_thread_join(t, h_now_ms() + 20000, "the pinger did not stop");
+    ck_assert_int_eq(p->failures, 0);
+    ck_assert_uint_gt(p->n, 10);
+    qsort(p->samples, p->n, sizeof *p->samples, cmp_i64);
+    int64_t p50 = p->samples[p->n / 2], p99 = p->samples[p->n * 99 / 100],
+            max = p->samples[p->n - 1];
+    printf("scale: %s: %zu pings, p50 %lld us, p99 %lld us, max %lld us\n", what, p->n,
+           (long long)p50, (long long)p99, (long long)max);
+    fflush(stdout);
+    free(p->samples);
+    return p99;
+}
+
+/* --- many locks ------------------------------------------------------------------ */
+
+struct filler {
+    struct rlock_client *c[MANY_CLIENTS];
+    long next, granted, failed;
+    char first_error[256];
+};
+
+static void fill_one(struct rlock_client *c, struct filler *fl);
+static void filled(struct rlock_client *c, const struct rlock_result *r, void *arg);
+
+/* rlock_async_process, failing the test with the session's end reason if it ended. */
+static void process_or_fail(const struct h_env *env, struct rlock_client *c, int revents)
+{
+    if (rlock_async_process(c, revents) == RLOCK_OK)
+        return;
+    h_env_dump_logs(env);
+    enum rlock_err e = rlock_async_ping(c, filled, NULL, NULL);
+    ck_abort_msg("a filling client's session ended (%s): %s", rlock_strerror(e),
+                 rlock_last_error()->message);
+}
+
+static void filled(struct rlock_client *c, const struct rlock_result *r, void *arg)
+{
+    struct filler *fl = arg;
+    if (r->err == RLOCK_OK) {
+        fl->granted++; /* the handle stays with the client until it closes */
+    } else {
+        if (fl->failed++ == 0)
+            snprintf(fl->first_error, sizeof fl->first_error, "%s", r->error->message);
+    }
+    fill_one(c, fl);
+}
+
+static void fill_one(struct rlock_client *c, struct filler *fl)
+{
+    if (fl->next >= MANY_LOCKS)
+        return;
+    char res[32];
+    snprintf(res, sizeof res, "many/%ld", fl->next++);
+    struct rlock_acquire_opts o = {.ttl_ms = 30000};
+    if (rlock_async_acquire(c, res, &o, filled, fl, NULL) != RLOCK_OK)
+        fl->failed++;
+}
+
+/* Take MANY_LOCKS locks over MANY_CLIENTS asynchronous clients; returns the ms it took. */
+static int64_t fill(struct h_env *e, struct filler *fl)
+{
+    memset(fl, 0, sizeof *fl);
+    for (int i = 0; i < MANY_CLIENTS; i++) {
+        char err[256];
+        ck_assert_msg(rlock_async_connect(e->rlockd_addr, NULL, NULL, NULL, &fl->c[i], err,
+                                          sizeof err) == RLOCK_OK,
+                      "async connect: %s", err);
+        for (int k = 0; k < MANY_INFLIGHT; k++)
+            fill_one(fl->c[i], fl);
+    }
+    int64_t t0 = h_now_ms();
+    while (fl->granted + fl->failed < MANY_LOCKS && h_now_ms() - t0 < 300000) {
+        struct pollfd p[MANY_CLIENTS];
+        for (int i = 0; i < MANY_CLIENTS; i++)
+            p[i] = (struct pollfd){.fd = rlock_async_fd(fl->c[i]),
+                                   .events = (short)rlock_async_events(fl->c[i])};
+        poll(p, MANY_CLIENTS, 100);
+        for (int i = 0; i < MANY_CLIENTS; i++)
+            process_or_fail(e, fl->c[i], p[i].revents);
+    }
+    ck_assert_msg(fl->failed == 0, "%ld acquires failed; the first: %s", fl->failed,
+                  fl->first_error);
+    ck_assert_int_eq(fl->granted, MANY_LOCKS);
+    return h_now_ms() - t0;
+}
+
+/* Keep the filling clients' sessions alive (keepalives) for ms. */
+static void fill_keep(const struct h_env *e, struct filler *fl, int ms)
+{
+    int64_t end = h_now_ms() + ms;
+    while (h_now_ms() < end) {
+        struct pollfd p[MANY_CLIENTS];
+        for (int i = 0; i < MANY_CLIENTS; i++)
+            p[i] = (struct pollfd){.fd = rlock_async_fd(fl->c[i]),
+                                   .events = (short)rlock_async_events(fl->c[i])};
+        poll(p, MANY_CLIENTS, 20);
+        for (int i = 0; i < MANY_CLIENTS; i++)
+            process_or_fail(e, fl->c[i], p[i].revents);
+    }
+}
+
+/* The application of the seeds: SET NX PX in a tight loop until it wins. */
+struct spinner {
+    struct h_env *e;
+    char key[256];
+    _Atomic int64_t taken_ms; /* h_now_ms() just before sending the SET that won */
+    int error;
+};
+
+static void *spinner_main(void *arg)
+{
+    struct spinner *sp = arg;
+    redisContext *r = h_redis(sp->e);
+    if (r == NULL) {
+        sp->error = 1;
+        return NULL;
+    }
+    int64_t give_up = h_now_ms() + 10000;
+    while (h_now_ms() < give_up) {
+        /* Taken no earlier than just before the winning SET was sent: the strict side. */
+        int64_t before = h_now_ms();
+        redisReply *rep = redisCommand(r, "SET %s app NX PX 5000", sp->key);
+        int won = rep != NULL && rep->type == REDIS_REPLY_STATUS;
+        if (rep == NULL)
+            sp->error = 1;
+        if (rep != NULL)
+            freeReplyObject(rep);
+        if (won || rep == NULL) {
+            atomic_store(&sp->taken_ms, before);
+            break;
+        }
+    }
+    redisFree(r);
+    return NULL;
+}
+
+START_TEST(test_many_locks)
+{
+    struct h_fixture f;
+    char ini[256];
+    snprintf(ini, sizeof ini,
+             "[session]\nmax_locks = %d\n[limits]\nmax_locks = %d\n", MANY_LOCKS,
+             2 * MANY_LOCKS);
+    h_fixture_start(&f, ini);
+    long rss0 = rss_kib(f.e.rlockd_pid);
+    struct pinger pg;
+    struct h_thread pt;
+    pinger_start(&pg, &pt, &f.e);
+
+    struct filler fl;
+    int64_t took = fill(&f.e, &fl);
+    long rss1 = rss_kib(f.e.rlockd_pid);
+    printf("scale: %d locks held in %lld ms; rlockd RSS %ld -> %ld KiB: %.0f B per lock\n",
+           MANY_LOCKS, (long long)took, rss0, rss1,
+           rss0 > 0 && rss1 > 0 ? (rss1 - rss0) * 1024.0 / MANY_LOCKS : -1.0);
+    fflush(stdout);
+
+    /* The probes: told first, taken after. */
+    for (int i = 0; i < PROBES; i++) {
+        char res[32];
+        snprintf(res, sizeof res, "probe/%d", i);
+        int lost_before = atomic_load(&f.lost.count);
+        struct rlock_acquire_opts o = {.ttl_ms = PROBE_TTL_MS, .watchdog_off = 1};
+        struct rlock_lock *l = h_acquire_ok(f.c, res, &o);
+        struct spinner sp = {.e = &f.e};
+        h_lock_key(&f.e, res, sp.key, sizeof sp.key);
+        struct h_thread st;
+        h_thread_start(&st, spinner_main, &sp);
+        /* The filling clients must keep their sessions while this runs. */
+        fill_keep(&f.e, &fl, (int)PROBE_TTL_MS + 300);
+        h_thread_join(&st, h_now_ms() + 15000, "the spinning application never won");
+        ck_assert_int_eq(sp.error, 0);
+        /* count first: the callback sets first_ms before it counts. */
+        int told_now = atomic_load(&f.lost.count) > lost_before;
+        int64_t told = atomic_load(&f.lost.first_ms);
+        int64_t taken = atomic_load(&sp.taken_ms);
+        printf("scale: probe %d: holder told %s, key taken by the app %lld ms %s\n", i,
+               told_now ? "(LockLost)" : "(no LockLost!)",
+               (long long)(taken > told ? taken - told : told - taken),
+               taken > told ? "after the notice" : "BEFORE the notice");
+        fflush(stdout);
+        ck_assert_msg(told_now && told > 0, "probe %d: the holder was never told", i);
+        ck_assert_msg(taken > told, "probe %d: the key was taken %lld ms before the holder knew",
+                      i, (long long)(told - taken));
+        ck_assert_int_ne(rlock_lock_state(l), RLOCK_HELD);
+        rlock_lock_free(l);
+        /* The next probe's notice must be its own: reset the first-call time. */
+        atomic_store(&f.lost.first_ms, 0);
+    }
+    int64_t p99 = pinger_stop(&pg, &pt, "with many locks held");
+    ck_assert_msg(p99 < PING_P99_MAX_MS * 1000, "Ping p99 %lld us with %d locks held",
+                  (long long)p99, MANY_LOCKS);
+    /* Closing the holders frees every key, paced, long before the leases would end. */
+    int64_t t_close = h_now_ms();
+    for (int i = 0; i < MANY_CLIENTS; i++)
+        rlock_close(fl.c[i]);
+    long long left;
+    while ((left = h_count_lock_keys(f.r, &f.e, NULL, 0)) > 0 && h_now_ms() - t_close < 20000)
+        h_sleep_ms(100);
+    printf("scale: %d locks released %lld ms after their sessions closed (%lld keys left)\n",
+           MANY_LOCKS, (long long)(h_now_ms() - t_close), left);
+    ck_assert_int_eq(left, 0);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/* --- many sessions ------------------------------------------------------------------ */
+
+START_TEST(test_many_sessions)
+{
+    struct rlimit rl;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rlim_t need = MANY_SESSIONS + FD_RESERVE;
+    ck_assert_msg(rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need,
+                  "the hard limit of open files is %llu; %d sessions need %llu: raise it "
+                  "(ulimit -Hn) to run this test",
+                  (unsigned long long)rl.rlim_max, MANY_SESSIONS, (unsigned long long)need);
+    rl.rlim_cur = rl.rlim_max; /* rlockd, started below, inherits it */
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+
+    struct h_fixture f;
+    char ini[128];
+    snprintf(ini, sizeof ini, "[server]\nmax_sessions = %d\n", MANY_SESSIONS + FD_RESERVE);
+    h_fixture_start(&f, ini);
+    long rss0 = rss_kib(f.e.rlockd_pid);
+    struct pinger pg;
+    struct h_thread pt;
+    pinger_start(&pg, &pt, &f.e);
+
+    struct rlock_client **cs = calloc(MANY_SESSIONS, sizeof *cs);
+    struct rlock_lock **ls = calloc(MANY_SESSIONS, sizeof *ls);
+    ck_assert_ptr_nonnull(cs);
+    ck_assert_ptr_nonnull(ls);
+    int64_t t0 = h_now_ms();
+    for (int i = 0; i < MANY_SESSIONS; i++) {
+        cs[i] = h_client_or_fail(&f.e, NULL);
+        char res[32];
+        snprintf(res, sizeof res, "sess/%d", i);
+        ls[i] = h_acquire_ok(cs[i], res, NULL);
+    }
+    int64_t took = h_now_ms() - t0;
+    long rss1 = rss_kib(f.e.rlockd_pid);
+    struct rlock_stats st;
+    h_assert_ok(f.c, rlock_stats(f.c, 10000, &st));
+    ck_assert_uint_ge(st.sessions, MANY_SESSIONS);
+    ck_assert_uint_eq(st.held_locks, MANY_SESSIONS);
+    printf("scale: %d sessions with a lock each in %lld ms; rlockd RSS %ld -> %ld KiB: "
+           "%.0f B per session (lock included)\n",
+           MANY_SESSIONS, (long long)took, rss0, rss1,
+           rss0 > 0 && rss1 > 0 ? (rss1 - rss0) * 1024.0 / MANY_SESSIONS : -1.0);
+    fflush(stdout);
+    /* Several keepalive rounds (every session pings every third of its 10 s timeout). */
+    h_sleep_ms(8000);
+    for (int i = 0; i < MANY_SESSIONS; i++)
+        ck_assert_int_eq(rlock_lock_state(ls[i]), RLOCK_HELD);
+    int64_t p99 = pinger_stop(&pg, &pt, "with many sessions");
+    ck_assert_msg(p99 < PING_P99_MAX_MS * 1000, "Ping p99 %lld us with %d sessions",
+                  (long long)p99, MANY_SESSIONS);
+    for (int i = 0; i < MANY_SESSIONS; i++) {
+        rlock_lock_free(ls[i]);
+        rlock_close(cs[i]);
+    }
+    free(cs);
+    free(ls);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+int main(void)
+{
+    const TTest *tests[] = {test_many_locks, test_many_sessions};
+    return h_run_tests("integration_daemon_scale", 600, tests, H_LEN(tests));
+}
