@@ -94,7 +94,8 @@ static void run_usage(FILE *f)
             "the fence to the storage you guard.\n"
             "\n"
             "  -l, --ttl D         lease (default: the daemon's default_ttl)\n"
-            "  -w, --wait D        wait up to D for the lock (default 0: try once)\n"
+            "  -w, --wait D        wait up to D for the lock (default 0: try once); a daemon\n"
+            "                      that cannot reach Redis is asked again meanwhile\n"
             "  -g, --grace D       after the lock is lost, time between SIGTERM and SIGKILL\n"
             "                      to the job (default 5s)\n"
             "  -N, --no-watchdog   the daemon does not renew the lease: the job is stopped\n"
@@ -635,6 +636,34 @@ out:
     return rc;
 }
 
+/*
+ * Acquire, waiting up to --wait. A daemon that cannot reach Redis for a
+ * moment (UNAVAILABLE, with its retry hint) is asked again while the wait
+ * lasts: waiting for the lock includes waiting for the daemon to be able to
+ * grant it.
+ */
+static enum rlock_err run_acquire(const struct ctl *ctl, const struct run *r,
+                                  struct rlock_client *c, struct rlock_lock **l)
+{
+    int64_t end = now_ms() + r->wait_ms;
+    for (;;) {
+        int64_t left = end - now_ms();
+        struct rlock_acquire_opts ao = {.ttl_ms = r->ttl_ms,
+                                        .wait_ms = left > 0 ? (uint32_t)left : 0,
+                                        .watchdog_off = r->no_watchdog};
+        enum rlock_err e = rlock_acquire(c, r->resource, &ao, ctl->timeout_ms, l);
+        if (e != RLOCK_ERR_UNAVAILABLE || r->wait_ms == 0)
+            return e;
+        uint32_t pause = rlock_last_error()->retry_after_ms ? rlock_last_error()->retry_after_ms
+                                                             : 250;
+        if (now_ms() + pause >= end)
+            return e;
+        struct timespec ts = {.tv_sec = pause / 1000, .tv_nsec = (long)(pause % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+            ;
+    }
+}
+
 int ctl_run(struct ctl *ctl, int argc, char **argv)
 {
     struct run r = {.grace_ms = 5000, .name = "rlockctl", .wake = {-1, -1}};
@@ -646,10 +675,8 @@ int ctl_run(struct ctl *ctl, int argc, char **argv)
     rc = ctl_connect(ctl, &opts, &c);
     if (rc != 0)
         return rc;
-    struct rlock_acquire_opts ao = {
-        .ttl_ms = r.ttl_ms, .wait_ms = r.wait_ms, .watchdog_off = r.no_watchdog};
     struct rlock_lock *l = NULL;
-    enum rlock_err e = rlock_acquire(c, r.resource, &ao, ctl->timeout_ms, &l);
+    enum rlock_err e = run_acquire(ctl, &r, c, &l);
     if (e == RLOCK_OK) {
         /* How long the lease lasts is the library's to say (rlock_lock_valid_until). */
         rc = run_locked(ctl, &r, c, l);
