@@ -137,12 +137,9 @@ static void call_complete(struct rcall *call, const redisReply *reply, const cha
     call->cb(reply, err, call->arg);
 }
 
+/* One block holds the call, its argument table and the argument bytes. */
 static void call_free(struct rcall *call)
 {
-    for (int i = 0; i < call->nargs; i++)
-        free(call->args[i]);
-    free(call->args);
-    free(call->lens);
     free(call);
 }
 
@@ -261,7 +258,16 @@ static void fail_cb(evutil_socket_t fd, short what, void *arg)
 void rpool_eval(struct rpool *p, uint32_t route, enum script_id script, int nkeys, int nargs,
                 const char *const *args, const size_t *lens, rpool_cb *cb, void *arg)
 {
-    struct rcall *call = calloc(1, sizeof *call);
+    /*
+     * The arguments are kept for a NOSCRIPT retry (hiredis has copied them
+     * into its buffer already): one allocation for the call, its tables and
+     * the bytes, so a call costs a single malloc.
+     */
+    size_t bytes = 0;
+    for (int i = 0; i < nargs; i++)
+        bytes += lens[i] + 1;
+    size_t tables = (size_t)nargs * (sizeof(char *) + sizeof(size_t));
+    struct rcall *call = calloc(1, sizeof *call + tables + bytes);
     if (call == NULL)
         goto oom;
     call->pool = p;
@@ -269,19 +275,17 @@ void rpool_eval(struct rpool *p, uint32_t route, enum script_id script, int nkey
     call->arg = arg;
     call->script = script;
     call->nkeys = nkeys;
-    call->args = calloc((size_t)nargs + 1, sizeof *call->args);
-    call->lens = calloc((size_t)nargs + 1, sizeof *call->lens);
-    if (call->args == NULL || call->lens == NULL)
-        goto oom;
+    call->args = (char **)(call + 1);
+    call->lens = (size_t *)(call->args + nargs);
+    char *at = (char *)(call->lens + nargs);
     for (int i = 0; i < nargs; i++) {
-        call->args[i] = malloc(lens[i] + 1);
-        if (call->args[i] == NULL)
-            goto oom;
-        call->nargs = i + 1;
-        memcpy(call->args[i], args[i], lens[i]);
-        call->args[i][lens[i]] = '\0';
+        call->args[i] = at;
+        memcpy(at, args[i], lens[i]);
+        at[lens[i]] = '\0';
+        at += lens[i] + 1;
         call->lens[i] = lens[i];
     }
+    call->nargs = nargs;
 
     if (p->closing) {
         call_free(call);
