@@ -456,11 +456,24 @@ static void check_command_timeout(struct config_report *r, const struct config *
 
 static void check_addresses(struct config_report *r, const struct config *c)
 {
-    struct config_address addrs[CONFIG_MAX_LISTEN];
+    struct config_address addrs[CONFIG_MAX_LISTEN], m;
     char why[320];
+    int nlisten = -1;
     if (!key_refused(r, KEY_listen) &&
-        config_parse_listen(c->listen, addrs, CONFIG_MAX_LISTEN, why, sizeof why) < 0)
+        (nlisten = config_parse_listen(c->listen, addrs, CONFIG_MAX_LISTEN, why, sizeof why)) < 0)
         report(r, key_line(r, KEY_listen), &config_keys[KEY_listen], "%s", why);
+    if (!key_refused(r, KEY_metrics_listen) && c->metrics_listen[0] != '\0') {
+        const struct config_key *mk = &config_keys[KEY_metrics_listen];
+        if (config_parse_address(c->metrics_listen, &m, why, sizeof why) < 0)
+            report(r, key_line(r, KEY_metrics_listen), mk, "%s", why);
+        for (int i = 0; i < nlisten; i++)
+            if (m.is_unix == addrs[i].is_unix &&
+                (m.is_unix ? strcmp(m.path, addrs[i].path) == 0
+                           : strcmp(m.host, addrs[i].host) == 0 && m.port == addrs[i].port &&
+                                 m.port != 0))
+                report(r, key_line(r, KEY_metrics_listen), mk,
+                       "the same address as server.listen");
+    }
 
     const struct config_key *k = &config_keys[KEY_redis_address];
     int line = key_line(r, KEY_redis_address);

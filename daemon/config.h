@@ -94,6 +94,9 @@ enum config_type {
       "its locks stay taken this long; 0 = freed at once")                                     \
     X("limits", "max_lock_delay", CONFIG_DURATION, max_lock_delay_ms, "1m", 0, 86400000, 1,     \
       0, "Largest lock_delay an acquire may ask for")                                          \
+    X("metrics", "listen", CONFIG_STRING, metrics_listen, "127.0.0.1:9483", 0, 1024, 1, 0,       \
+      "HTTP endpoint for /metrics, /healthz and /readyz: HOST:PORT (numeric) or unix:/path; "  \
+      "empty = off")                                                                           \
     X("log", "level", CONFIG_LOGLEVEL, log_level, "info", 0, 0, 1, 0,                           \
       "error, warn, info or debug")
 
@@ -129,6 +132,7 @@ struct config {
     uint32_t max_hold_ms;
     uint32_t lock_delay_ms;
     uint32_t max_lock_delay_ms;
+    char *metrics_listen;
     int log_level;
 };
 

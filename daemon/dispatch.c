@@ -8,11 +8,14 @@
  */
 #include "dispatch.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 #include "lock.h"
 #include "log.h"
+#include "metrics.h"
 #include "redis_pool.h"
 #include "resource.h"
 #include "session.h"
@@ -120,6 +123,48 @@ static void op_ping(struct session *s, const Rlock__V1__Request *req)
                     RLOCK__V1__RESPONSE__BODY_PING, &r);
 }
 
+/* The metrics' samples, gathered for the Stats reply (the same list as /metrics). */
+struct stats_metrics {
+    Rlock__V1__Metric *items;
+    Rlock__V1__Metric **ptrs;
+    size_t n, cap;
+    int oom;
+};
+
+static void stats_sample(void *ctx, const struct metric_sample *smp)
+{
+    struct stats_metrics *sm = ctx;
+    if (sm->oom)
+        return;
+    if (sm->n == sm->cap) {
+        size_t cap = sm->cap ? sm->cap * 2 : 128;
+        Rlock__V1__Metric *items = realloc(sm->items, cap * sizeof *items);
+        if (items != NULL)
+            sm->items = items;
+        Rlock__V1__Metric **ptrs = items ? realloc(sm->ptrs, cap * sizeof *ptrs) : NULL;
+        if (items == NULL || ptrs == NULL) {
+            sm->oom = 1;
+            return;
+        }
+        sm->ptrs = ptrs;
+        sm->cap = cap;
+    }
+    Rlock__V1__Metric *m = &sm->items[sm->n];
+    rlock__v1__metric__init(m);
+    size_t nl = strlen(smp->name) + strlen(smp->suffix) + 1;
+    m->name = malloc(nl);
+    m->labels = strdup(smp->labels);
+    if (m->name == NULL || m->labels == NULL) {
+        free(m->name);
+        free(m->labels);
+        sm->oom = 1;
+        return;
+    }
+    snprintf(m->name, nl, "%s%s", smp->name, smp->suffix);
+    m->value = smp->value;
+    sm->n++;
+}
+
 static void op_stats(struct session *s, const Rlock__V1__Request *req)
 {
     const struct server *srv = s->srv;
@@ -138,8 +183,22 @@ static void op_stats(struct session *s, const Rlock__V1__Request *req)
     r.redis_errors = ps->errors;
     r.uptime_ms = (uint64_t)(util_now_ms() - srv->start_ms);
     r.server_version = RLOCKD_VERSION;
+    struct stats_metrics sm = {0};
+    metrics_walk(srv, NULL, stats_sample, &sm);
+    for (size_t i = 0; i < sm.n; i++) /* now that items no longer move */
+        sm.ptrs[i] = &sm.items[i];
+    if (!sm.oom) {
+        r.n_metrics = sm.n;
+        r.metrics = sm.ptrs;
+    }
     session_respond(s, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
                     RLOCK__V1__RESPONSE__BODY_STATS, &r);
+    for (size_t i = 0; i < sm.n; i++) {
+        free(sm.items[i].name);
+        free(sm.items[i].labels);
+    }
+    free(sm.items);
+    free(sm.ptrs);
 }
 
 /* The op table, indexed by the Request's oneof case. */
@@ -157,12 +216,21 @@ static const struct op {
     [RLOCK__V1__REQUEST__BODY_GOODBYE] = {"goodbye", op_goodbye},
 };
 
+const char *dispatch_op_name(int op)
+{
+    if (op <= 0 || (size_t)op >= sizeof ops / sizeof ops[0] || ops[op].fn == NULL)
+        return NULL;
+    return ops[op].name;
+}
+
 void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
 {
     struct wire_budget budget;
     wire_budget_init(&budget, wire_budget_for(len));
     Rlock__V1__Request *req = rlock__v1__request__unpack(&budget.alloc, len, data);
+    struct server *srv = s->srv;
     if (req == NULL) {
+        srv->mx.frames_rejected[METRIC_FRAME_MALFORMED]++;
         log_warn("session %s (%s): undecodable frame of %zu bytes%s", s->id, s->peer, len,
                  budget.exhausted ? " (allocation budget exhausted)" : "");
         respond_error(s, 0, RLOCK__V1__STATUS__STATUS_INVALID, "malformed frame");
@@ -175,23 +243,30 @@ void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
      * non-canonical encoding) re-packs shorter than it arrived.
      */
     if (s->state == SESSION_ACCEPTED && req->body_case != RLOCK__V1__REQUEST__BODY_HELLO) {
+        srv->mx.frames_rejected[METRIC_FRAME_BEFORE_HELLO]++;
         respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
                       "Hello must be the first request");
         session_close(s, "request before Hello", 1);
     } else if (protobuf_c_message_get_packed_size(&req->base) != len) {
+        srv->mx.frames_rejected[METRIC_FRAME_NON_CANONICAL]++;
         respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
                       "non-canonical encoding: a NUL inside a string, a field sent twice, "
                       "an explicit default value or a padded varint");
-    } else if ((size_t)req->body_case >= sizeof ops / sizeof ops[0] ||
-               ops[req->body_case].fn == NULL) {
+    } else if (dispatch_op_name((int)req->body_case) == NULL) {
+        srv->mx.frames_rejected[METRIC_FRAME_UNKNOWN_OP]++;
         respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
                       "unknown or missing operation");
+    } else if (srv->stopping && req->body_case == RLOCK__V1__REQUEST__BODY_ACQUIRE) {
+        srv->ctr.acquires++;
+        metrics_acquire_answered(srv, RLOCK__V1__STATUS__STATUS_SHUTTING_DOWN);
+        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_SHUTTING_DOWN,
+                      "the server is shutting down");
     } else {
-        if (s->srv->stopping && req->body_case == RLOCK__V1__REQUEST__BODY_ACQUIRE)
-            respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_SHUTTING_DOWN,
-                          "the server is shutting down");
-        else
-            ops[req->body_case].fn(s, req);
+        /* Timed here when answered at once; a request that goes on is timed when it ends. */
+        srv->req_async = 0;
+        ops[req->body_case].fn(s, req);
+        if (!srv->req_async)
+            metrics_observe(srv, (int)req->body_case, util_now_ms() - s->last_frame_ms);
     }
     rlock__v1__request__free_unpacked(req, &budget.alloc);
 }

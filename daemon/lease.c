@@ -160,6 +160,8 @@ void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
     ev.lock_lost = &lost;
     session_push_event(s, &ev);
     srv->ctr.locks_lost++;
+    if ((int)reason >= 0 && (int)reason < METRIC_REASONS)
+        srv->mx.lost[reason]++;
     if (reason == RLOCK__V1__LOST_REASON__LOST_EXPIRED ||
         reason == RLOCK__V1__LOST_REASON__LOST_MAX_HOLD) {
         /*

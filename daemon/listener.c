@@ -61,6 +61,8 @@ static void accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct soc
     if (srv->stopping || srv->nsessions >= srv->cfg->max_sessions) {
         log_warn("refusing a connection: %s", srv->stopping ? "shutting down"
                                                             : "max_sessions reached");
+        srv->mx.conns_rejected[srv->stopping ? METRIC_CONN_SHUTTING_DOWN
+                                             : METRIC_CONN_MAX_SESSIONS]++;
         evutil_closesocket(fd);
         return;
     }
@@ -93,6 +95,53 @@ static void error_cb(struct evconnlistener *evl, void *arg)
     evtimer_add(l->resume_ev, &tv);
 }
 
+struct evconnlistener *listener_bind(struct event_base *base, const struct config_address *addr,
+                                     evconnlistener_cb cb, void *arg)
+{
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    memset(&ss, 0, sizeof ss);
+    if (addr->is_unix) {
+        struct sockaddr_un *un = (struct sockaddr_un *)&ss;
+        un->sun_family = AF_UNIX;
+        snprintf(un->sun_path, sizeof un->sun_path, "%s", addr->path);
+        sslen = sizeof *un;
+        struct stat st;
+        /*
+         * A socket file left by a crashed run would make bind fail: remove
+         * it, but only when nobody answers on it (another daemon may be
+         * using it, and taking its path would cut it off silently).
+         */
+        if (lstat(addr->path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+            int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            int live = probe >= 0 && connect(probe, (struct sockaddr *)un, sizeof *un) == 0;
+            if (probe >= 0)
+                close(probe);
+            if (live) {
+                errno = EADDRINUSE;
+                return NULL;
+            }
+            unlink(addr->path);
+        }
+    } else if (strchr(addr->host, ':') != NULL) {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(addr->port);
+        inet_pton(AF_INET6, addr->host, &in6->sin6_addr);
+        sslen = sizeof *in6;
+    } else {
+        struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+        in->sin_family = AF_INET;
+        in->sin_port = htons(addr->port);
+        inet_pton(AF_INET, addr->host, &in->sin_addr);
+        sslen = sizeof *in;
+    }
+    unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE;
+    /* Without a callback the listener starts disabled; evhttp enables its own. */
+    return evconnlistener_new_bind(base, cb, arg, flags, 128, (struct sockaddr *)&ss,
+                                   (int)sslen);
+}
+
 static int listener_open(struct server *srv, const struct config_address *addr)
 {
     struct listener *l = calloc(1, sizeof *l);
@@ -100,35 +149,7 @@ static int listener_open(struct server *srv, const struct config_address *addr)
         return -1;
     l->srv = srv;
     l->addr = *addr;
-    struct sockaddr_storage ss;
-    socklen_t sslen;
-    memset(&ss, 0, sizeof ss);
-    if (l->addr.is_unix) {
-        struct sockaddr_un *un = (struct sockaddr_un *)&ss;
-        un->sun_family = AF_UNIX;
-        snprintf(un->sun_path, sizeof un->sun_path, "%s", l->addr.path);
-        sslen = sizeof *un;
-        struct stat st;
-        /* A socket file left by a crashed run would make bind fail. */
-        if (lstat(l->addr.path, &st) == 0 && S_ISSOCK(st.st_mode))
-            unlink(l->addr.path);
-    } else if (strchr(l->addr.host, ':') != NULL) {
-        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons(l->addr.port);
-        inet_pton(AF_INET6, l->addr.host, &in6->sin6_addr);
-        sslen = sizeof *in6;
-    } else {
-        struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-        in->sin_family = AF_INET;
-        in->sin_port = htons(l->addr.port);
-        inet_pton(AF_INET, l->addr.host, &in->sin_addr);
-        sslen = sizeof *in;
-    }
-    l->evl = evconnlistener_new_bind(srv->base, accept_cb, l,
-                                     LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC |
-                                         LEV_OPT_REUSEABLE,
-                                     128, (struct sockaddr *)&ss, (int)sslen);
+    l->evl = listener_bind(srv->base, &l->addr, accept_cb, l);
     if (l->evl == NULL) {
         log_error("cannot listen on %s%s:%u: %s", l->addr.is_unix ? "unix:" : "",
                   l->addr.is_unix ? l->addr.path : l->addr.host, l->addr.port, strerror(errno));

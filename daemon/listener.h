@@ -4,11 +4,22 @@
 #ifndef RLOCKD_LISTENER_H
 #define RLOCKD_LISTENER_H
 
+#include <event2/listener.h>
+
 struct server;
+struct config_address;
 
 /* Open every address of cfg->listen onto srv->listeners; 0, or -1 after logging why. */
 int listener_open_all(struct server *srv);
 /* Close and free every listener (unix socket files are removed). */
 void listener_close_all(struct server *srv);
+
+/*
+ * A listening socket on addr (a unix socket file left by a crashed run is
+ * replaced) calling cb for each connection; NULL (errno set) on failure.
+ * Shared with the HTTP endpoint.
+ */
+struct evconnlistener *listener_bind(struct event_base *base, const struct config_address *addr,
+                                     evconnlistener_cb cb, void *arg);
 
 #endif

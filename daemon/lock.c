@@ -46,6 +46,7 @@ static void reply_acquired(struct session *s, uint64_t id, const struct lease *l
     a.watchdog = l->watchdog;
     a.valid_ms = lease_valid_ms(l, arrival_ms);
     s->srv->ctr.grants++;
+    metrics_acquire_answered(s->srv, RLOCK__V1__STATUS__STATUS_OK);
     session_respond(s, id, RLOCK__V1__STATUS__STATUS_OK, NULL,
                     RLOCK__V1__RESPONSE__BODY_ACQUIRE, &a);
 }
@@ -60,8 +61,18 @@ static void reply_released(struct session *s, uint64_t id, uint32_t holds, const
 
 static void reply_error(struct request *req, Rlock__V1__Status st, const char *msg)
 {
-    if (req->sess != NULL)
-        session_respond(req->sess, req->id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
+    if (req->sess == NULL)
+        return;
+    if (req->op == RLOCK__V1__REQUEST__BODY_ACQUIRE)
+        metrics_acquire_answered(req->srv, st);
+    session_respond(req->sess, req->id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
+}
+
+/* Refuse an Acquire at once (it never became a request). */
+static void acquire_refuse(struct session *s, uint64_t id, Rlock__V1__Status st, const char *msg)
+{
+    metrics_acquire_answered(s->srv, st);
+    session_respond(s, id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
 }
 
 static void respond_error(struct session *s, uint64_t id, Rlock__V1__Status st, const char *msg)
@@ -446,17 +457,19 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
     const char *bad = check_resource(cfg, a->resource);
     srv->ctr.acquires++;
     if (bad != NULL) {
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
+        acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
         return;
     }
     uint32_t ttl = a->ttl_ms;
-    if (check_ttl(s, id, &ttl) != 0)
+    if (check_ttl(s, id, &ttl) != 0) {
+        metrics_acquire_answered(srv, RLOCK__V1__STATUS__STATUS_INVALID);
         return;
+    }
 
     struct lease *held = session_lease(s, a->resource);
     if (held != NULL && held->owner == a->owner) { /* re-entry: no Redis round trip */
         if (a->no_reentry) {
-            respond_error(s, id, RLOCK__V1__STATUS__STATUS_ALREADY_HELD,
+            acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_ALREADY_HELD,
                           "this owner already holds the lock (re-entry refused)");
             return;
         }
@@ -465,41 +478,41 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         return;
     }
     if (held != NULL && a->wait_ms == 0) { /* another owner of this session holds it */
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED,
+        acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED,
                       "held by another owner of this session");
         return;
     }
     if (s->nleases + s->nrequests >= cfg->max_locks_per_session) {
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
+        acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
                       "too many locks held or awaited by this session");
         return;
     }
     if (srv->nleases + srv->nwaiters >= cfg->max_locks) {
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
+        acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
                       "too many locks held or awaited in this daemon (limits.max_locks)");
         return;
     }
     struct resource *res = resource_get(srv, a->resource, strlen(a->resource));
     if (res == NULL) {
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
+        acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
         return;
     }
     if (!rpool_route_ready(srv->pool, res->route)) {
         resource_unref(res);
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_UNAVAILABLE, "redis unavailable");
+        acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_UNAVAILABLE, "redis unavailable");
         return;
     }
     uint32_t wait = a->wait_ms < cfg->max_wait_ms ? a->wait_ms : cfg->max_wait_ms;
     if (wait > 0 && res->nwaiters >= cfg->max_waiters_per_resource) {
         resource_unref(res);
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
+        acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
                       "too many waiters on this resource");
         return;
     }
     struct request *req = request_new(s->srv, s, id, RLOCK__V1__REQUEST__BODY_ACQUIRE);
     if (req == NULL) {
         resource_unref(res);
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
+        acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
         return;
     }
     req->res = res;
@@ -543,6 +556,7 @@ void lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r)
         reply_released(s, id, l->holds, NULL);
         return;
     }
+    s->srv->mx.releases++;
     struct request *req = request_new(s->srv, s, id, RLOCK__V1__REQUEST__BODY_RELEASE);
     if (req == NULL) {
         l->holds++;

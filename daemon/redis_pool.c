@@ -397,6 +397,7 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
         struct rcall *call, *next;
         for (call = TAILQ_FIRST(&c->calls); call != NULL; call = next) {
             next = TAILQ_NEXT(call, link);
+            c->pool->stats.timeouts++;
             call_complete(call, NULL, "redis command timed out");
         }
         conn_reset(c, "command timed out");

@@ -41,6 +41,7 @@ struct rpool_stats {
     uint64_t script_reloads; /* NOSCRIPT answered by EVAL */
     uint64_t errors;         /* calls completed with an error */
     uint64_t connects;       /* connections that became READY */
+    uint64_t timeouts;       /* calls that missed command_timeout */
 };
 
 /*

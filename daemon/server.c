@@ -19,6 +19,7 @@
 
 #include "cleanup.h"
 #include "config.h"
+#include "http.h"
 #include "listener.h"
 #include "lock.h"
 #include "log.h"
@@ -173,7 +174,7 @@ struct server *server_new(struct config *cfg, const char *config_path)
     srv->pool = rpool_new(srv->base, cfg, srv->hash_key);
     if (srv->pool == NULL || relq_init(srv) != 0)
         goto fail;
-    if (watchdog_start(srv) != 0 || listener_open_all(srv) != 0)
+    if (watchdog_start(srv) != 0 || listener_open_all(srv) != 0 || http_start(srv) != 0)
         goto fail;
     static const int sigs[3] = {SIGTERM, SIGINT, SIGHUP};
     for (int i = 0; i < 3; i++) {
@@ -200,6 +201,7 @@ void server_free(struct server *srv)
 {
     if (srv == NULL)
         return;
+    http_stop(srv);
     listener_close_all(srv);
     struct session *s;
     while ((s = TAILQ_FIRST(&srv->sessions)) != NULL)

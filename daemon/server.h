@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "metrics.h"
 #include "theap.h"
 #include "util.h"
 
@@ -24,6 +25,7 @@ struct lease;
 struct cleanup_list;
 struct relq;
 struct renewq;
+struct http;
 
 TAILQ_HEAD(session_list, session);
 TAILQ_HEAD(lease_list, lease);
@@ -33,7 +35,8 @@ TAILQ_HEAD(lease_list, lease);
     X(acquires)                                                                                 \
     X(grants)                                                                                   \
     X(locks_lost)                                                                               \
-    X(sessions_opened)
+    X(sessions_opened)                                                                          \
+    X(auth_failures)
 
 struct server_counters {
 #define COUNTER_FIELD(name) uint64_t name;
@@ -47,6 +50,7 @@ struct server {
     const char *config_path;
     struct rpool *pool;
     struct listener *listeners;     /* singly linked */
+    struct http *http;              /* metrics and health endpoint, or NULL */
     struct session_list sessions;   /* live sessions */
     struct session_list closed;     /* ended, freed by reap_ev after this loop turn */
     struct session_list draining;   /* ended, still writing their last reply */
@@ -63,6 +67,8 @@ struct server {
     uint64_t nleases;
     uint64_t nwaiters;
     struct server_counters ctr;
+    struct metrics mx;              /* the counters behind the labelled metrics */
+    int req_async;                  /* the request being dispatched went on in a request */
     struct util_rng rng;            /* tokens and session ids */
     uint8_t hash_key[UTIL_HASH_KEY_BYTES]; /* per-process key of the resource table's hash */
     int64_t start_ms;

@@ -258,6 +258,7 @@ static ssize_t session_frames(struct session *s, const uint8_t *data, size_t len
             snprintf(msg, sizeof msg, "frame of %u bytes exceeds max_frame_bytes (%u)", flen,
                      cfg->max_frame_bytes);
             log_warn("session %s (%s): %s", s->id, s->peer, msg);
+            s->srv->mx.frames_rejected[METRIC_FRAME_TOO_LARGE]++;
             session_respond(s, 0, RLOCK__V1__STATUS__STATUS_INVALID, msg,
                             RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
             session_close(s, "frame too large", 1);
@@ -346,6 +347,7 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
     if (s->overflow && (what & EV_TIMEOUT)) {
         log_warn("session %s (%s): output above max_output_bytes; disconnecting slow reader",
                  s->id, s->peer);
+        s->srv->mx.conns_rejected[METRIC_CONN_SLOW_READER]++;
         session_close(s, "slow reader", 0);
         return;
     }
@@ -426,6 +428,8 @@ struct request *request_new(struct server *srv, struct session *s, uint64_t id, 
     r->op = op;
     r->state = REQUEST_NEW;
     if (s != NULL) {
+        r->arrival_ms = s->last_frame_ms;
+        srv->req_async = 1; /* timed when it ends (request_free) */
         TAILQ_INSERT_TAIL(&s->requests, r, sess_link);
         s->nrequests++;
     } else {
@@ -450,6 +454,8 @@ void request_free(struct request *r)
         return;
     struct server *srv = r->srv;
     int background = r->sess == NULL;
+    if (!background && r->id != 0)
+        metrics_observe(srv, r->op, util_now_ms() - r->arrival_ms);
     if (r->sess != NULL) {
         TAILQ_REMOVE(&r->sess->requests, r, sess_link);
         r->sess->nrequests--;

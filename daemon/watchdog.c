@@ -59,6 +59,7 @@ static void renew_reply_cb(const redisReply *reply, const char *err, void *arg)
         if (l->forgotten) {
             /* Released or lost meanwhile: its key's deletion is handled elsewhere. */
         } else if (v == 1) {
+            b->q->srv->mx.renewals++;
             lease_confirmed(l, b->sent_ms, b->ttls[i]);
             lease_schedule(l);
         } else if (v == 0) {
@@ -66,6 +67,7 @@ static void renew_reply_cb(const redisReply *reply, const char *err, void *arg)
         } else if (v == -1) {
             lease_lose(l, RLOCK__V1__LOST_REASON__LOST_STOLEN, "the key holds another token");
         } else {
+            b->q->srv->mx.renew_failures++;
             lease_unconfirmed(l, b->ttls[i]);
             l->next_renew_ms = now + WATCHDOG_RETRY_MS;
             lease_schedule(l);

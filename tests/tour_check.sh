@@ -18,7 +18,9 @@ fail() { echo "FAIL: $*"; echo "--- scripts/run output:"; cat "$work/run.log"; e
 
 sock=$work/rlockd.sock
 # 127.0.0.1:1 refuses connections, so scripts/run must start a private Redis.
-sed -e "s|^listen = .*|listen = unix:$sock|" -e "s|^address = .*|address = 127.0.0.1:1|" \
+# Only the first "listen =" is the server's; the metrics endpoint goes on a socket of its own.
+sed -e "0,/^listen = .*/s||listen = unix:$sock|" -e "s|^address = .*|address = 127.0.0.1:1|" \
+    -e "/^\[metrics\]/,/^\[/s|^listen = .*|listen = unix:$work/metrics.sock|" \
     "$src/conf/rlockd.conf" > "$work/rlockd.conf"
 
 RLOCKD_CONF=$work/rlockd.conf RLOCK_BUILD=$build setsid "$src/scripts/run" \

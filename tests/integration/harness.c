@@ -351,9 +351,15 @@ int h_env_start_auth(struct h_env *e, const char *password, const char *extra_in
     char auth[128] = "";
     if (e->redis_password[0])
         snprintf(auth, sizeof auth, "password = %s\n", e->redis_password);
+    /* The metrics endpoint on a unix socket of the env, unless the test sets its own. */
+    char metrics[400] = "";
+    h_env_path(e, "metrics.sock", e->metrics_sock, sizeof e->metrics_sock);
+    if (extra_ini == NULL || strstr(extra_ini, "[metrics]") == NULL)
+        snprintf(metrics, sizeof metrics, "[metrics]\nlisten = unix:%s\n", e->metrics_sock);
     int n = snprintf(conf, sizeof conf,
-                     "[server]\nlisten = %s\n\n[redis]\naddress = unix:%s\nkey_prefix = %s\n%s\n%s",
-                     e->rlockd_addr, e->redis_sock, e->prefix, auth, extra_ini ? extra_ini : "");
+                     "[server]\nlisten = %s\n\n[redis]\naddress = unix:%s\nkey_prefix = %s\n%s\n%s\n%s",
+                     e->rlockd_addr, e->redis_sock, e->prefix, auth, metrics,
+                     extra_ini ? extra_ini : "");
     if (n < 0 || (size_t)n >= sizeof conf || write_file(e->conf, conf) != 0) {
         fprintf(stderr, "harness: cannot write %s\n", e->conf);
         h_rm_tree(e->dir);

@@ -34,6 +34,8 @@ struct h_env {
     char conf[320];         /* DIR/rlockd.conf */
     char prefix[64];        /* unique key prefix for this env, e.g. "t<pid>_<n>:" */
     char redis_password[64]; /* requirepass of the env's redis-server; empty = none */
+    char metrics_sock[320];  /* DIR/metrics.sock: rlockd's HTTP endpoint, unless the test's
+                                extra_ini has a [metrics] section of its own */
 };
 
 /* Start redis-server (unix socket only, --port 0, --save "", no appendonly) and

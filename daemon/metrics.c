@@ -1,0 +1,286 @@
+/* metrics.c — see metrics.h. */
+#include "metrics.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "dispatch.h"
+#include "redis_pool.h"
+#include "relq.h"
+#include "server.h"
+#include "util.h"
+#include "wire.h"
+
+/* Upper bounds of the latency buckets, in seconds; the last is +Inf. */
+static const double latency_bounds[METRIC_BUCKETS - 1] = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1, 10,
+};
+
+void metrics_acquire_answered(struct server *srv, int status)
+{
+    if (status >= 0 && status < METRIC_STATUSES)
+        srv->mx.acquires[status]++;
+}
+
+void metrics_observe(struct server *srv, int op, int64_t ms)
+{
+    if (op <= 0 || op >= METRIC_OPS)
+        return;
+    struct metric_histogram *h = &srv->mx.latency[op];
+    double s = ms > 0 ? (double)ms / 1000.0 : 0.0;
+    size_t b = 0;
+    while (b < METRIC_BUCKETS - 1 && s > latency_bounds[b])
+        b++;
+    h->buckets[b]++;
+    h->count++;
+    h->sum += s;
+}
+
+/* --- readers: one per metric, emitting its samples ------------------------------ */
+
+typedef void sample_fn(void *ctx, const struct metric_sample *s);
+
+static void one(const struct metric_def *m, sample_fn *fn, void *ctx, double v)
+{
+    struct metric_sample s = {.name = m->name, .suffix = "", .labels = "", .value = v};
+    fn(ctx, &s);
+}
+
+static void labelled(const struct metric_def *m, sample_fn *fn, void *ctx, const char *key,
+                     const char *label, double v)
+{
+    char labels[96];
+    snprintf(labels, sizeof labels, "%s=\"%s\"", key, label);
+    struct metric_sample s = {.name = m->name, .suffix = "", .labels = labels, .value = v};
+    fn(ctx, &s);
+}
+
+/* A protocol enum value's name as a label: "NOT_ACQUIRED" -> "not_acquired". */
+static const char *label_name(const char *name, char *buf, size_t len)
+{
+    size_t i = 0;
+    for (; name[i] && i + 1 < len; i++)
+        buf[i] = (char)tolower((unsigned char)name[i]);
+    buf[i] = '\0';
+    return buf;
+}
+
+#define READER(fn) static void fn(const struct server *srv, const struct metric_def *m, \
+                                  sample_fn *sample, void *ctx)
+
+READER(read_sessions) { one(m, sample, ctx, srv->nsessions); }
+READER(read_sessions_opened) { one(m, sample, ctx, (double)srv->ctr.sessions_opened); }
+READER(read_locks_held) { one(m, sample, ctx, (double)srv->nleases); }
+READER(read_waiters) { one(m, sample, ctx, (double)srv->nwaiters); }
+READER(read_grants) { one(m, sample, ctx, (double)srv->ctr.grants); }
+READER(read_releases) { one(m, sample, ctx, (double)srv->mx.releases); }
+READER(read_renewals) { one(m, sample, ctx, (double)srv->mx.renewals); }
+READER(read_renew_failures) { one(m, sample, ctx, (double)srv->mx.renew_failures); }
+READER(read_auth_failures) { one(m, sample, ctx, (double)srv->ctr.auth_failures); }
+READER(read_cleanup_pending) { one(m, sample, ctx, cleanup_count(srv->cleanups)); }
+READER(read_release_queue) { one(m, sample, ctx, (double)relq_pending(srv)); }
+READER(read_uptime) { one(m, sample, ctx, (double)(util_now_ms() - srv->start_ms) / 1000.0); }
+READER(read_redis_conns) { one(m, sample, ctx, rpool_size(srv->pool)); }
+READER(read_redis_ready) { one(m, sample, ctx, rpool_ready_count(srv->pool)); }
+READER(read_redis_connects) { one(m, sample, ctx, (double)rpool_stats(srv->pool)->connects); }
+READER(read_redis_reloads)
+{
+    one(m, sample, ctx, (double)rpool_stats(srv->pool)->script_reloads);
+}
+READER(read_redis_timeouts) { one(m, sample, ctx, (double)rpool_stats(srv->pool)->timeouts); }
+READER(read_redis_errors) { one(m, sample, ctx, (double)rpool_stats(srv->pool)->errors); }
+
+READER(read_acquires)
+{
+    char buf[32];
+    for (int st = 0; st < METRIC_STATUSES; st++)
+        labelled(m, sample, ctx, "result", label_name(wire_status_name(st), buf, sizeof buf),
+                 (double)srv->mx.acquires[st]);
+}
+
+READER(read_lost)
+{
+    char buf[32];
+    for (int r = 1; r < METRIC_REASONS; r++)
+        labelled(m, sample, ctx, "reason", label_name(wire_lost_reason_name(r), buf, sizeof buf),
+                 (double)srv->mx.lost[r]);
+}
+
+READER(read_frames_rejected)
+{
+    static const char *const names[] = {
+#define METRIC_NAME(id, name) name,
+        METRIC_FRAME_REASONS(METRIC_NAME)
+#undef METRIC_NAME
+    };
+    for (int i = 0; i < METRIC_FRAME_COUNT; i++)
+        labelled(m, sample, ctx, "reason", names[i], (double)srv->mx.frames_rejected[i]);
+}
+
+READER(read_conns_rejected)
+{
+    static const char *const names[] = {
+#define METRIC_NAME(id, name) name,
+        METRIC_CONN_REASONS(METRIC_NAME)
+#undef METRIC_NAME
+    };
+    for (int i = 0; i < METRIC_CONN_COUNT; i++)
+        labelled(m, sample, ctx, "reason", names[i], (double)srv->mx.conns_rejected[i]);
+}
+
+READER(read_latency)
+{
+    for (int op = 1; op < METRIC_OPS; op++) {
+        const char *name = dispatch_op_name(op);
+        if (name == NULL)
+            continue;
+        const struct metric_histogram *h = &srv->mx.latency[op];
+        char labels[96];
+        uint64_t cumulative = 0;
+        for (size_t b = 0; b < METRIC_BUCKETS; b++) {
+            cumulative += h->buckets[b];
+            if (b < METRIC_BUCKETS - 1)
+                snprintf(labels, sizeof labels, "op=\"%s\",le=\"%g\"", name, latency_bounds[b]);
+            else
+                snprintf(labels, sizeof labels, "op=\"%s\",le=\"+Inf\"", name);
+            struct metric_sample s = {m->name, "_bucket", labels, (double)cumulative};
+            sample(ctx, &s);
+        }
+        snprintf(labels, sizeof labels, "op=\"%s\"", name);
+        struct metric_sample sum = {m->name, "_sum", labels, h->sum};
+        sample(ctx, &sum);
+        struct metric_sample count = {m->name, "_count", labels, (double)h->count};
+        sample(ctx, &count);
+    }
+}
+
+/* X(name, type, help, reader) — every metric, once. */
+#define METRIC_LIST(X)                                                                           \
+    X("rlockd_sessions", "gauge", "Client sessions open now.", read_sessions)                    \
+    X("rlockd_sessions_opened_total", "counter", "Client connections accepted.",                 \
+      read_sessions_opened)                                                                     \
+    X("rlockd_locks_held", "gauge", "Locks held by sessions of this daemon.", read_locks_held)   \
+    X("rlockd_waiters", "gauge", "Acquires waiting in the daemon's queues.", read_waiters)       \
+    X("rlockd_acquires_total", "counter", "Acquire requests answered, by result.",               \
+      read_acquires)                                                                            \
+    X("rlockd_grants_total", "counter", "Locks granted (re-entries included).", read_grants)      \
+    X("rlockd_releases_total", "counter", "Locks freed by their holder's last Release.",          \
+      read_releases)                                                                            \
+    X("rlockd_renewals_total", "counter", "Leases a renew confirmed.", read_renewals)             \
+    X("rlockd_renew_failures_total", "counter",                                                  \
+      "Leases whose renew got no usable answer from Redis (retried).", read_renew_failures)    \
+    X("rlockd_locks_lost_total", "counter", "LockLost events pushed, by reason.", read_lost)      \
+    X("rlockd_request_duration_seconds", "histogram",                                            \
+      "Time from a request's arrival to its answer, by operation (acquire: waits included).",   \
+      read_latency)                                                                             \
+    X("rlockd_frames_rejected_total", "counter", "Client frames refused, by reason.",            \
+      read_frames_rejected)                                                                     \
+    X("rlockd_connections_rejected_total", "counter",                                            \
+      "Client connections refused or dropped by the daemon, by reason.", read_conns_rejected)  \
+    X("rlockd_auth_failures_total", "counter", "Hellos refused for a missing or wrong token.",    \
+      read_auth_failures)                                                                       \
+    X("rlockd_redis_connections", "gauge", "Redis command connections configured.",              \
+      read_redis_conns)                                                                         \
+    X("rlockd_redis_connections_ready", "gauge",                                                 \
+      "Redis command connections ready (scripts loaded).", read_redis_ready)                    \
+    X("rlockd_redis_connects_total", "counter", "Redis connections that became ready.",          \
+      read_redis_connects)                                                                      \
+    X("rlockd_redis_script_reloads_total", "counter", "NOSCRIPT answers retried with EVAL.",     \
+      read_redis_reloads)                                                                       \
+    X("rlockd_redis_command_timeouts_total", "counter",                                          \
+      "Redis commands that missed command_timeout (their connection was reset).",               \
+      read_redis_timeouts)                                                                      \
+    X("rlockd_redis_errors_total", "counter", "Redis calls that ended without a reply.",          \
+      read_redis_errors)                                                                        \
+    X("rlockd_cleanup_pending", "gauge",                                                         \
+      "Deletes by token not yet confirmed by Redis, being retried.", read_cleanup_pending)      \
+    X("rlockd_release_queue", "gauge", "Releases queued or in Redis with nobody waiting.",       \
+      read_release_queue)                                                                       \
+    X("rlockd_uptime_seconds", "gauge", "Time since the daemon started.", read_uptime)
+
+static const struct metric_def metric_defs[] = {
+#define METRIC_DEF(name, type, help, reader) {name, type, help, reader},
+    METRIC_LIST(METRIC_DEF)
+#undef METRIC_DEF
+};
+
+void metrics_walk(const struct server *srv, void (*head)(void *ctx, const struct metric_def *m),
+                  void (*sample)(void *ctx, const struct metric_sample *s), void *ctx)
+{
+    for (size_t i = 0; i < sizeof metric_defs / sizeof metric_defs[0]; i++) {
+        if (head != NULL)
+            head(ctx, &metric_defs[i]);
+        metric_defs[i].read(srv, &metric_defs[i], sample, ctx);
+    }
+}
+
+/* --- the text exposition ------------------------------------------------------- */
+
+struct render {
+    char *buf;
+    size_t len, cap;
+    int oom;
+};
+
+static void render_printf(struct render *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void render_printf(struct render *r, const char *fmt, ...)
+{
+    if (r->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(r->buf + r->len, r->cap - r->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            r->oom = 1;
+            return;
+        }
+        if ((size_t)n < r->cap - r->len) {
+            r->len += (size_t)n;
+            return;
+        }
+        size_t cap = r->cap * 2 + (size_t)n;
+        char *p = realloc(r->buf, cap);
+        if (p == NULL) {
+            r->oom = 1;
+            return;
+        }
+        r->buf = p;
+        r->cap = cap;
+    }
+}
+
+static void render_head(void *ctx, const struct metric_def *m)
+{
+    render_printf(ctx, "# HELP %s %s\n# TYPE %s %s\n", m->name, m->help, m->name, m->type);
+}
+
+static void render_sample(void *ctx, const struct metric_sample *s)
+{
+    if (s->labels[0])
+        render_printf(ctx, "%s%s{%s} %.17g\n", s->name, s->suffix, s->labels, s->value);
+    else
+        render_printf(ctx, "%s%s %.17g\n", s->name, s->suffix, s->value);
+}
+
+char *metrics_render(const struct server *srv, size_t *len)
+{
+    struct render r = {.cap = 8192};
+    r.buf = malloc(r.cap);
+    if (r.buf == NULL)
+        return NULL;
+    metrics_walk(srv, render_head, render_sample, &r);
+    if (r.oom) {
+        free(r.buf);
+        return NULL;
+    }
+    *len = r.len;
+    return r.buf;
+}
