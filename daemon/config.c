@@ -694,6 +694,72 @@ static const char config_header[] =
     "# number means seconds. Lines starting with # or ; are comments. A line may\n"
     "# be at most 197 characters long.\n";
 
+/* The value of key k in c as the file would write it (text may be used as the buffer). */
+static const char *value_text(const struct config *c, const struct config_key *k, char *text,
+                              size_t len)
+{
+    switch (k->type) {
+    case CONFIG_STRING:
+        return FIELD_VAL(c, k, char *);
+    case CONFIG_UINT:
+    case CONFIG_DURATION:
+        format_number(k, FIELD_VAL(c, k, uint32_t), text, len);
+        return text;
+    case CONFIG_BOOL:
+        return FIELD_VAL(c, k, int) ? "yes" : "no";
+    case CONFIG_LOGLEVEL:
+        return log_level_name(FIELD_VAL(c, k, int));
+    }
+    return "";
+}
+
+struct config *config_reload_merge(const struct config *old, const struct config *new,
+                                   void (*tell)(void *arg, const char *line, int restart),
+                                   void *arg)
+{
+    struct config *c = config_defaults();
+    if (c == NULL)
+        return NULL;
+    char msg[512];
+    for (size_t i = 0; i < KEY_COUNT; i++) {
+        const struct config_key *k = &config_keys[i];
+        char a[NUM_TEXT], b[NUM_TEXT], m[256];
+        const char *was = value_text(old, k, a, sizeof a);
+        const char *now = value_text(new, k, b, sizeof b);
+        int changed = strcmp(was, now) != 0;
+        const char *take = changed && k->reloadable ? now : was;
+        if (changed) {
+            if (k->secret)
+                snprintf(msg, sizeof msg, "%s.%s changed%s", k->section, k->name,
+                         k->reloadable ? "" : ": needs a restart; the running value stays");
+            else
+                snprintf(msg, sizeof msg, "%s.%s: %s -> %s%s", k->section, k->name,
+                         was[0] ? was : "(empty)", now[0] ? now : "(empty)",
+                         k->reloadable ? "" : ": needs a restart; the running value stays");
+            tell(arg, msg, !k->reloadable);
+        }
+        if (config_set(c, k, take, m, sizeof m) < 0) { /* the text came from a valid config */
+            config_free(c);
+            return NULL;
+        }
+    }
+    /* Reloadable keys taken from one file and others kept from another must still agree. */
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *errs = open_memstream(&buf, &blen);
+    int ok = errs != NULL && config_validate(c, "reload", errs) == 0;
+    if (errs != NULL)
+        fclose(errs);
+    if (!ok) {
+        tell(arg, buf != NULL && buf[0] ? buf : "the merged configuration is not valid", 0);
+        free(buf);
+        config_free(c);
+        return NULL;
+    }
+    free(buf);
+    return c;
+}
+
 void config_dump(const struct config *c, FILE *out, int show_secrets)
 {
     fputs(config_header, out);
@@ -713,24 +779,9 @@ void config_dump(const struct config *c, FILE *out, int show_secrets)
             format_number(k, k->max, hi, sizeof hi);
             fprintf(out, "# range: %s to %s\n", lo, hi);
         }
-        const char *value = text;
-        switch (k->type) {
-        case CONFIG_STRING:
-            value = FIELD_VAL(c, k, char *);
-            if (k->secret && !show_secrets && value[0] != '\0')
-                value = "<hidden>";
-            break;
-        case CONFIG_UINT:
-        case CONFIG_DURATION:
-            format_number(k, FIELD_VAL(c, k, uint32_t), text, sizeof text);
-            break;
-        case CONFIG_BOOL:
-            value = FIELD_VAL(c, k, int) ? "yes" : "no";
-            break;
-        case CONFIG_LOGLEVEL:
-            value = log_level_name(FIELD_VAL(c, k, int));
-            break;
-        }
+        const char *value = value_text(c, k, text, sizeof text);
+        if (k->type == CONFIG_STRING && k->secret && !show_secrets && value[0] != '\0')
+            value = "<hidden>";
         if (value[0] == '\0')
             fprintf(out, "%s =\n", k->name);
         else

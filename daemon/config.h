@@ -22,8 +22,8 @@ enum config_type {
 
 /*
  * X(section, key, type, field, default_text, min, max, reloadable, secret, help)
- * reloadable marks keys a SIGHUP reload may change once reload exists; rlockd
- * currently ignores SIGHUP.
+ * reloadable marks keys a SIGHUP reload may change (config_reload_merge); the
+ * others keep their running value until a restart.
  * default_text is what the key's value would be in the file. min/max bound
  * UINT and DURATION values (in their unit: count or ms) and STRING lengths.
  */
@@ -152,6 +152,16 @@ int config_validate(const struct config *c, const char *origin, FILE *err);
 
 /* Write c as an INI file; secrets are printed as "<hidden>" unless show_secrets. */
 void config_dump(const struct config *c, FILE *out, int show_secrets);
+
+/*
+ * A reload: a new config with new's value for every reloadable key and old's
+ * for the rest. tell(arg, line, restart) is told of each changed key
+ * (secrets by name only); restart is 1 for those that need a restart. NULL when the merged
+ * config is not valid (reported) or out of memory.
+ */
+struct config *config_reload_merge(const struct config *old, const struct config *new,
+                                   void (*tell)(void *arg, const char *line, int restart),
+                                   void *arg);
 
 /* Free c and its strings; accepts NULL. */
 void config_free(struct config *c);

@@ -56,8 +56,10 @@ static void op_hello(struct session *s, const Rlock__V1__Request *req)
     }
     const char *bad = util_text_check(h->client_name, strlen(h->client_name));
     if (bad != NULL) {
-        char msg[96];
+        char msg[96], shown[4 * HELLO_NAME_MAX + 8];
         snprintf(msg, sizeof msg, "client_name %s", bad);
+        log_escape(h->client_name, shown, sizeof shown); /* never a forged line */
+        log_warn("session %s (%s): refused Hello: %s: \"%s\"", s->id, s->peer, msg, shown);
         respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, msg);
         session_close(s, "bad Hello", 1);
         return;

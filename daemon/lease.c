@@ -147,7 +147,7 @@ void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
     struct session *s = l->sess;
     struct resource *res = l->res;
     struct server *srv = l->srv;
-    log_info("session %s: lost lock %s (fence %llu): %s", s->id, res->name,
+    log_info("session %s (%s): lost lock %s (fence %llu): %s", s->id, s->peer, res->name,
              (unsigned long long)l->fence, why);
     Rlock__V1__LockLost lost = RLOCK__V1__LOCK_LOST__INIT;
     lost.resource = res->name;

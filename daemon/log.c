@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 static int log_level = LOG_LEVEL_INFO;
 static int log_journal = -1; /* -1 = not yet checked */
@@ -42,12 +44,47 @@ int log_enabled(int level)
     return level <= log_level;
 }
 
+/*
+ * 1 when stderr is the stream journald gave us: JOURNAL_STREAM names its
+ * device and inode ("DEV:INO"). Only then: a child that inherited the
+ * variable but writes to a file or terminal keeps timestamps.
+ */
+static int journal_is_stderr(void)
+{
+    const char *v = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    struct stat st;
+    if (v == NULL || sscanf(v, "%llu:%llu", &dev, &ino) != 2 || fstat(STDERR_FILENO, &st) != 0)
+        return 0;
+    return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+void log_escape(const char *s, char *out, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && o + 5 < len; p++) {
+        if (*p == '\\' || *p == '"') {
+            out[o++] = '\\';
+            out[o++] = (char)*p;
+        } else if (*p < 0x20 || *p == 0x7f) {
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[*p >> 4];
+            out[o++] = hex[*p & 0xf];
+        } else {
+            out[o++] = (char)*p; /* UTF-8 bytes pass: the checks before logging vouch for them */
+        }
+    }
+    out[o] = '\0';
+}
+
 void log_msg(int level, const char *fmt, ...)
 {
     if (!log_enabled(level))
         return;
     if (log_journal < 0)
-        log_journal = getenv("JOURNAL_STREAM") != NULL;
+        log_journal = journal_is_stderr();
 
     char line[2048];
     size_t n = 0;

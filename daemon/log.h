@@ -2,15 +2,20 @@
  * log.h — rlockd's log lines on stderr.
  *
  * One line per event: "LEVEL message". When stderr is read by journald
- * (JOURNAL_STREAM is set) each line starts with a "<N>" syslog priority
- * instead, so journalctl shows levels and the line needs no timestamp.
- * Otherwise lines carry an ISO-8601 timestamp.
+ * (JOURNAL_STREAM names stderr's device and inode) each line starts with a
+ * "<N>" syslog priority instead, so journalctl shows levels and the line
+ * needs no timestamp. Otherwise lines carry an ISO-8601 timestamp.
+ *
+ * Text that comes from clients (names, resources) goes through log_escape
+ * first when it has not been checked, so that no client can forge a line.
  *
  * The level is process-wide state, like stderr itself: it is the one piece
  * of mutable state outside main.c, set at startup and on reload.
  */
 #ifndef RLOCKD_LOG_H
 #define RLOCKD_LOG_H
+
+#include <stddef.h>
 
 enum log_level {
     LOG_LEVEL_ERROR = 0,
@@ -27,6 +32,9 @@ void log_set_level(int level);
 int log_enabled(int level);
 
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* s with backslash, double quote and control bytes escaped (\\, \", \xNN), cut to fit len. */
+void log_escape(const char *s, char *out, size_t len);
 
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)

@@ -634,6 +634,11 @@ uint32_t rpool_route(const struct rpool *p, const char *key, size_t len)
     return (uint32_t)(util_hash(p->hash_key, key, len) % p->n);
 }
 
+void rpool_set_config(struct rpool *p, const struct config *cfg)
+{
+    p->cfg = cfg; /* the address and pool size stay: changing them needs a restart */
+}
+
 uint32_t rpool_size(const struct rpool *p)
 {
     return p->n;

@@ -50,6 +50,8 @@ struct rpool_stats {
  */
 struct rpool *rpool_new(struct event_base *base, const struct config *cfg,
                         const uint8_t hash_key[UTIL_HASH_KEY_BYTES]);
+/* Use cfg from now on (after a reload); it must outlive the pool like the first. */
+void rpool_set_config(struct rpool *p, const struct config *cfg);
 /* Close every connection (pending callbacks run with an error) and free. Accepts NULL. */
 void rpool_free(struct rpool *p);
 

@@ -12,6 +12,7 @@
 #include "server.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,7 @@
 #include "cleanup.h"
 #include "config.h"
 #include "http.h"
+#include "sdnotify.h"
 #include "listener.h"
 #include "lock.h"
 #include "log.h"
@@ -95,6 +97,7 @@ static void server_stop(struct server *srv, const char *why)
         return;
     }
     srv->stopping = 1;
+    sdnotify_stopping(srv);
     log_info("%s: shutting down (%u session%s, %llu lock%s held)", why, srv->nsessions,
              srv->nsessions == 1 ? "" : "s", (unsigned long long)srv->nleases,
              srv->nleases == 1 ? "" : "s");
@@ -122,12 +125,68 @@ static void server_stop(struct server *srv, const char *why)
         evtimer_add(srv->stop_ev, &tv);
 }
 
+static void reload_tell(void *arg, const char *line, int restart)
+{
+    (void)arg;
+    if (restart)
+        log_warn("reload: %s", line);
+    else
+        log_info("reload: %s", line);
+}
+
+/*
+ * SIGHUP: read the file again through the same table, check all of it, and
+ * swap in a new config with the reloadable keys changed (config_reload_merge);
+ * keys that cannot change live keep their value and are named. A file with
+ * any error changes nothing: every problem is logged with its file and line.
+ */
+static void server_reload(struct server *srv)
+{
+    if (srv->config_path == NULL) {
+        log_warn("SIGHUP: no configuration file was given (built-in defaults): nothing to reload");
+        return;
+    }
+    sdnotify_reloading(srv);
+    char *errs = NULL;
+    size_t elen = 0;
+    FILE *ef = open_memstream(&errs, &elen);
+    struct config *fresh = ef != NULL ? config_load(srv->config_path, ef) : NULL;
+    if (ef != NULL)
+        fclose(ef);
+    struct config *merged = NULL;
+    if (fresh == NULL) {
+        log_error("reload of %s refused; the running configuration stays:", srv->config_path);
+        char *save = NULL;
+        for (char *line = errs ? strtok_r(errs, "\n", &save) : NULL; line != NULL;
+             line = strtok_r(NULL, "\n", &save))
+            log_error("  %s", line);
+    } else {
+        merged = config_reload_merge(srv->cfg, fresh, reload_tell, NULL);
+        if (merged == NULL)
+            log_error("reload of %s refused; the running configuration stays",
+                      srv->config_path);
+    }
+    free(errs);
+    config_free(fresh);
+    if (merged != NULL) {
+        struct config *old = srv->cfg;
+        srv->cfg = merged;
+        rpool_set_config(srv->pool, merged);
+        log_set_level(merged->log_level);
+        if (http_reconfigure(srv, merged->metrics_listen) != 0)
+            log_error("reload: the metrics endpoint is off");
+        config_free(old);
+        log_info("reloaded %s", srv->config_path);
+    }
+    sdnotify_reloaded(srv);
+}
+
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
     struct server *srv = arg;
     if (sig == SIGHUP) {
-        log_warn("SIGHUP: configuration reload is not supported by this version; ignored");
+        server_reload(srv);
         return;
     }
     server_stop(srv, sig == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -174,7 +233,8 @@ struct server *server_new(struct config *cfg, const char *config_path)
     srv->pool = rpool_new(srv->base, cfg, srv->hash_key);
     if (srv->pool == NULL || relq_init(srv) != 0)
         goto fail;
-    if (watchdog_start(srv) != 0 || listener_open_all(srv) != 0 || http_start(srv) != 0)
+    if (watchdog_start(srv) != 0 || listener_open_all(srv) != 0 || http_start(srv) != 0 ||
+        sdnotify_start(srv) != 0)
         goto fail;
     static const int sigs[3] = {SIGTERM, SIGINT, SIGHUP};
     for (int i = 0; i < 3; i++) {
@@ -202,6 +262,7 @@ void server_free(struct server *srv)
     if (srv == NULL)
         return;
     http_stop(srv);
+    sdnotify_stop(srv);
     listener_close_all(srv);
     struct session *s;
     while ((s = TAILQ_FIRST(&srv->sessions)) != NULL)

@@ -26,6 +26,7 @@ struct cleanup_list;
 struct relq;
 struct renewq;
 struct http;
+struct sdnotify;
 
 TAILQ_HEAD(session_list, session);
 TAILQ_HEAD(lease_list, lease);
@@ -51,6 +52,7 @@ struct server {
     struct rpool *pool;
     struct listener *listeners;     /* singly linked */
     struct http *http;              /* metrics and health endpoint, or NULL */
+    struct sdnotify *sdnotify;      /* systemd notify socket, or NULL */
     struct session_list sessions;   /* live sessions */
     struct session_list closed;     /* ended, freed by reap_ev after this loop turn */
     struct session_list draining;   /* ended, still writing their last reply */

@@ -38,7 +38,8 @@ static const char *state_name(enum session_state st)
 /* The one function that changes a session's state. */
 static void session_set_state(struct session *s, enum session_state st)
 {
-    log_debug("session %s: %s -> %s", s->id, state_name(s->state), state_name(st));
+    log_debug("session %s (%s): %s -> %s", s->id, s->peer, state_name(s->state),
+              state_name(st));
     s->state = st;
 }
 
@@ -180,7 +181,7 @@ static void session_send(struct session *s, const Rlock__V1__ServerMessage *m)
         return;
     size_t body = protobuf_c_message_get_packed_size(&m->base);
     if (body > UINT32_MAX || iobuf_reserve(&s->tx, WIRE_HEADER_BYTES + body) != 0) {
-        log_error("session %s: out of memory packing a reply", s->id);
+        log_error("session %s (%s): out of memory packing a reply", s->id, s->peer);
         return;
     }
     uint8_t *at = iobuf_tail(&s->tx);
@@ -218,7 +219,7 @@ void session_respond(struct session *s, uint64_t id, Rlock__V1__Status status, c
     default: r.body_case = RLOCK__V1__RESPONSE__BODY__NOT_SET; break;
     }
     if (status != RLOCK__V1__STATUS__STATUS_OK)
-        log_debug("session %s: request %llu: %s: %s", s->id, (unsigned long long)id,
+        log_debug("session %s (%s): request %llu: %s: %s", s->id, s->peer, (unsigned long long)id,
                   wire_status_name(status), r.message);
     Rlock__V1__ServerMessage m = RLOCK__V1__SERVER_MESSAGE__INIT;
     m.body_case = RLOCK__V1__SERVER_MESSAGE__BODY_RESPONSE;
@@ -411,7 +412,7 @@ struct session *session_new(struct server *srv, int fd, const char *peer)
     TAILQ_INSERT_TAIL(&srv->sessions, s, link);
     srv->nsessions++;
     srv->ctr.sessions_opened++;
-    log_debug("session %s: accepted from %s", s->id, peer);
+    log_debug("session %s (%s): accepted", s->id, peer);
     return s;
 }
 
