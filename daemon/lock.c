@@ -21,6 +21,7 @@
 #include "config.h"
 #include "log.h"
 #include "redis_pool.h"
+#include "reply.h"
 #include "resource.h"
 
 #define WAKE_POLL_MS 1000 /* retry period when the holder's key has no expiry */
@@ -207,18 +208,19 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
 static void release_reply_cb(const redisReply *reply, const char *err, void *arg)
 {
     struct request *req = arg;
+    int confirmed = reply_delete(reply) != REPLY_DELETE_UNKNOWN;
     if (req->sess != NULL) {
-        if (reply != NULL && reply->type == REDIS_REPLY_INTEGER)
+        if (confirmed)
             reply_released(req->sess, req->id, 0, NULL);
         else
             reply_released(req->sess, req->id, 0,
                            "released here, but Redis did not confirm the delete; "
                            "the key expires within its ttl");
     }
-    if (reply == NULL || reply->type == REDIS_REPLY_ERROR)
+    if (reply == NULL || reply_error_text(reply) != NULL)
         log_warn("release of %s not confirmed: %s", req->res->name,
-                 reply == NULL ? err : reply->str);
-    if (reply == NULL || reply->type != REDIS_REPLY_INTEGER)
+                 reply == NULL ? err : reply_error_text(reply));
+    if (!confirmed)
         cleanup_add(req->srv, req->res->key, req->res->key_len, req->res->route, req->token,
                     util_now_ms(), req->max_expiry_ms + LOCK_CLEANUP_GRACE_MS);
     struct resource *res = req->res;
@@ -351,13 +353,9 @@ static void acquire_busy(struct request *req, long long pttl)
 }
 
 /* A try of a withdrawn acquire came back: undo a grant (or a possible one) and say so. */
-static void acquire_cancelled(struct request *req, const redisReply *reply)
+static void acquire_cancelled(struct request *req, enum reply_acquire_kind kind)
 {
-    int granted = reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
-                  reply->element[0]->type == REDIS_REPLY_INTEGER &&
-                  reply->element[0]->integer == 1;
-    int unknown = reply == NULL || reply->type != REDIS_REPLY_ARRAY;
-    if (granted || unknown)
+    if (kind != REPLY_ACQUIRE_BUSY)
         lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
     reply_error(req, RLOCK__V1__STATUS__STATUS_CANCELLED, "acquire cancelled");
     request_finish(req);
@@ -366,8 +364,11 @@ static void acquire_cancelled(struct request *req, const redisReply *reply)
 static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg)
 {
     struct request *req = arg;
+    uint64_t fence = 0;
+    long long pttl = 0;
+    enum reply_acquire_kind kind = reply_acquire(reply, &fence, &pttl);
     if (req->cancelled) {
-        acquire_cancelled(req, reply);
+        acquire_cancelled(req, kind);
         return;
     }
     if (reply == NULL) {
@@ -377,30 +378,28 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
         request_finish(req);
         return;
     }
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
-        reply->element[0]->type != REDIS_REPLY_INTEGER ||
-        reply->element[1]->type != REDIS_REPLY_INTEGER) {
+    if (kind == REPLY_ACQUIRE_ERROR || kind == REPLY_ACQUIRE_MALFORMED) {
+        const char *text = reply_error_text(reply);
         log_error("acquire %s: unexpected reply from Redis%s%s", req->res->name,
-                  reply->type == REDIS_REPLY_ERROR ? ": " : "",
-                  reply->type == REDIS_REPLY_ERROR ? reply->str : "");
+                  text != NULL ? ": " : "", text != NULL ? text : "");
         /* A script error may come after its SET: delete by token whatever happened. */
         lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
         reply_error(req, RLOCK__V1__STATUS__STATUS_INTERNAL,
-                    reply->type == REDIS_REPLY_ERROR
+                    text != NULL
                         ? "redis refused the acquire script (is the lock's key of another "
                           "type?)"
                         : "unexpected reply from Redis");
         request_finish(req);
         return;
     }
-    if (reply->element[0]->integer == 1)
-        acquire_granted(req, (uint64_t)reply->element[1]->integer);
+    if (kind == REPLY_ACQUIRE_GRANTED)
+        acquire_granted(req, fence);
     else
-        acquire_busy(req, reply->element[1]->integer);
+        acquire_busy(req, pttl);
 }
 
 /* Resource names go to Redis only as keys; still, only printable UTF-8 within bounds. */
-static const char *check_resource(const struct config *cfg, const char *name)
+const char *lock_check_resource(const struct config *cfg, const char *name)
 {
     size_t n = strlen(name);
     if (n == 0)
@@ -415,12 +414,17 @@ static const char *check_resource(const struct config *cfg, const char *name)
     return NULL;
 }
 
+int lock_check_ttl(const struct config *cfg, uint32_t *ttl)
+{
+    if (*ttl == 0)
+        *ttl = cfg->default_ttl_ms;
+    return *ttl < cfg->min_ttl_ms || *ttl > cfg->max_ttl_ms ? -1 : 0;
+}
+
 static int check_ttl(struct session *s, uint64_t id, uint32_t *ttl)
 {
     const struct config *cfg = s->srv->cfg;
-    if (*ttl == 0)
-        *ttl = cfg->default_ttl_ms;
-    if (*ttl < cfg->min_ttl_ms || *ttl > cfg->max_ttl_ms) {
+    if (lock_check_ttl(cfg, ttl) != 0) {
         char msg[96];
         snprintf(msg, sizeof msg, "ttl_ms must be between %u and %u", cfg->min_ttl_ms,
                  cfg->max_ttl_ms);
@@ -449,7 +453,7 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
 {
     struct server *srv = s->srv;
     const struct config *cfg = srv->cfg;
-    const char *bad = check_resource(cfg, a->resource);
+    const char *bad = lock_check_resource(cfg, a->resource);
     srv->ctr.acquires++;
     if (bad != NULL) {
         respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
@@ -574,8 +578,8 @@ static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
         l = NULL;
     if (l != NULL)
         l->extending = 0;
-    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != 1 ||
-        reply->element[0]->type != REDIS_REPLY_INTEGER) {
+    int8_t v;
+    if (reply_renew(reply, 1, &v) != 0 || v == REPLY_RENEW_UNKNOWN) {
         /* It may still run, and lengthen the key; it cannot shorten it. */
         if (l != NULL)
             lease_unconfirmed(l, req->ttl_ms);
@@ -583,13 +587,13 @@ static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
             lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
         reply_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE,
                     reply == NULL ? err : "unexpected reply from Redis");
-    } else if (reply->element[0]->integer != 1 || l == NULL) {
-        if (l == NULL && reply->element[0]->integer == 1) /* released meanwhile */
+    } else if (v != REPLY_RENEW_OK || l == NULL) {
+        if (l == NULL && v == REPLY_RENEW_OK) /* released meanwhile */
             lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
         if (l != NULL)
             lease_lose(l,
-                       reply->element[0]->integer == 0 ? RLOCK__V1__LOST_REASON__LOST_MISSING
-                                                       : RLOCK__V1__LOST_REASON__LOST_STOLEN,
+                       v == REPLY_RENEW_MISSING ? RLOCK__V1__LOST_REASON__LOST_MISSING
+                                                : RLOCK__V1__LOST_REASON__LOST_STOLEN,
                        "extend found the key gone or taken");
         reply_error(req, RLOCK__V1__STATUS__STATUS_NOT_HELD, "the lock is no longer held");
     } else {
@@ -669,11 +673,11 @@ void lock_cancel(struct session *s, uint64_t id, const Rlock__V1__Cancel *c)
 static void tombstone_reply_cb(const redisReply *reply, const char *err, void *arg)
 {
     struct request *req = arg;
-    if (reply == NULL || reply->type != REDIS_REPLY_INTEGER) {
+    if (reply_delete(reply) == REPLY_DELETE_UNKNOWN) {
         /* The key keeps our token, for its ttl at most: delete it after the delay. */
+        const char *text = reply_error_text(reply);
         log_warn("lock_delay of %s not confirmed: %s", req->res->name,
-                 reply == NULL ? err : reply->type == REDIS_REPLY_ERROR ? reply->str
-                                                                        : "unexpected reply");
+                 reply == NULL ? err : text != NULL ? text : "unexpected reply");
         cleanup_add(req->srv, req->res->key, req->res->key_len, req->res->route, req->token,
                     util_now_ms() + req->lock_delay_ms,
                     req->max_expiry_ms + LOCK_CLEANUP_GRACE_MS);

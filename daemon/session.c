@@ -180,11 +180,10 @@ static void session_read(struct session *s)
             return;
         size_t avail = evbuffer_get_length(in);
         uint8_t hdr[WIRE_HEADER_BYTES];
-        if (avail < WIRE_HEADER_BYTES)
-            return;
+        uint32_t len = 0;
         evbuffer_copyout(in, hdr, WIRE_HEADER_BYTES);
-        uint32_t len = wire_get_len(hdr);
-        if (len > cfg->max_frame_bytes) {
+        enum wire_frame_state st = wire_frame_next(hdr, avail, cfg->max_frame_bytes, &len);
+        if (st == WIRE_FRAME_TOO_LARGE) {
             /* Refused before buffering it: answer, then close this connection only. */
             char msg[96];
             snprintf(msg, sizeof msg, "frame of %u bytes exceeds max_frame_bytes (%u)", len,
@@ -195,7 +194,7 @@ static void session_read(struct session *s)
             session_close(s, "frame too large", 1);
             return;
         }
-        if (avail < WIRE_HEADER_BYTES + (size_t)len)
+        if (st == WIRE_FRAME_PARTIAL)
             return; /* wait for the rest (at most max_frame_bytes are ever buffered) */
         evbuffer_drain(in, WIRE_HEADER_BYTES);
         static const uint8_t empty[1];
