@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "redis_pool.h"
+#include "reply.h"
 #include "server.h"
 #include "theap.h"
 #include "util.h"
@@ -152,8 +153,9 @@ static void cleanup_reply_cb(const redisReply *reply, const char *err, void *arg
         return;
     }
     int64_t now = util_now_ms();
-    if (reply != NULL && reply->type == REDIS_REPLY_INTEGER) {
-        if (reply->integer == 1)
+    enum reply_delete_kind kind = reply_delete(reply);
+    if (kind != REPLY_DELETE_UNKNOWN) {
+        if (kind == REPLY_DELETE_DONE)
             log_info("cleanup: deleted %.*s left by an unconfirmed operation", (int)e->key_len,
                      e->key);
         if (e->answered_ms == 0)

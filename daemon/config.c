@@ -782,8 +782,17 @@ void config_dump(const struct config *c, FILE *out, int show_secrets)
         const char *value = value_text(c, k, text, sizeof text);
         if (k->type == CONFIG_STRING && k->secret && !show_secrets && value[0] != '\0')
             value = "<hidden>";
+        /*
+         * The dump must load back as the same config. Read back, "key = ;x"
+         * is an empty value and a comment, and a value that filled its line
+         * as "key=value" would make "key = value" too long: those are
+         * written without the blanks.
+         */
         if (value[0] == '\0')
             fprintf(out, "%s =\n", k->name);
+        else if (value[0] == ';' ||
+                 strlen(k->name) + strlen(" = ") + strlen(value) > CONFIG_MAX_LINE)
+            fprintf(out, "%s=%s\n", k->name, value);
         else
             fprintf(out, "%s = %s\n", k->name, value);
     }

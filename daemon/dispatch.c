@@ -35,6 +35,24 @@ static uint32_t clamp_u32(uint32_t v, uint32_t lo, uint32_t hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
+const char *dispatch_hello_check(const Rlock__V1__Hello *h, char *buf, size_t len,
+                                 const char **close_reason)
+{
+    *close_reason = "bad Hello";
+    if (h->protocol_version > WIRE_PROTOCOL_VERSION) {
+        *close_reason = "unsupported protocol version";
+        return "unsupported protocol_version (this server speaks 1)";
+    }
+    if (strlen(h->client_name) > HELLO_NAME_MAX)
+        return "client_name too long";
+    const char *bad = util_text_check(h->client_name, strlen(h->client_name));
+    if (bad != NULL) {
+        snprintf(buf, len, "client_name %s", bad);
+        return buf;
+    }
+    return NULL;
+}
+
 static void op_hello(struct session *s, const Rlock__V1__Request *req)
 {
     const Rlock__V1__Hello *h = req->hello;
@@ -43,25 +61,15 @@ static void op_hello(struct session *s, const Rlock__V1__Request *req)
         respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, "Hello was already sent");
         return;
     }
-    if (h->protocol_version > WIRE_PROTOCOL_VERSION) {
-        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
-                      "unsupported protocol_version (this server speaks 1)");
-        session_close(s, "unsupported protocol version", 1);
-        return;
-    }
-    if (strlen(h->client_name) > HELLO_NAME_MAX) {
-        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, "client_name too long");
-        session_close(s, "bad Hello", 1);
-        return;
-    }
-    const char *bad = util_text_check(h->client_name, strlen(h->client_name));
+    char msg[96];
+    const char *close_reason;
+    const char *bad = dispatch_hello_check(h, msg, sizeof msg, &close_reason);
     if (bad != NULL) {
-        char msg[96], shown[4 * HELLO_NAME_MAX + 8];
-        snprintf(msg, sizeof msg, "client_name %s", bad);
+        char shown[4 * HELLO_NAME_MAX + 8];
         log_escape(h->client_name, shown, sizeof shown); /* never a forged line */
-        log_warn("session %s (%s): refused Hello: %s: \"%s\"", s->id, s->peer, msg, shown);
-        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, msg);
-        session_close(s, "bad Hello", 1);
+        log_warn("session %s (%s): refused Hello: %s: \"%s\"", s->id, s->peer, bad, shown);
+        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
+        session_close(s, close_reason, 1);
         return;
     }
     snprintf(s->name, sizeof s->name, "%s", h->client_name);
@@ -225,11 +233,31 @@ const char *dispatch_op_name(int op)
     return ops[op].name;
 }
 
+Rlock__V1__Request *dispatch_decode(struct wire_budget *budget, const uint8_t *data, size_t len)
+{
+    wire_budget_init(budget, wire_budget_for(len));
+    return rlock__v1__request__unpack(&budget->alloc, len, data);
+}
+
+const char *dispatch_check(const Rlock__V1__Request *req, size_t len)
+{
+    /*
+     * protobuf-c cuts a string at an embedded NUL, which would make a
+     * resource name mean something else. Such a string (or any other
+     * non-canonical encoding) re-packs shorter than it arrived.
+     */
+    if (protobuf_c_message_get_packed_size(&req->base) != len)
+        return "non-canonical encoding: a NUL inside a string, a field sent twice, "
+               "an explicit default value or a padded varint";
+    if ((size_t)req->body_case >= sizeof ops / sizeof ops[0] || ops[req->body_case].fn == NULL)
+        return "unknown or missing operation";
+    return NULL;
+}
+
 void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
 {
     struct wire_budget budget;
-    wire_budget_init(&budget, wire_budget_for(len));
-    Rlock__V1__Request *req = rlock__v1__request__unpack(&budget.alloc, len, data);
+    Rlock__V1__Request *req = dispatch_decode(&budget, data, len);
     struct server *srv = s->srv;
     if (req == NULL) {
         srv->mx.frames_rejected[METRIC_FRAME_MALFORMED]++;
@@ -239,25 +267,17 @@ void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
         session_close(s, "malformed frame", 1);
         return;
     }
-    /*
-     * protobuf-c cuts a string at an embedded NUL, which would make a
-     * resource name mean something else. Such a string (or any other
-     * non-canonical encoding) re-packs shorter than it arrived.
-     */
+    const char *bad;
     if (s->state == SESSION_ACCEPTED && req->body_case != RLOCK__V1__REQUEST__BODY_HELLO) {
         srv->mx.frames_rejected[METRIC_FRAME_BEFORE_HELLO]++;
         respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
                       "Hello must be the first request");
         session_close(s, "request before Hello", 1);
-    } else if (protobuf_c_message_get_packed_size(&req->base) != len) {
-        srv->mx.frames_rejected[METRIC_FRAME_NON_CANONICAL]++;
-        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
-                      "non-canonical encoding: a NUL inside a string, a field sent twice, "
-                      "an explicit default value or a padded varint");
-    } else if (dispatch_op_name((int)req->body_case) == NULL) {
-        srv->mx.frames_rejected[METRIC_FRAME_UNKNOWN_OP]++;
-        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
-                      "unknown or missing operation");
+    } else if ((bad = dispatch_check(req, len)) != NULL) {
+        srv->mx.frames_rejected[dispatch_op_name((int)req->body_case) == NULL
+                                    ? METRIC_FRAME_UNKNOWN_OP
+                                    : METRIC_FRAME_NON_CANONICAL]++;
+        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
     } else if (srv->stopping && req->body_case == RLOCK__V1__REQUEST__BODY_ACQUIRE) {
         srv->ctr.acquires++;
         metrics_acquire_answered(srv, RLOCK__V1__STATUS__STATUS_SHUTTING_DOWN);

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "redis_pool.h"
 #include "relq.h"
+#include "reply.h"
 #include "resource.h"
 
 #define WAKE_POLL_MS 1000 /* retry period when the holder's key has no expiry */
@@ -35,7 +36,7 @@
 /* --- replies ---------------------------------------------------------------- */
 
 /* Grant (or re-enter) l for the request with id that arrived at arrival_ms. */
-static void reply_acquired(struct session *s, uint64_t id, const struct lease *l,
+static void answer_acquired(struct session *s, uint64_t id, const struct lease *l,
                            int64_t arrival_ms)
 {
     Rlock__V1__AcquireReply a = RLOCK__V1__ACQUIRE_REPLY__INIT;
@@ -51,7 +52,7 @@ static void reply_acquired(struct session *s, uint64_t id, const struct lease *l
                     RLOCK__V1__RESPONSE__BODY_ACQUIRE, &a);
 }
 
-static void reply_released(struct session *s, uint64_t id, uint32_t holds, const char *msg)
+static void answer_released(struct session *s, uint64_t id, uint32_t holds, const char *msg)
 {
     Rlock__V1__ReleaseReply r = RLOCK__V1__RELEASE_REPLY__INIT;
     r.hold_count = holds;
@@ -59,7 +60,7 @@ static void reply_released(struct session *s, uint64_t id, uint32_t holds, const
                     RLOCK__V1__RESPONSE__BODY_RELEASE, &r);
 }
 
-static void reply_error(struct request *req, Rlock__V1__Status st, const char *msg)
+static void answer_error(struct request *req, Rlock__V1__Status st, const char *msg)
 {
     if (req->sess == NULL)
         return;
@@ -170,11 +171,11 @@ void lock_kick(struct resource *res)
             break;
         /* The same owner's earlier acquire was granted meanwhile: a re-entry. */
         if (head->no_reentry) {
-            reply_error(head, RLOCK__V1__STATUS__STATUS_ALREADY_HELD,
+            answer_error(head, RLOCK__V1__STATUS__STATUS_ALREADY_HELD,
                         "this owner already holds the lock (re-entry refused)");
         } else {
             l->holds++;
-            reply_acquired(head->sess, head->id, l, head->arrival_ms);
+            answer_acquired(head->sess, head->id, l, head->arrival_ms);
         }
         head->state = REQUEST_DONE;
         waitq_remove(head);
@@ -210,7 +211,7 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
         req->expired = 1; /* the try in flight decides: a late grant is still a grant */
         return;
     }
-    reply_error(req, RLOCK__V1__STATUS__STATUS_TIMEOUT, "wait timed out");
+    answer_error(req, RLOCK__V1__STATUS__STATUS_TIMEOUT, "wait timed out");
     request_finish(req);
 }
 
@@ -219,18 +220,19 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
 static void release_reply_cb(const redisReply *reply, const char *err, void *arg)
 {
     struct request *req = arg;
+    int confirmed = reply_delete(reply) != REPLY_DELETE_UNKNOWN;
     if (req->sess != NULL) {
-        if (reply != NULL && reply->type == REDIS_REPLY_INTEGER)
-            reply_released(req->sess, req->id, 0, NULL);
+        if (confirmed)
+            answer_released(req->sess, req->id, 0, NULL);
         else
-            reply_released(req->sess, req->id, 0,
+            answer_released(req->sess, req->id, 0,
                            "released here, but Redis did not confirm the delete; "
                            "the key expires within its ttl");
     }
-    if (reply == NULL || reply->type == REDIS_REPLY_ERROR)
+    if (reply == NULL || reply_error_text(reply) != NULL)
         log_warn("release of %s not confirmed: %s", req->res->name,
-                 reply == NULL ? err : reply->str);
-    if (reply == NULL || reply->type != REDIS_REPLY_INTEGER)
+                 reply == NULL ? err : reply_error_text(reply));
+    if (!confirmed)
         cleanup_add(req->srv, req->res->key, req->res->key_len, req->res->route, req->token,
                     util_now_ms(), req->max_expiry_ms + LOCK_CLEANUP_GRACE_MS);
     struct resource *res = req->res;
@@ -302,7 +304,7 @@ static void acquire_granted(struct request *req, uint64_t fence)
     if (util_now_ms() + LEASE_MARGIN_MS(req->ttl_ms) >= req->sent_ms + req->ttl_ms) {
         /* Redis answered so late that the lease may already have run out. */
         lock_release_token(req->srv, res, req->token, key_life_end(req->ttl_ms));
-        reply_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE,
+        answer_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE,
                     "redis answered after the lease had run out");
         request_finish(req);
         return;
@@ -320,9 +322,9 @@ static void acquire_granted(struct request *req, uint64_t fence)
     struct lease *l = lease_new(s, res, &g);
     if (l == NULL) {
         lock_release_token(req->srv, res, req->token, key_life_end(req->ttl_ms));
-        reply_error(req, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
+        answer_error(req, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
     } else {
-        reply_acquired(s, req->id, l, req->arrival_ms);
+        answer_acquired(s, req->id, l, req->arrival_ms);
     }
     resource_ref(res);
     request_finish(req);
@@ -334,12 +336,12 @@ static void acquire_busy(struct request *req, long long pttl)
 {
     struct resource *res = req->res;
     if (req->deadline_ms == 0) {
-        reply_error(req, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED, "held by another owner");
+        answer_error(req, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED, "held by another owner");
         request_finish(req);
         return;
     }
     if (req->sess == NULL || req->expired || util_now_ms() >= req->deadline_ms) {
-        reply_error(req, RLOCK__V1__STATUS__STATUS_TIMEOUT, "wait timed out");
+        answer_error(req, RLOCK__V1__STATUS__STATUS_TIMEOUT, "wait timed out");
         request_finish(req);
         return;
     }
@@ -356,56 +358,53 @@ static void acquire_busy(struct request *req, long long pttl)
 }
 
 /* A try of a withdrawn acquire came back: undo a grant (or a possible one) and say so. */
-static void acquire_cancelled(struct request *req, const redisReply *reply)
+static void acquire_cancelled(struct request *req, enum reply_acquire_kind kind)
 {
-    int granted = reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
-                  reply->element[0]->type == REDIS_REPLY_INTEGER &&
-                  reply->element[0]->integer == 1;
-    int unknown = reply == NULL || reply->type != REDIS_REPLY_ARRAY;
-    if (granted || unknown)
+    if (kind != REPLY_ACQUIRE_BUSY)
         lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
-    reply_error(req, RLOCK__V1__STATUS__STATUS_CANCELLED, "acquire cancelled");
+    answer_error(req, RLOCK__V1__STATUS__STATUS_CANCELLED, "acquire cancelled");
     request_finish(req);
 }
 
 static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg)
 {
     struct request *req = arg;
+    uint64_t fence = 0;
+    long long pttl = 0;
+    enum reply_acquire_kind kind = reply_acquire(reply, &fence, &pttl);
     if (req->cancelled) {
-        acquire_cancelled(req, reply);
+        acquire_cancelled(req, kind);
         return;
     }
     if (reply == NULL) {
         /* The outcome is unknown: a compare-and-delete of our fresh token is always safe. */
         lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
-        reply_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE, err);
+        answer_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE, err);
         request_finish(req);
         return;
     }
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
-        reply->element[0]->type != REDIS_REPLY_INTEGER ||
-        reply->element[1]->type != REDIS_REPLY_INTEGER) {
+    if (kind == REPLY_ACQUIRE_ERROR || kind == REPLY_ACQUIRE_MALFORMED) {
+        const char *text = reply_error_text(reply);
         log_error("acquire %s: unexpected reply from Redis%s%s", req->res->name,
-                  reply->type == REDIS_REPLY_ERROR ? ": " : "",
-                  reply->type == REDIS_REPLY_ERROR ? reply->str : "");
+                  text != NULL ? ": " : "", text != NULL ? text : "");
         /* A script error may come after its SET: delete by token whatever happened. */
         lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
-        reply_error(req, RLOCK__V1__STATUS__STATUS_INTERNAL,
-                    reply->type == REDIS_REPLY_ERROR
+        answer_error(req, RLOCK__V1__STATUS__STATUS_INTERNAL,
+                    text != NULL
                         ? "redis refused the acquire script (is the lock's key of another "
                           "type?)"
                         : "unexpected reply from Redis");
         request_finish(req);
         return;
     }
-    if (reply->element[0]->integer == 1)
-        acquire_granted(req, (uint64_t)reply->element[1]->integer);
+    if (kind == REPLY_ACQUIRE_GRANTED)
+        acquire_granted(req, fence);
     else
-        acquire_busy(req, reply->element[1]->integer);
+        acquire_busy(req, pttl);
 }
 
 /* Resource names go to Redis only as keys; still, only printable UTF-8 within bounds. */
-static const char *check_resource(const struct config *cfg, const char *name)
+const char *lock_check_resource(const struct config *cfg, const char *name)
 {
     size_t n = strlen(name);
     if (n == 0)
@@ -420,12 +419,17 @@ static const char *check_resource(const struct config *cfg, const char *name)
     return NULL;
 }
 
+int lock_check_ttl(const struct config *cfg, uint32_t *ttl)
+{
+    if (*ttl == 0)
+        *ttl = cfg->default_ttl_ms;
+    return *ttl < cfg->min_ttl_ms || *ttl > cfg->max_ttl_ms ? -1 : 0;
+}
+
 static int check_ttl(struct session *s, uint64_t id, uint32_t *ttl)
 {
     const struct config *cfg = s->srv->cfg;
-    if (*ttl == 0)
-        *ttl = cfg->default_ttl_ms;
-    if (*ttl < cfg->min_ttl_ms || *ttl > cfg->max_ttl_ms) {
+    if (lock_check_ttl(cfg, ttl) != 0) {
         char msg[96];
         snprintf(msg, sizeof msg, "ttl_ms must be between %u and %u", cfg->min_ttl_ms,
                  cfg->max_ttl_ms);
@@ -454,7 +458,7 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
 {
     struct server *srv = s->srv;
     const struct config *cfg = srv->cfg;
-    const char *bad = check_resource(cfg, a->resource);
+    const char *bad = lock_check_resource(cfg, a->resource);
     srv->ctr.acquires++;
     if (bad != NULL) {
         acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
@@ -474,7 +478,7 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
             return;
         }
         held->holds++;
-        reply_acquired(s, id, held, s->last_frame_ms);
+        answer_acquired(s, id, held, s->last_frame_ms);
         return;
     }
     if (held != NULL && a->wait_ms == 0) { /* another owner of this session holds it */
@@ -553,7 +557,7 @@ void lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r)
         return;
     }
     if (--l->holds > 0) {
-        reply_released(s, id, l->holds, NULL);
+        answer_released(s, id, l->holds, NULL);
         return;
     }
     s->srv->mx.releases++;
@@ -582,24 +586,24 @@ static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
         l = NULL;
     if (l != NULL)
         l->extending = 0;
-    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != 1 ||
-        reply->element[0]->type != REDIS_REPLY_INTEGER) {
+    int8_t v;
+    if (reply_renew(reply, 1, &v) != 0 || v == REPLY_RENEW_UNKNOWN) {
         /* It may still run, and lengthen the key; it cannot shorten it. */
         if (l != NULL)
             lease_unconfirmed(l, req->ttl_ms);
         else
             lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
-        reply_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE,
+        answer_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE,
                     reply == NULL ? err : "unexpected reply from Redis");
-    } else if (reply->element[0]->integer != 1 || l == NULL) {
-        if (l == NULL && reply->element[0]->integer == 1) /* released meanwhile */
+    } else if (v != REPLY_RENEW_OK || l == NULL) {
+        if (l == NULL && v == REPLY_RENEW_OK) /* released meanwhile */
             lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
         if (l != NULL)
             lease_lose(l,
-                       reply->element[0]->integer == 0 ? RLOCK__V1__LOST_REASON__LOST_MISSING
-                                                       : RLOCK__V1__LOST_REASON__LOST_STOLEN,
+                       v == REPLY_RENEW_MISSING ? RLOCK__V1__LOST_REASON__LOST_MISSING
+                                                : RLOCK__V1__LOST_REASON__LOST_STOLEN,
                        "extend found the key gone or taken");
-        reply_error(req, RLOCK__V1__STATUS__STATUS_NOT_HELD, "the lock is no longer held");
+        answer_error(req, RLOCK__V1__STATUS__STATUS_NOT_HELD, "the lock is no longer held");
     } else {
         l->ttl_ms = req->ttl_ms;
         lease_confirmed(l, req->sent_ms, req->ttl_ms);
@@ -663,7 +667,7 @@ void lock_cancel(struct session *s, uint64_t id, const Rlock__V1__Cancel *c)
     if (req != NULL && req->state == REQUEST_IN_REDIS) {
         req->cancelled = 1; /* its reply decides: a grant is released (acquire_cancelled) */
     } else if (req != NULL) {
-        reply_error(req, RLOCK__V1__STATUS__STATUS_CANCELLED, "acquire cancelled");
+        answer_error(req, RLOCK__V1__STATUS__STATUS_CANCELLED, "acquire cancelled");
         request_finish(req);
     }
     Rlock__V1__CancelReply r = RLOCK__V1__CANCEL_REPLY__INIT;

@@ -16,7 +16,17 @@
 #include "rlock.pb-c.h"
 #include "session.h"
 
+struct config;
 struct resource;
+
+/*
+ * The field checks the handlers make before touching any state (pure).
+ * lock_check_resource: NULL when name may be locked, else the message of the
+ * INVALID answer. lock_check_ttl: a ttl of 0 becomes the default; 0 when it is
+ * within [limits], else -1.
+ */
+const char *lock_check_resource(const struct config *cfg, const char *name);
+int lock_check_ttl(const struct config *cfg, uint32_t *ttl);
 
 /* Request handlers (the session is ACTIVE). Each answers exactly once. */
 void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a);

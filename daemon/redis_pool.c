@@ -15,6 +15,7 @@
  */
 #include "redis_pool.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -406,17 +407,29 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/*
+ * Digits only, read with strtoul (which saturates): a sign or a blank is not
+ * a version ("-7.5" must not pass as 4294967289.5, as it did through sscanf's
+ * %u), and sscanf leaves a number too large for its type undefined.
+ */
 int rpool_version_check(const char *info, char *why, size_t len)
 {
     const char *v = strstr(info, "redis_version:");
-    unsigned major = 0, minor = 0;
-    if (v == NULL || sscanf(v + strlen("redis_version:"), "%u.%u", &major, &minor) != 2) {
+    char *end = NULL;
+    unsigned long major = 0, minor = 0;
+    if (v != NULL) {
+        v += strlen("redis_version:");
+        if (isdigit((unsigned char)v[0]))
+            major = strtoul(v, &end, 10);
+    }
+    if (end == NULL || end[0] != '.' || !isdigit((unsigned char)end[1])) {
         snprintf(why, len, "INFO server names no redis_version");
         return -1;
     }
+    minor = strtoul(end + 1, NULL, 10);
     if (major < RPOOL_MIN_REDIS_MAJOR ||
         (major == RPOOL_MIN_REDIS_MAJOR && minor < RPOOL_MIN_REDIS_MINOR)) {
-        snprintf(why, len, "Redis %u.%u is too old: rlockd needs %u.%u or later", major, minor,
+        snprintf(why, len, "Redis %lu.%lu is too old: rlockd needs %u.%u or later", major, minor,
                  RPOOL_MIN_REDIS_MAJOR, RPOOL_MIN_REDIS_MINOR);
         return -1;
     }

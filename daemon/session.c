@@ -250,10 +250,12 @@ static ssize_t session_frames(struct session *s, const uint8_t *data, size_t len
     for (int n = 0; n < SESSION_FRAMES_PER_EVENT; n++) {
         if (s->state == SESSION_CLOSING)
             return -1;
-        if (len - used < WIRE_HEADER_BYTES)
-            return (ssize_t)used;
-        uint32_t flen = wire_get_len(data + used);
-        if (flen > cfg->max_frame_bytes) {
+        uint32_t flen = 0;
+        enum wire_frame_state st =
+            wire_frame_next(data + used, len - used, cfg->max_frame_bytes, &flen);
+        if (st == WIRE_FRAME_PARTIAL)
+            return (ssize_t)used; /* wait for the rest (at most max_frame_bytes) */
+        if (st == WIRE_FRAME_TOO_LARGE) {
             /* Refused before buffering it: answer, then close this connection only. */
             char msg[96];
             snprintf(msg, sizeof msg, "frame of %u bytes exceeds max_frame_bytes (%u)", flen,
@@ -265,8 +267,6 @@ static ssize_t session_frames(struct session *s, const uint8_t *data, size_t len
             session_close(s, "frame too large", 1);
             return -1;
         }
-        if (len - used - WIRE_HEADER_BYTES < flen)
-            return (ssize_t)used; /* wait for the rest (at most max_frame_bytes) */
         s->last_frame_ms = util_now_ms(); /* any frame is a keepalive */
         dispatch_frame(s, data + used + WIRE_HEADER_BYTES, flen);
         used += WIRE_HEADER_BYTES + flen;

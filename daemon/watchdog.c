@@ -12,6 +12,7 @@
 #include "lease.h"
 #include "log.h"
 #include "redis_pool.h"
+#include "reply.h"
 #include "resource.h"
 #include "server.h"
 
@@ -43,28 +44,25 @@ static void renew_reply_cb(const redisReply *reply, const char *err, void *arg)
 {
     struct renew_batch *b = arg;
     struct renewq *q = b->q;
-    int ok = reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == b->n;
-    if (!ok)
+    int8_t result[WATCHDOG_BATCH_MAX];
+    const char *text = reply_error_text(reply);
+    if (reply_renew(reply, b->n, result) != 0)
         log_warn("renew of %u lock%s failed: %s", b->n, b->n == 1 ? "" : "s",
-                 reply == NULL ? err
-                 : reply->type == REDIS_REPLY_ERROR ? reply->str
-                                                    : "unexpected reply");
+                 reply == NULL ? err : text != NULL ? text : "unexpected reply");
     int64_t now = util_now_ms();
     for (uint32_t i = 0; i < b->n; i++) {
         struct lease *l = b->leases[i];
         l->renewing = 0;
-        long long v = ok && reply->element[i]->type == REDIS_REPLY_INTEGER
-                          ? reply->element[i]->integer
-                          : 2; /* unknown */
+        int8_t v = result[i];
         if (l->forgotten) {
             /* Released or lost meanwhile: its key's deletion is handled elsewhere. */
-        } else if (v == 1) {
+        } else if (v == REPLY_RENEW_OK) {
             b->q->srv->mx.renewals++;
             lease_confirmed(l, b->sent_ms, b->ttls[i]);
             lease_schedule(l);
-        } else if (v == 0) {
+        } else if (v == REPLY_RENEW_MISSING) {
             lease_lose(l, RLOCK__V1__LOST_REASON__LOST_MISSING, "the key is gone");
-        } else if (v == -1) {
+        } else if (v == REPLY_RENEW_STOLEN) {
             lease_lose(l, RLOCK__V1__LOST_REASON__LOST_STOLEN, "the key holds another token");
         } else {
             b->q->srv->mx.renew_failures++;

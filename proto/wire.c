@@ -21,6 +21,17 @@ void wire_put_len(uint8_t *hdr, uint32_t len)
     hdr[3] = (uint8_t)len;
 }
 
+enum wire_frame_state wire_frame_next(const uint8_t *hdr, size_t avail, uint32_t max,
+                                      uint32_t *len)
+{
+    if (avail < WIRE_HEADER_BYTES)
+        return WIRE_FRAME_PARTIAL;
+    *len = wire_get_len(hdr);
+    if (*len > max)
+        return WIRE_FRAME_TOO_LARGE;
+    return avail - WIRE_HEADER_BYTES < *len ? WIRE_FRAME_PARTIAL : WIRE_FRAME_READY;
+}
+
 /* Each allocation carries its size in front so free can return it to the budget. */
 union budget_hdr {
     size_t size;

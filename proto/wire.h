@@ -31,6 +31,23 @@ uint32_t wire_get_len(const uint8_t *hdr);
 /* Encode len as the 4-byte prefix at hdr[0..3]. */
 void wire_put_len(uint8_t *hdr, uint32_t len);
 
+/* What the front of an input stream holds. */
+enum wire_frame_state {
+    WIRE_FRAME_PARTIAL,   /* less than a header, or than the frame it announces: read more */
+    WIRE_FRAME_TOO_LARGE, /* a header announcing more than the limit: the stream is unusable */
+    WIRE_FRAME_READY,     /* a whole frame: a header and *len bytes of body */
+};
+
+/*
+ * Look at the avail bytes buffered at the front of a stream; hdr holds the
+ * first min(avail, WIRE_HEADER_BYTES) of them. *len is set to the announced
+ * body length unless the header is incomplete. Checking the length before
+ * waiting for the body is what keeps an oversized frame from ever being
+ * buffered.
+ */
+enum wire_frame_state wire_frame_next(const uint8_t *hdr, size_t avail, uint32_t max,
+                                      uint32_t *len);
+
 /* A ProtobufCAllocator with a hard byte budget. */
 struct wire_budget {
     ProtobufCAllocator alloc; /* pass &budget.alloc to *_unpack() */

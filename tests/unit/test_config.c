@@ -282,6 +282,34 @@ START_TEST(test_dump_load_round_trip)
 }
 END_TEST
 
+/* Values that load but could not be dumped as "key = value" and read back. */
+static const struct {
+    const char *file;
+    const char *password;
+    const char *dumped; /* its line in the dump */
+} awkward_values[] = {
+    {"[redis]\npassword=;x\n", ";x", "\npassword=;x\n"},
+    {"[redis]\npassword=" X128 X16 X16 X16 "xxxxxxxxxxxx\n", X128 X16 X16 X16 "xxxxxxxxxxxx",
+     "\npassword=" X128 X16 X16 X16 "xxxxxxxxxxxx\n"},
+};
+
+START_TEST(test_dump_awkward_values)
+{
+    struct config *first = load_ok(awkward_values[_i].file);
+    ck_assert_str_eq(first->redis_password, awkward_values[_i].password);
+    char *dumped = dump_string(first, 1);
+    ck_assert_ptr_nonnull(strstr(dumped, awkward_values[_i].dumped));
+    struct config *second = load_ok(dumped);
+    ck_assert_str_eq(second->redis_password, awkward_values[_i].password);
+    char *again = dump_string(second, 1);
+    ck_assert_str_eq(dumped, again);
+    free(dumped);
+    free(again);
+    config_free(first);
+    config_free(second);
+}
+END_TEST
+
 START_TEST(test_dump_empty_secret)
 {
     struct config *c = config_defaults();
@@ -578,6 +606,7 @@ int main(void)
         {"load", test_durations_with_units, 0},
         {"load", test_file_syntax_accepted, 0},
         {"load", test_dump_load_round_trip, 0},
+        {"load", test_dump_awkward_values, UNIT_COUNT(awkward_values)},
         {"load", test_dump_empty_secret, 0},
         {"load", test_dump_duration_units, UNIT_COUNT(dump_durations)},
         {"errors", test_bad_file, UNIT_COUNT(bad_files)},

@@ -20,6 +20,10 @@ static const struct {
     {"# Server\r\nredis_version:3.2.1\r\n", 0},
     {"# Server\r\nredis_mode:standalone\r\n", 0},
     {"redis_version:garbage\r\n", 0},
+    {"redis_version:-7.5\r\n", 0},    /* a sign is not a version */
+    {"redis_version: 7.0.15\r\n", 0}, /* nor a blank */
+    {"redis_version:7\r\n", 0},
+    {"redis_version:99999999999999999999.0\r\n", 1},
 };
 
 START_TEST(test_version)

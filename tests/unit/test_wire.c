@@ -1,5 +1,5 @@
 /*
- * test_wire.c — proto/wire.c: the length prefix, packing a Request and
+ * test_wire.c — proto/wire.c: the length prefix and the framing step, packing a Request and
  * unpacking it through the bounded allocator, refusal (without leaks) when
  * the budget is too small, and the status / lost-reason name tables checked
  * against the schema's own enums.
@@ -29,6 +29,34 @@ START_TEST(test_len_big_endian)
     ck_assert_mem_eq(hdr, want, sizeof want);
     const uint8_t in[] = {0x00, 0x01, 0x00, 0x02};
     ck_assert_uint_eq(wire_get_len(in), 65538);
+}
+END_TEST
+
+/* The framing step: a header, then the body it announces, never more than max. */
+static const struct {
+    uint8_t bytes[6];
+    size_t avail;
+    uint32_t max;
+    enum wire_frame_state want;
+    uint32_t len; /* when a whole header is there */
+} frames[] = {
+    {{0}, 0, 256, WIRE_FRAME_PARTIAL, 0},
+    {{0, 0, 0}, 3, 256, WIRE_FRAME_PARTIAL, 0},
+    {{0, 0, 0, 0}, 4, 256, WIRE_FRAME_READY, 0},
+    {{0, 0, 0, 2, 0x32}, 5, 256, WIRE_FRAME_PARTIAL, 2},
+    {{0, 0, 0, 2, 0x32, 0x00}, 6, 256, WIRE_FRAME_READY, 2},
+    {{0, 0, 1, 0}, 4, 256, WIRE_FRAME_PARTIAL, 256}, /* exactly max: allowed */
+    {{0, 0, 1, 1}, 4, 256, WIRE_FRAME_TOO_LARGE, 257},
+    {{0xff, 0xff, 0xff, 0xff}, 4, UINT32_MAX - 1, WIRE_FRAME_TOO_LARGE, UINT32_MAX},
+};
+
+START_TEST(test_frame_next)
+{
+    uint32_t len = 12345;
+    enum wire_frame_state st =
+        wire_frame_next(frames[_i].bytes, frames[_i].avail, frames[_i].max, &len);
+    ck_assert_int_eq(st, frames[_i].want);
+    ck_assert_uint_eq(len, frames[_i].avail >= WIRE_HEADER_BYTES ? frames[_i].len : 12345);
 }
 END_TEST
 
@@ -148,6 +176,7 @@ int main(void)
     const struct unit_test tests[] = {
         {"frame", test_len_round_trip, UNIT_COUNT(lengths)},
         {"frame", test_len_big_endian, 0},
+        {"frame", test_frame_next, UNIT_COUNT(frames)},
         {"unpack", test_pack_unpack_request, 0},
         {"unpack", test_budget_too_small, 0},
         {"unpack", test_unpack_garbage, 0},

@@ -1,0 +1,54 @@
+/* reply.c — see reply.h. */
+#include "reply.h"
+
+#include <stddef.h>
+
+/* Element i of array r if it is an integer, else NULL (r is an array of more than i). */
+static const redisReply *int_element(const redisReply *r, size_t i)
+{
+    const redisReply *e = r->element[i];
+    return e != NULL && e->type == REDIS_REPLY_INTEGER ? e : NULL;
+}
+
+enum reply_acquire_kind reply_acquire(const redisReply *r, uint64_t *fence, long long *pttl)
+{
+    if (r == NULL)
+        return REPLY_ACQUIRE_MALFORMED;
+    if (r->type == REDIS_REPLY_ERROR)
+        return REPLY_ACQUIRE_ERROR;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+        return REPLY_ACQUIRE_MALFORMED;
+    const redisReply *granted = int_element(r, 0), *value = int_element(r, 1);
+    if (granted == NULL || value == NULL)
+        return REPLY_ACQUIRE_MALFORMED;
+    if (granted->integer == 1) {
+        *fence = (uint64_t)value->integer;
+        return REPLY_ACQUIRE_GRANTED;
+    }
+    *pttl = value->integer;
+    return REPLY_ACQUIRE_BUSY;
+}
+
+int reply_renew(const redisReply *r, uint32_t n, int8_t out[])
+{
+    int whole = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == n;
+    for (uint32_t i = 0; i < n; i++) {
+        const redisReply *e = whole ? int_element(r, i) : NULL;
+        out[i] = REPLY_RENEW_UNKNOWN;
+        if (e != NULL && e->integer >= REPLY_RENEW_STOLEN && e->integer <= REPLY_RENEW_OK)
+            out[i] = (int8_t)e->integer;
+    }
+    return whole ? 0 : -1;
+}
+
+enum reply_delete_kind reply_delete(const redisReply *r)
+{
+    if (r == NULL || r->type != REDIS_REPLY_INTEGER)
+        return REPLY_DELETE_UNKNOWN;
+    return r->integer == 1 ? REPLY_DELETE_DONE : REPLY_DELETE_ABSENT;
+}
+
+const char *reply_error_text(const redisReply *r)
+{
+    return r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : NULL;
+}

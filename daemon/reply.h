@@ -1,0 +1,64 @@
+/*
+ * reply.h — what Redis said, in the lock logic's terms.
+ *
+ * The reply callbacks (lock.c, watchdog.c, cleanup.c) ask these functions
+ * what a reply to one of the Lua scripts means and then act on the answer;
+ * the meaning lives here, apart from the state changes, so that it can be
+ * tested and fuzzed on its own.
+ *
+ * Every function accepts any reply hiredis can hand over — NULL, nil,
+ * integer, string, status, error, arrays of any length holding any of these,
+ * nested arrays — and reads nothing outside it. Nothing is allocated and no
+ * pointer into the reply is kept: a reply is freed once its callback returns.
+ */
+#ifndef RLOCKD_REPLY_H
+#define RLOCKD_REPLY_H
+
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+/* The answer to acquire.lua: {1, fence} or {0, pttl}. */
+enum reply_acquire_kind {
+    REPLY_ACQUIRE_GRANTED,   /* the key was set: *fence is the new fence */
+    REPLY_ACQUIRE_BUSY,      /* held by another token: *pttl is its PTTL (-1: no expiry) */
+    REPLY_ACQUIRE_ERROR,     /* Redis answered an error (reply_error_text); the SET may have run */
+    REPLY_ACQUIRE_MALFORMED, /* no reply, or one of another shape; the SET may have run */
+};
+
+/*
+ * Interpret r. GRANTED and BUSY need an array of exactly two integers, the
+ * first 1 (granted) or anything else (busy); *fence or *pttl is set from the
+ * second and the other is left alone.
+ */
+enum reply_acquire_kind reply_acquire(const redisReply *r, uint64_t *fence, long long *pttl);
+
+/* Per key, the answer to renew.lua (and to an Extend, which renews one key). */
+enum reply_renew_result {
+    REPLY_RENEW_STOLEN = -1, /* the key holds another value */
+    REPLY_RENEW_MISSING = 0, /* the key does not exist */
+    REPLY_RENEW_OK = 1,      /* the key holds the token and lives at least the new ttl */
+    REPLY_RENEW_UNKNOWN = 2, /* no usable answer for this key */
+};
+
+/*
+ * Interpret r as the answer for a batch of n keys: fills out[0..n-1] with
+ * enum reply_renew_result values. Returns 0 when r is an array of exactly n
+ * entries (an entry that is not -1, 0 or 1 is UNKNOWN on its own), else -1
+ * with every entry UNKNOWN: the whole batch failed.
+ */
+int reply_renew(const redisReply *r, uint32_t n, int8_t out[]);
+
+/* The answer to a compare-and-delete (release.lua) or to tombstone.lua. */
+enum reply_delete_kind {
+    REPLY_DELETE_DONE,    /* 1: the key held the token and was deleted (or tombstoned) */
+    REPLY_DELETE_ABSENT,  /* another integer (the scripts say 0): the key did not hold it */
+    REPLY_DELETE_UNKNOWN, /* no reply, an error, or another type: it may or may not have run */
+};
+
+enum reply_delete_kind reply_delete(const redisReply *r);
+
+/* The text of an error reply (NUL-terminated, valid while r is); NULL for anything else. */
+const char *reply_error_text(const redisReply *r);
+
+#endif

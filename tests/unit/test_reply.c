@@ -1,0 +1,164 @@
+/*
+ * test_reply.c — daemon/reply.c: what each script's answer means, for the
+ * replies Redis really sends and for every other shape hiredis can produce.
+ * Replies are built by hiredis's own reader from RESP text, as they reach
+ * the daemon's callbacks.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "check_main.h"
+#include "reply.h"
+
+/* The one reply in resp (the caller frees it with freeReplyObject). */
+static redisReply *parse(const char *resp)
+{
+    redisReader *r = redisReaderCreate();
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(redisReaderFeed(r, resp, strlen(resp)), REDIS_OK);
+    void *reply = NULL;
+    ck_assert_int_eq(redisReaderGetReply(r, &reply), REDIS_OK);
+    ck_assert_msg(reply != NULL, "no whole reply in %s", resp);
+    redisReaderFree(r);
+    return reply;
+}
+
+static const struct {
+    const char *resp;
+    enum reply_acquire_kind kind;
+    long long value; /* fence or pttl */
+} acquires[] = {
+    {"*2\r\n:1\r\n:1796116645310293\r\n", REPLY_ACQUIRE_GRANTED, 1796116645310293},
+    {"*2\r\n:0\r\n:29950\r\n", REPLY_ACQUIRE_BUSY, 29950},
+    {"*2\r\n:0\r\n:-1\r\n", REPLY_ACQUIRE_BUSY, -1},
+    {"*2\r\n:7\r\n:5\r\n", REPLY_ACQUIRE_BUSY, 5},
+    {"-NOSCRIPT No matching script. Please use EVAL.\r\n", REPLY_ACQUIRE_ERROR, 0},
+    {"*2\r\n:1\r\n$2\r\n12\r\n", REPLY_ACQUIRE_MALFORMED, 0},
+    {"*2\r\n$1\r\n1\r\n:12\r\n", REPLY_ACQUIRE_MALFORMED, 0},
+    {"*3\r\n:1\r\n:2\r\n:3\r\n", REPLY_ACQUIRE_MALFORMED, 0},
+    {"*1\r\n:1\r\n", REPLY_ACQUIRE_MALFORMED, 0},
+    {"*0\r\n", REPLY_ACQUIRE_MALFORMED, 0},
+    {"*2\r\n*2\r\n:1\r\n:1\r\n:1\r\n", REPLY_ACQUIRE_MALFORMED, 0},
+    {"*-1\r\n", REPLY_ACQUIRE_MALFORMED, 0},
+    {"$-1\r\n", REPLY_ACQUIRE_MALFORMED, 0},
+    {":1\r\n", REPLY_ACQUIRE_MALFORMED, 0},
+    {"+OK\r\n", REPLY_ACQUIRE_MALFORMED, 0},
+};
+
+START_TEST(test_acquire)
+{
+    redisReply *r = parse(acquires[_i].resp);
+    uint64_t fence = 0;
+    long long pttl = 0;
+    ck_assert_int_eq(reply_acquire(r, &fence, &pttl), acquires[_i].kind);
+    if (acquires[_i].kind == REPLY_ACQUIRE_GRANTED)
+        ck_assert_uint_eq(fence, (uint64_t)acquires[_i].value);
+    if (acquires[_i].kind == REPLY_ACQUIRE_BUSY)
+        ck_assert_int_eq(pttl, acquires[_i].value);
+    freeReplyObject(r);
+}
+END_TEST
+
+START_TEST(test_acquire_no_reply)
+{
+    uint64_t fence = 0;
+    long long pttl = 0;
+    ck_assert_int_eq(reply_acquire(NULL, &fence, &pttl), REPLY_ACQUIRE_MALFORMED);
+}
+END_TEST
+
+/* want: one character per key, 'o' OK, 'm' MISSING, 's' STOLEN, '?' UNKNOWN. */
+static const struct {
+    const char *resp;
+    uint32_t n;
+    int rc;
+    const char *want;
+} renews[] = {
+    {"*3\r\n:1\r\n:0\r\n:-1\r\n", 3, 0, "oms"},
+    {"*1\r\n:-1\r\n", 1, 0, "s"},
+    {"*3\r\n:2\r\n$1\r\n1\r\n*1\r\n:1\r\n", 3, 0, "???"},
+    {"*2\r\n:1\r\n$-1\r\n", 2, 0, "o?"},
+    {"*3\r\n:1\r\n:0\r\n:-1\r\n", 2, -1, "??"},
+    {"*3\r\n:1\r\n:0\r\n:-1\r\n", 4, -1, "????"},
+    {"*0\r\n", 0, 0, ""},
+    {"*0\r\n", 1, -1, "?"},
+    {":1\r\n", 1, -1, "?"},
+    {"-ERR Error running script\r\n", 2, -1, "??"},
+    {"*-1\r\n", 1, -1, "?"},
+};
+
+START_TEST(test_renew)
+{
+    redisReply *r = parse(renews[_i].resp);
+    int8_t out[8];
+    char got[9] = "";
+    ck_assert_int_eq(reply_renew(r, renews[_i].n, out), renews[_i].rc);
+    for (uint32_t i = 0; i < renews[_i].n; i++)
+        got[i] = out[i] == REPLY_RENEW_OK        ? 'o'
+                 : out[i] == REPLY_RENEW_MISSING ? 'm'
+                 : out[i] == REPLY_RENEW_STOLEN  ? 's'
+                                                 : '?';
+    ck_assert_str_eq(got, renews[_i].want);
+    freeReplyObject(r);
+}
+END_TEST
+
+START_TEST(test_renew_no_reply)
+{
+    int8_t out[2];
+    ck_assert_int_eq(reply_renew(NULL, 2, out), -1);
+    ck_assert_int_eq(out[0], REPLY_RENEW_UNKNOWN);
+    ck_assert_int_eq(out[1], REPLY_RENEW_UNKNOWN);
+}
+END_TEST
+
+static const struct {
+    const char *resp;
+    enum reply_delete_kind kind;
+    const char *error;
+} deletes[] = {
+    {":1\r\n", REPLY_DELETE_DONE, NULL},
+    {":0\r\n", REPLY_DELETE_ABSENT, NULL},
+    {":-3\r\n", REPLY_DELETE_ABSENT, NULL},
+    {"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+     REPLY_DELETE_UNKNOWN, "WRONGTYPE Operation against a key holding the wrong kind of value"},
+    {"+OK\r\n", REPLY_DELETE_UNKNOWN, NULL},
+    {"$1\r\n1\r\n", REPLY_DELETE_UNKNOWN, NULL},
+    {"$-1\r\n", REPLY_DELETE_UNKNOWN, NULL},
+    {"*1\r\n:1\r\n", REPLY_DELETE_UNKNOWN, NULL},
+};
+
+START_TEST(test_delete)
+{
+    redisReply *r = parse(deletes[_i].resp);
+    ck_assert_int_eq(reply_delete(r), deletes[_i].kind);
+    const char *text = reply_error_text(r);
+    if (deletes[_i].error == NULL)
+        ck_assert_ptr_null(text);
+    else
+        ck_assert_str_eq(text, deletes[_i].error);
+    freeReplyObject(r);
+}
+END_TEST
+
+START_TEST(test_delete_no_reply)
+{
+    ck_assert_int_eq(reply_delete(NULL), REPLY_DELETE_UNKNOWN);
+    ck_assert_ptr_null(reply_error_text(NULL));
+}
+END_TEST
+
+int main(void)
+{
+    const struct unit_test tests[] = {
+        {"acquire", test_acquire, UNIT_COUNT(acquires)},
+        {"acquire", test_acquire_no_reply, 0},
+        {"renew", test_renew, UNIT_COUNT(renews)},
+        {"renew", test_renew_no_reply, 0},
+        {"delete", test_delete, UNIT_COUNT(deletes)},
+        {"delete", test_delete_no_reply, 0},
+    };
+    return unit_run("reply", tests, sizeof tests / sizeof tests[0]);
+}
