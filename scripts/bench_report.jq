@@ -6,7 +6,8 @@
 def median: sort | if length == 0 then null
     elif length % 2 == 1 then .[(length - 1) / 2]
     else (.[length / 2 - 1] + .[length / 2]) / 2 end;
-def fmt(d): if . == null then "–" else (. * pow(10; d) | round / pow(10; d) | tostring) end;
+def fmt(d): if . == null then "–" elif . >= 1e9 then "none in time"
+    else (. * pow(10; d) | round / pow(10; d) | tostring) end;
 def rounds: map(.round) | unique;
 def pick(t; tg; m; r): map(select(.test == t and .target == tg and .mode == m and .round == r)) | .[0];
 
@@ -35,11 +36,15 @@ def targets: [
    vals: per_round(. as $r | rl("P4"; "hold"; $r).cpu_rlockd_pct)},
   {id: "P4 memory", what: "the same: rlockd RSS per lock above idle", unit: "B", cmp: "le",
    floor: 512, goal: 256, vals: per_round(. as $r | rl("P4"; "hold"; $r).rlockd_bytes_per_lock)},
+  {id: "P4 errors", what: "the same: acquires failed, sessions ended, locks lost",
+   unit: "", cmp: "le", floor: 0, goal: 0, vals: per_round(. as $r | rl("P4"; "hold"; $r).errors)},
   {id: "P5 memory", what: "10,000 idle sessions: rlockd RSS per session above idle", unit: "B",
    cmp: "le", floor: 4096, goal: 2048,
    vals: per_round(. as $r | rl("P5"; "idle"; $r).rlockd_bytes_per_session)},
   {id: "P5 CPU", what: "the same: rlockd, % of a core", unit: "%", cmp: "le", floor: 5, goal: 5,
    vals: per_round(. as $r | rl("P5"; "idle"; $r).cpu_rlockd_pct)},
+  {id: "P5 errors", what: "the same: sessions that ended", unit: "", cmp: "le", floor: 0,
+   goal: 0, vals: per_round(. as $r | rl("P5"; "idle"; $r).errors)},
   {id: "P6 handoff", what: "32 threads, 1 resource: p99 release → next grant", unit: "ms",
    cmp: "le", floor: 2, goal: 1,
    vals: per_round(. as $r | rl("P6"; "sync"; $r).handoff_p99_us / 1000)},
@@ -49,7 +54,7 @@ def targets: [
   {id: "P7 time", what: "a session holding 100,000 locks closes: until no lock key is left",
    unit: "s", cmp: "le", floor: 5, goal: 2,
    vals: per_round(. as $r | rl("P7"; "mass"; $r).keys_gone_ms
-                   | if . < 0 then 1e9 else . / 1000 end)},
+                   | if . < 0 then 1e9 else . / 1000 end)}, # 1e9: not within --mass-timeout
   {id: "P7 unconfirmed", what: "the same: keys left + Redis errors + rlockd warnings",
    unit: "", cmp: "le", floor: 0, goal: 0,
    vals: per_round(. as $r | rl("P7"; "mass"; $r)
@@ -62,13 +67,13 @@ def digits: if .unit == "×" then 2 elif .unit == "B" or .unit == "" then 0 else
 if $what == "targets" then
   targets[] | . as $t | ($t.vals | map(select(. != null)) | median) as $m |
   "| \($t.id) | \($t.what) | " + ($t.vals | map(fmt($t | digits)) | join(" | ")) +
-  " | **\($m | fmt($t | digits))** \($t.unit) | \(if $t.cmp == "ge" then "≥" else "≤" end) \($t.floor) | \(if $t.cmp == "ge" then "≥" else "≤" end) \($t.goal) | " +
+  " | **\($m | fmt($t | digits))** \(if $m != null and $m >= 1e9 then "" else $t.unit end) | \(if $t.cmp == "ge" then "≥" else "≤" end) \($t.floor) | \(if $t.cmp == "ge" then "≥" else "≤" end) \($t.goal) | " +
   (if meets($m; $t.floor; $t.cmp) then "PASS" else "**MISS**" end) + " | " +
   (if meets($m; $t.goal; $t.cmp) then "yes" else "no" end) + " |"
 elif $what == "pairs" then
   map(select(.mode == "sync" or .mode == "shared" or .mode == "async" or .mode == "direct"))
   | sort_by(.round)[] |
-  "| \(.round) | \(.test) | \(.target) \(.mode) | \(if .mode == "async" then "\(.conns)×\(.inflight)" else .threads end) | \(.resources) | \(.pairs_per_s | round) | \(.p50_us) | \(.p90_us) | \(.p99_us) | \(.p999_us) | \(.handoff_p50_us) | \(.handoff_p99_us) | \(.attempts_per_pair) | \(.errors) | \(.cpu_client_us_per_pair) | \(.cpu_rlockd_us_per_pair) | \(.cpu_redis_us_per_pair) |"
+  "| \(.round) | \(.test) | \(.target) \(.mode) | \(if .mode == "async" then "\(.conns)×\(.inflight)" else .threads end) | \(.resources) | \(.pairs_per_s | round) | \(.p50_us) | \(.p90_us) | \(.p99_us) | \(.p999_us) | \(.handoff_p50_us) | \(.handoff_p99_us) | \(.attempts_per_pair) | \(.worker_pairs_min)–\(.worker_pairs_max) | \(.errors) | \(.cpu_client_us_per_pair) | \(.cpu_rlockd_us_per_pair) | \(.cpu_redis_us_per_pair) |"
 elif $what == "ceiling" then
   map(select(.test == "P3-ceiling")) | sort_by(.round)[] |
   "| \(.round) | \(.ops_per_s | round) | \(.pairs_per_s | round) |"
@@ -81,6 +86,9 @@ elif $what == "idle" then
 elif $what == "mass" then
   map(select(.mode == "mass")) | sort_by(.round)[] |
   "| \(.round) | \(.locks) | \(.acquires_per_s) | \(.close_call_ms) | \(.daemon_released_ms) | \(.keys_gone_ms) | \(.keys_left) | \(.redis_errors_during) | \(.rlockd_warnings) | \(.errors) |"
+elif $what == "errors" then
+  map(select((.errors // 0) > 0 or (.rlockd_warnings // 0) > 0)) | sort_by(.round)[] |
+  "| \(.round) | \(.test) | \(.target) \(.mode) | \(.errors) | \(to_entries | map(select(.key | startswith("errors_"))) | map("\(.key | ltrimstr("errors_")) \(.value)") | join(", ")) | \(.rlockd_warnings // 0) | \(.first_error // "" | gsub("\\|"; "/")) |"
 elif $what == "commands" then
   map(select(.round == 1)) | map(.test + "\t" + .cmd) | unique[] 
 elif $what == "sweep" then

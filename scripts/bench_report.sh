@@ -154,10 +154,11 @@ $(q targets)
 ## Every run
 
 Latencies in µs; CPU in µs per pair. *threads* is the number of worker threads, or clients ×
-pairs in flight for the async mode.
+pairs in flight for the async mode; *pairs per worker* is the fewest and the most pairs one
+worker (thread, or async slot) completed in the window, which shows starvation.
 
-| round | test | target | threads | resources | pairs/s | p50 | p90 | p99 | p99.9 | handoff p50 | handoff p99 | attempts/pair | errors | CPU client | CPU rlockd | CPU Redis |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| round | test | target | threads | resources | pairs/s | p50 | p90 | p99 | p99.9 | handoff p50 | handoff p99 | attempts/pair | pairs per worker | errors | CPU client | CPU rlockd | CPU Redis |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 $(q pairs)
 
 P3's ceiling (\`redis-benchmark -P 16\`, EVALSHA of the compare-and-delete):
@@ -183,6 +184,15 @@ P7, mass release (times in ms from the close):
 | round | locks | acquires/s | close call | daemon's held_locks 0 | keys gone | keys left | Redis errors | rlockd warnings | errors |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 $(q mass)
+
+## Errors and warnings
+
+Runs that counted errors, or during which rlockd logged warnings (the first error's
+message as the client saw it):
+
+| round | test | target | errors | by class | rlockd warnings | first error |
+| --- | --- | --- | --- | --- | --- | --- |
+$(q errors)
 
 ## Commands
 

@@ -68,10 +68,10 @@ struct aloop {
 
 static void slot_start(struct aslot *s);
 
-static void count_error(struct aloop *lp, enum rlock_err e)
+static void count_error(struct aloop *lp, enum rlock_err e, const char *msg)
 {
     if (!lp->closing)
-        lp->st.errors[bench_err_of_rlock(e)]++;
+        wstats_error(&lp->st, bench_err_of_rlock(e), msg);
 }
 
 static void slot_idle(struct aslot *s)
@@ -102,7 +102,7 @@ static void on_released(struct rlock_client *c, const struct rlock_result *r, vo
     if (r->err == RLOCK_OK) {
         s->pairs += (uint64_t)pair_done(lp->pr, &lp->st, s->res, s->t0, t1, s->tries);
     } else {
-        count_error(lp, r->err);
+        count_error(lp, r->err, r->error->message);
         handoff_released(lp->pr->handoff, s->res, t1);
     }
     slot_start(s);
@@ -114,7 +114,7 @@ static void slot_release(struct aslot *s)
     pair_releasing(lp->pr, s->res);
     enum rlock_err e = rlock_async_release(s->lock, on_released, s, NULL);
     if (e != RLOCK_OK) {
-        count_error(lp, e);
+        count_error(lp, e, rlock_last_error()->message);
         rlock_lock_free(s->lock);
         s->lock = NULL;
         handoff_released(lp->pr->handoff, s->res, bench_now_ns());
@@ -146,7 +146,7 @@ static void on_acquired(struct rlock_client *c, const struct rlock_result *r, vo
         else
             arm(s, 0, lp->pr->o->retry_us);
     } else {
-        count_error(lp, r->err);
+        count_error(lp, r->err, r->error->message);
         if (rlock_client_alive(s->conn->c))
             slot_start(s);
         else
@@ -164,7 +164,7 @@ static void slot_try(struct aslot *s)
     s->tries++;
     enum rlock_err e = rlock_async_acquire(s->conn->c, name, &ao, on_acquired, s, NULL);
     if (e != RLOCK_OK) {
-        count_error(lp, e);
+        count_error(lp, e, rlock_last_error()->message);
         slot_idle(s);
     }
 }
@@ -213,20 +213,19 @@ static void on_ready(struct rlock_client *c, const struct rlock_result *r, void 
 
 static void on_closed(struct rlock_client *c, void *arg)
 {
-    (void)c;
     struct aconn *cn = arg;
     cn->closed = 1;
     if (!cn->loop->closing && window_phase(&cn->loop->pr->win) != WINDOW_STOP)
-        cn->loop->st.errors[BERR_CLOSED]++;
+        wstats_error(&cn->loop->st, BERR_CLOSED, bench_session_end_reason(c));
 }
 
 static void on_lost(struct rlock_client *c, const char *resource, const char *token,
                     uint64_t fence, enum rlock_lost_reason reason, void *arg)
 {
-    (void)c, (void)resource, (void)token, (void)fence, (void)reason;
+    (void)c, (void)resource, (void)token, (void)fence;
     struct aconn *cn = arg;
     if (!cn->loop->closing)
-        cn->loop->st.errors[BERR_LOST]++;
+        wstats_error(&cn->loop->st, BERR_LOST, rlock_lost_reason_str(reason));
 }
 
 /* While connecting: give up after the connect timeout. While running: end once the window

@@ -39,7 +39,7 @@ static void report_errors(struct report *r, const struct spool *p)
 {
     uint64_t errors[BERR_COUNT];
     spool_errors(p, errors);
-    bench_report_errors(r, errors);
+    bench_report_errors(r, errors, spool_first_error(p));
 }
 
 /* Read idle memory, open n sessions; NULL after printing why. */

@@ -130,6 +130,8 @@ int mass_run(const struct bench_opts *o, struct report *r)
     }
     uint64_t errors[BERR_COUNT];
     spool_errors(p, errors);
+    char first_error[160];
+    snprintf(first_error, sizeof first_error, "%s", spool_first_error(p));
     uint64_t unavailable = spool_retries(p);
     int64_t t_close = bench_now_ns();
     spool_close(p); /* a clean end of the session: the daemon releases every lock */
@@ -155,9 +157,12 @@ int mass_run(const struct bench_opts *o, struct report *r)
     report_counters(r, "after", &after);
     report_u64(r, "redis_errors_during", after.redis_errors - before.redis_errors);
     /* Keys still there at the end are releases that never happened. */
-    if (left != 0)
+    if (left != 0) {
         errors[BERR_UNRELEASED] += left > 0 ? (uint64_t)left : held;
-    bench_report_errors(r, errors);
+        if (first_error[0] == '\0')
+            snprintf(first_error, sizeof first_error, "unreleased: lock keys left in Redis");
+    }
+    bench_report_errors(r, errors, first_error);
     rv = 0;
 out:
     spool_close(p);

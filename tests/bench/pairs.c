@@ -57,7 +57,7 @@ static void work(struct worker *w, void *ctx)
         if (rc == TARGET_BUSY)
             break; /* the window closed while busy */
         if (rc != TARGET_GRANTED) {
-            w->st.errors[rc]++;
+            wstats_error(&w->st, rc, w->ops->last_error(ctx));
             if (!w->ops->usable(ctx))
                 return;
             continue;
@@ -70,7 +70,7 @@ static void work(struct worker *w, void *ctx)
         rc = w->ops->release(ctx);
         int64_t t1 = bench_now_ns();
         if (rc != 0) {
-            w->st.errors[rc]++;
+            wstats_error(&w->st, rc, w->ops->last_error(ctx));
             handoff_released(pr->handoff, res, t1);
             if (!w->ops->usable(ctx))
                 return;

@@ -9,6 +9,7 @@
 
 #include "rlock.h"
 #include "rlock_event.h"
+#include "stats.h"
 
 #define SPOOL_BATCH 256
 #define CONNECT_TIMEOUT_MS 10000
@@ -44,6 +45,7 @@ struct spool {
     uint64_t granted;
     uint64_t retries;   /* acquires answered UNAVAILABLE and submitted again */
     uint64_t errors[BERR_COUNT];
+    char first_error[160]; /* the first failure's class and message */
     char err[256];
 };
 
@@ -62,21 +64,30 @@ static void on_ready(struct rlock_client *c, const struct rlock_result *r, void 
     }
 }
 
+static void note_error(struct spool *p, int e, const char *msg)
+{
+    if (p->first_error[0] == '\0')
+        snprintf(p->first_error, sizeof p->first_error, "%s: %.140s", bench_err_name(e), msg);
+}
+
 static void on_closed(struct rlock_client *c, void *arg)
 {
-    (void)c;
     struct spool_client *sc = arg;
-    if (!sc->p->closing)
+    if (!sc->p->closing) {
         sc->p->closed++;
+        note_error(sc->p, BERR_CLOSED, bench_session_end_reason(c));
+    }
 }
 
 static void on_lost(struct rlock_client *c, const char *resource, const char *token,
                     uint64_t fence, enum rlock_lost_reason reason, void *arg)
 {
-    (void)c, (void)resource, (void)token, (void)fence, (void)reason;
+    (void)c, (void)resource, (void)token, (void)fence;
     struct spool_client *sc = arg;
-    if (!sc->p->closing)
+    if (!sc->p->closing) {
         sc->p->lost++;
+        note_error(sc->p, BERR_LOST, rlock_lost_reason_str(reason));
+    }
 }
 
 /* Run the loop until done(p) or timeout_s; the deadline is checked every few ms. */
@@ -180,6 +191,7 @@ static void on_acquired(struct rlock_client *c, const struct rlock_result *r, vo
         rlock_lock_free(r->lock); /* the session keeps the lock */
     } else {
         p->errors[bench_err_of_rlock(r->err)]++;
+        note_error(p, bench_err_of_rlock(r->err), r->error->message);
     }
     submit(sc);
 }
@@ -198,6 +210,7 @@ static void submit(struct spool_client *sc)
         sc->next++;
         if (e != RLOCK_OK) {
             p->errors[bench_err_of_rlock(e)]++;
+            note_error(p, bench_err_of_rlock(e), rlock_last_error()->message);
             p->acq_pending--;
             continue;
         }
@@ -236,6 +249,11 @@ void spool_run_for(struct spool *p, double seconds)
 uint64_t spool_retries(const struct spool *p)
 {
     return p->retries;
+}
+
+const char *spool_first_error(const struct spool *p)
+{
+    return p->first_error;
 }
 
 void spool_errors(const struct spool *p, uint64_t errors[BERR_COUNT])

@@ -40,6 +40,8 @@ uint64_t spool_retries(const struct spool *p);
  * (BERR_CLOSED) and locks reported lost (BERR_LOST). Copied into errors.
  */
 void spool_errors(const struct spool *p, uint64_t errors[BERR_COUNT]);
+/* "class: message" of the first of those, or "". */
+const char *spool_first_error(const struct spool *p);
 /* End every session cleanly and free the pool. Accepts NULL. */
 void spool_close(struct spool *p);
 

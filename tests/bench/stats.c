@@ -1,6 +1,7 @@
 /* stats.c — see stats.h; also the names of the error classes. */
 #include "stats.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "rlock.h"
@@ -45,6 +46,19 @@ enum bench_err bench_err_of_rlock(int rlock_err)
     return BERR_OTHER;
 }
 
+static void ignore_done(struct rlock_client *c, const struct rlock_result *r, void *arg)
+{
+    (void)c, (void)r, (void)arg;
+}
+
+const char *bench_session_end_reason(struct rlock_client *c)
+{
+    /* A request on an ended session fails at once, and its error detail says why it ended. */
+    if (rlock_async_ping(c, ignore_done, NULL, NULL) == RLOCK_OK)
+        return "the session ended";
+    return rlock_last_error()->message;
+}
+
 void wstats_init(struct wstats *s)
 {
     memset(s, 0, sizeof *s);
@@ -64,6 +78,16 @@ void wstats_merge(struct wstats *dst, const struct wstats *src)
         dst->acquire_max_ns = src->acquire_max_ns;
     for (int i = 0; i < BERR_COUNT; i++)
         dst->errors[i] += src->errors[i];
+    if (dst->first_error[0] == '\0')
+        memcpy(dst->first_error, src->first_error, sizeof dst->first_error);
+}
+
+void wstats_error(struct wstats *s, int e, const char *msg)
+{
+    s->errors[e]++;
+    if (s->first_error[0] == '\0')
+        snprintf(s->first_error, sizeof s->first_error, "%s: %.140s", bench_err_name(e),
+                 msg != NULL ? msg : "");
 }
 
 uint64_t wstats_errors(const struct wstats *s)
@@ -100,10 +124,10 @@ void wstats_report(const struct wstats *s, double seconds, struct report *r)
     report_us(r, "handoff_max_us", s->handoff.count ? s->handoff.max : 0);
     report_u64(r, "handoff_early", s->handoff_early);
     report_u64(r, "overlaps", s->overlaps);
-    bench_report_errors(r, s->errors);
+    bench_report_errors(r, s->errors, s->first_error);
 }
 
-void bench_report_errors(struct report *r, const uint64_t errors[BERR_COUNT])
+void bench_report_errors(struct report *r, const uint64_t errors[BERR_COUNT], const char *msg)
 {
     uint64_t total = 0;
     for (int i = 1; i < BERR_COUNT; i++)
@@ -112,4 +136,6 @@ void bench_report_errors(struct report *r, const uint64_t errors[BERR_COUNT])
     for (int i = 1; i < BERR_COUNT; i++)
         if (errors[i] != 0)
             report_u64_2(r, "errors_", bench_err_name((enum bench_err)i), errors[i]);
+    if (total != 0 && msg != NULL && msg[0] != '\0')
+        report_str(r, "first_error", msg);
 }

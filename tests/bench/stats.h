@@ -21,13 +21,21 @@ struct wstats {
     uint64_t overlaps;       /* grants while the previous holder had not even sent its release */
     uint64_t acquire_max_ns; /* longest first try -> grant inside the window */
     uint64_t errors[BERR_COUNT]; /* whole run, warm-up included */
+    char first_error[160];       /* the message of the first error, to tell what happened */
 };
+
+struct rlock_client;
+/* Why the session of an asynchronous client that just ended ended (the library's detail). */
+const char *bench_session_end_reason(struct rlock_client *c);
 
 void wstats_init(struct wstats *s);
 void wstats_merge(struct wstats *dst, const struct wstats *src);
+/* Count an error of class e, keeping msg (may be NULL) if it is the first. */
+void wstats_error(struct wstats *s, int e, const char *msg);
 uint64_t wstats_errors(const struct wstats *s);
-/* errors (the sum) and errors_<name> for every class that occurred. */
-void bench_report_errors(struct report *r, const uint64_t errors[BERR_COUNT]);
+/* errors (the sum), errors_<name> for every class that occurred, and first_error (msg)
+ * when there was any. */
+void bench_report_errors(struct report *r, const uint64_t errors[BERR_COUNT], const char *msg);
 /* pairs, attempts, latency and handoff percentiles (µs), errors and errors_<name>. */
 void wstats_report(const struct wstats *s, double seconds, struct report *r);
 

@@ -28,6 +28,8 @@ struct target_ops {
     int (*release)(void *w);
     /* 0 once the worker's connection is gone for good. */
     int (*usable)(void *w);
+    /* What the latest failed acquire or release said. */
+    const char *(*last_error)(void *w);
 };
 
 extern const struct target_ops target_direct_ops;

@@ -32,6 +32,7 @@ struct direct {
     char key[640];
     char token[37];
     char ttl[16];
+    char msg[160]; /* what the latest failure said */
 };
 
 static int load_script(redisContext *rc, char *sha, char *err, size_t errlen)
@@ -108,6 +109,17 @@ static void make_token(struct direct *d)
     d->token[36] = '\0';
 }
 
+/* The class of a reply that is not the expected one, its text kept in d->msg. */
+static int failure(struct direct *d, const redisReply *r, int e)
+{
+    snprintf(d->msg, sizeof d->msg, "%s",
+             r == NULL                        ? d->rc->errstr
+             : r->type == REDIS_REPLY_ERROR   ? r->str
+             : e == BERR_LOST                 ? "the key no longer held this token"
+                                              : "unexpected reply type");
+    return e;
+}
+
 static int direct_acquire(void *w, const char *resource)
 {
     struct direct *d = w;
@@ -115,11 +127,9 @@ static int direct_acquire(void *w, const char *resource)
     make_token(d);
     const char *argv[] = {"SET", d->key, d->token, "NX", "PX", d->ttl};
     redisReply *r = redisCommandArgv(d->rc, 6, argv, NULL);
-    if (r == NULL)
-        return BERR_REDIS;
-    int rv = r->type == REDIS_REPLY_STATUS ? TARGET_GRANTED
-             : r->type == REDIS_REPLY_NIL  ? TARGET_BUSY
-                                           : BERR_REDIS;
+    int rv = r != NULL && r->type == REDIS_REPLY_STATUS ? TARGET_GRANTED
+             : r != NULL && r->type == REDIS_REPLY_NIL  ? TARGET_BUSY
+                                                        : failure(d, r, BERR_REDIS);
     freeReplyObject(r);
     return rv;
 }
@@ -136,9 +146,9 @@ static int direct_release(void *w)
         argv[1] = SEED_RELEASE;
         r = redisCommandArgv(d->rc, 5, argv, NULL);
     }
-    if (r == NULL)
-        return BERR_REDIS;
-    int rv = r->type != REDIS_REPLY_INTEGER ? BERR_REDIS : r->integer == 1 ? 0 : BERR_LOST;
+    int rv = r == NULL || r->type != REDIS_REPLY_INTEGER ? failure(d, r, BERR_REDIS)
+             : r->integer == 1                         ? 0
+                                                       : failure(d, r, BERR_LOST);
     freeReplyObject(r);
     return rv;
 }
@@ -160,6 +170,11 @@ static void no_close_run(void *run)
     (void)run;
 }
 
+static const char *direct_last_error(void *w)
+{
+    return ((struct direct *)w)->msg;
+}
+
 const struct target_ops target_direct_ops = {
     .open_run = no_run,
     .close_run = no_close_run,
@@ -168,4 +183,5 @@ const struct target_ops target_direct_ops = {
     .acquire = direct_acquire,
     .release = direct_release,
     .usable = direct_usable,
+    .last_error = direct_last_error,
 };

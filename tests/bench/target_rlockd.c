@@ -100,6 +100,12 @@ static int rl_usable(void *p)
     return rlock_client_alive(((struct rl_worker *)p)->c);
 }
 
+static const char *rl_last_error(void *p)
+{
+    (void)p;
+    return rlock_last_error()->message;
+}
+
 const struct target_ops target_rlockd_ops = {
     .open_run = rl_open_run,
     .close_run = rl_close_run,
@@ -108,4 +114,5 @@ const struct target_ops target_rlockd_ops = {
     .acquire = rl_acquire,
     .release = rl_release,
     .usable = rl_usable,
+    .last_error = rl_last_error,
 };
