@@ -44,7 +44,7 @@ run shared "${rl[@]}" "${short[@]}" --mode shared --threads 4
 run async "${rl[@]}" "${short[@]}" --mode async --threads 2 --conns 2 --inflight 8
 run redis-direct --target redis-direct --server "$BENCH_REDIS_ADDR" "${short[@]}" --threads 4
 run contended "${rl[@]}" --warmup 0.2 --duration 1 --threads 4 --resources 1 --wait 10000
-run hold "${rl[@]}" --hold-locks 2000 --sessions 20 --duration 1
+run hold "${rl[@]}" --hold-locks 500 --sessions 10 --duration 1
 run idle "${rl[@]}" --idle-sessions 100 --duration 1
 run mass "${rl[@]}" --mass-release 2000
 echo "$runs passed, 0 failed"
