@@ -29,8 +29,17 @@
 #include "log.h"
 #include "util.h"
 
-/* Calls one connection may have in flight; beyond that new calls are refused
- * (UNAVAILABLE) instead of growing hiredis' buffers without bound. */
+/*
+ * Calls one connection has sent and not yet had answered: enough to keep
+ * Redis busy across a round trip. Later calls wait unsent in the
+ * connection's own queue, so that a burst neither grows hiredis' buffers
+ * without bound nor lets the tail of it miss a command deadline that started
+ * counting before Redis could see the command (and then reset a healthy
+ * connection, leaving every call on it with an unknown outcome).
+ */
+#define RPOOL_INFLIGHT_MAX 1024
+/* Calls one connection holds in all (sent and waiting); beyond that new
+ * calls are refused (UNAVAILABLE). */
 #define RPOOL_MAX_PENDING 65536
 
 enum rconn_state { RCONN_DOWN, RCONN_CONNECTING, RCONN_READY };
@@ -45,7 +54,9 @@ struct rcall {
     int nargs;
     char **args;
     size_t *lens;
-    int64_t deadline;
+    int64_t deadline; /* sent: the reply is due; waiting: give up unsent */
+    const char *fail_err; /* why a refused call fails (answered by fail_ev) */
+    int waiting; /* on conn->waiting (unsent), not conn->calls */
     int done;    /* the caller's callback has run */
     int retried; /* NOSCRIPT already answered with EVAL */
     TAILQ_ENTRY(rcall) link;
@@ -64,6 +75,8 @@ struct rconn {
     int reset_requested;    /* the timer should reset the connection */
     struct rcall_list calls; /* sent and not yet answered, oldest first */
     uint32_t npending;       /* length of calls */
+    struct rcall_list waiting; /* accepted, not sent yet (calls is full), oldest first */
+    uint32_t nwaiting;         /* length of waiting */
     int dirty;               /* commands queued this loop turn, not written yet */
 };
 
@@ -146,14 +159,43 @@ static void call_free(struct rcall *call)
 
 static void call_unlink(struct rcall *call)
 {
-    if (call->conn != NULL) {
-        TAILQ_REMOVE(&call->conn->calls, call, link);
-        call->conn->npending--;
-        call->conn = NULL;
+    struct rconn *c = call->conn;
+    if (c == NULL)
+        return;
+    if (call->waiting) {
+        TAILQ_REMOVE(&c->waiting, call, link);
+        c->nwaiting--;
+        call->waiting = 0;
+    } else {
+        TAILQ_REMOVE(&c->calls, call, link);
+        c->npending--;
     }
+    call->conn = NULL;
+}
+
+/* Answer call with an error on the next loop turn (it was never sent, or its
+ * connection has let go of it). */
+static void call_refuse(struct rpool *p, struct rcall *call, const char *why)
+{
+    call->fail_err = why;
+    TAILQ_INSERT_TAIL(&p->failed, call, link);
+    event_active(p->fail_ev, EV_TIMEOUT, 0);
+}
+
+/*
+ * The connection timer is armed lazily: every deadline is "now + timeout"
+ * when set, so a timer already pending fires no later than any deadline on
+ * the connection, and conn_timer_cb re-aims it at the oldest one. Keeping it
+ * out of the reply path saves an event_add per reply.
+ */
+static void conn_arm_lazy(struct rconn *c, int64_t delay_ms)
+{
+    if (!evtimer_pending(c->timer, NULL))
+        conn_arm(c, delay_ms);
 }
 
 static void call_reply_cb(redisAsyncContext *ac, void *r, void *privdata);
+static void conn_pump(struct rconn *c);
 
 /* Send call on c as EVALSHA (or EVAL when the sha is unknown or use_eval). */
 static int call_send(struct rconn *c, struct rcall *call, int use_eval)
@@ -206,13 +248,51 @@ static void call_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
     else
         call_complete(call, reply, NULL);
     call_free(call);
-    if (c != NULL && c->state == RCONN_READY && !c->reset_requested) {
-        /* Re-aim the deadline timer at the new oldest call. */
-        struct rcall *head = TAILQ_FIRST(&c->calls);
-        if (head == NULL)
-            evtimer_del(c->timer);
-        else
-            conn_arm(c, head->deadline - util_now_ms());
+    if (c != NULL && c->state == RCONN_READY && !c->reset_requested && c->ac != NULL)
+        conn_pump(c);
+}
+
+/* Send call on c and track it; -1 (call untouched) when hiredis refuses. */
+static int conn_send_call(struct rconn *c, struct rcall *call)
+{
+    const struct config *cfg = c->pool->cfg;
+    if (call_send(c, call, 0) != 0)
+        return -1;
+    call->conn = c;
+    call->waiting = 0;
+    call->deadline = util_now_ms() + cfg->command_timeout_ms;
+    TAILQ_INSERT_TAIL(&c->calls, call, link);
+    c->npending++;
+    conn_arm_lazy(c, cfg->command_timeout_ms);
+    if (!c->dirty) {
+        c->dirty = 1;
+        event_active(c->pool->flush_ev, EV_TIMEOUT, 0);
+    }
+    return 0;
+}
+
+/* Move waiting calls onto the wire while there is room; those that waited
+ * past their deadline fail instead (never sent, so nothing happened). */
+static void conn_pump(struct rconn *c)
+{
+    int64_t now = util_now_ms();
+    struct rcall *call;
+    while (c->npending < RPOOL_INFLIGHT_MAX && (call = TAILQ_FIRST(&c->waiting)) != NULL) {
+        call_unlink(call);
+        if (call->deadline <= now)
+            call_refuse(c->pool, call, "redis busy: command not sent in time");
+        else if (conn_send_call(c, call) != 0)
+            call_refuse(c->pool, call, "redis unavailable");
+    }
+}
+
+/* Fail every waiting call of c (the connection is going away). */
+static void conn_refuse_waiting(struct rconn *c, const char *why)
+{
+    struct rcall *call;
+    while ((call = TAILQ_FIRST(&c->waiting)) != NULL) {
+        call_unlink(call);
+        call_refuse(c->pool, call, why);
     }
 }
 
@@ -224,7 +304,7 @@ static void fail_drain(struct rpool *p)
     struct rcall *call;
     while ((call = TAILQ_FIRST(&batch)) != NULL) {
         TAILQ_REMOVE(&batch, call, link);
-        call_complete(call, NULL, "redis unavailable");
+        call_complete(call, NULL, call->fail_err);
         call_free(call);
     }
 }
@@ -295,23 +375,25 @@ void rpool_eval(struct rpool *p, uint32_t route, enum script_id script, int nkey
         return;
     }
     struct rconn *c = &p->conns[route % p->n];
-    if (c->state != RCONN_READY || c->reset_requested || c->npending >= RPOOL_MAX_PENDING ||
-        call_send(c, call, 0) != 0) {
+    if (c->state != RCONN_READY || c->reset_requested || c->ac == NULL ||
+        c->npending + c->nwaiting >= RPOOL_MAX_PENDING) {
         /* Refused: answered on the next loop turn, never inside this call. */
-        TAILQ_INSERT_TAIL(&p->failed, call, link);
-        event_active(p->fail_ev, EV_TIMEOUT, 0);
+        call_refuse(p, call, "redis unavailable");
         return;
     }
-    call->conn = c;
-    if (!c->dirty) {
-        c->dirty = 1;
-        event_active(p->flush_ev, EV_TIMEOUT, 0);
+    if (c->npending < RPOOL_INFLIGHT_MAX && TAILQ_EMPTY(&c->waiting)) {
+        if (conn_send_call(c, call) != 0)
+            call_refuse(p, call, "redis unavailable");
+        return;
     }
+    /* Sent calls are at the cap: wait unsent, and give up (cleanly: Redis
+     * never saw it) if no room opens within the command timeout. */
+    call->conn = c;
+    call->waiting = 1;
     call->deadline = util_now_ms() + p->cfg->command_timeout_ms;
-    if (TAILQ_EMPTY(&c->calls))
-        conn_arm(c, p->cfg->command_timeout_ms);
-    TAILQ_INSERT_TAIL(&c->calls, call, link);
-    c->npending++;
+    TAILQ_INSERT_TAIL(&c->waiting, call, link);
+    c->nwaiting++;
+    conn_arm_lazy(c, p->cfg->command_timeout_ms);
     return;
 oom:
     /* Out of memory while accepting the call: there is no way to defer, so
@@ -328,6 +410,7 @@ oom:
 static void conn_schedule_reconnect(struct rconn *c)
 {
     const struct config *cfg = c->pool->cfg;
+    conn_refuse_waiting(c, "redis unavailable");
     conn_set_state(c, RCONN_DOWN);
     uint32_t b = c->backoff_ms == 0 ? cfg->reconnect_min_ms : c->backoff_ms * 2;
     if (b > cfg->reconnect_max_ms)
@@ -384,10 +467,21 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
     case RCONN_READY: {
         int64_t now = util_now_ms();
         struct rcall *head = TAILQ_FIRST(&c->calls);
-        if (head == NULL)
-            break;
-        if (head->deadline > now) {
-            conn_arm(c, head->deadline - now);
+        if (head == NULL || head->deadline > now) {
+            /* Not stuck. Give up waiting calls that are out of time, and
+             * re-aim at the oldest deadline left. */
+            struct rcall *w;
+            while ((w = TAILQ_FIRST(&c->waiting)) != NULL && w->deadline <= now) {
+                call_unlink(w);
+                call_refuse(c->pool, w, "redis busy: command not sent in time");
+            }
+            int64_t next = INT64_MAX;
+            if (head != NULL)
+                next = head->deadline;
+            if (w != NULL && w->deadline < next)
+                next = w->deadline;
+            if (next != INT64_MAX)
+                conn_arm(c, next - now);
             break;
         }
         /* The oldest call is late: the connection is presumed stuck. Fail
@@ -602,6 +696,7 @@ struct rpool *rpool_new(struct event_base *base, const struct config *cfg,
         c->idx = i;
         c->state = RCONN_DOWN;
         TAILQ_INIT(&c->calls);
+        TAILQ_INIT(&c->waiting);
         c->timer = evtimer_new(base, conn_timer_cb, c);
         if (c->timer == NULL)
             goto fail;
@@ -619,6 +714,8 @@ void rpool_free(struct rpool *p)
     if (p == NULL)
         return;
     p->closing = 1;
+    for (uint32_t i = 0; i < p->n; i++)
+        conn_refuse_waiting(&p->conns[i], "shutting down");
     fail_drain(p);
     for (uint32_t i = 0; i < p->n; i++) {
         struct rconn *c = &p->conns[i];

@@ -14,10 +14,14 @@
  *    a static error text: connection not ready, deadline passed, connection
  *    lost;
  *  - the reply is owned by hiredis and valid only during the callback;
- *  - a call whose deadline passes completes at once with an error, and its
- *    connection is reset (a connection that misses a deadline is presumed
- *    stuck); its real outcome is unknown, so a caller that may have changed
- *    state must reconcile by token.
+ *  - a connection sends at most RPOOL_INFLIGHT_MAX calls at a time; later
+ *    ones wait unsent, and fail ("redis busy") if no room opens within
+ *    command_timeout;
+ *  - a sent call whose deadline (command_timeout from sending) passes
+ *    completes at once with an error, and its connection is reset (a
+ *    connection that misses a deadline is presumed stuck); its real outcome
+ *    is unknown, so a caller that may have changed state must reconcile by
+ *    token. Callers treat every error as such an unknown outcome.
  * Calls with the same route run on the same connection, in order.
  */
 #ifndef RLOCKD_REDIS_POOL_H

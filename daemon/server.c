@@ -206,6 +206,7 @@ struct server *server_new(struct config *cfg, const char *config_path)
     TAILQ_INIT(&srv->closed);
     TAILQ_INIT(&srv->draining);
     TAILQ_INIT(&srv->flushq);
+    TAILQ_INIT(&srv->resumeq);
     TAILQ_INIT(&srv->leases);
     srv->start_ms = util_now_ms();
     util_rng_init(&srv->rng);
@@ -225,9 +226,10 @@ struct server *server_new(struct config *cfg, const char *config_path)
         goto fail;
     srv->reap_ev = event_new(srv->base, -1, 0, reap_cb, srv);
     srv->flush_ev = event_new(srv->base, -1, 0, flush_cb, srv);
+    srv->resume_ev = evtimer_new(srv->base, session_resume_cb, srv);
     srv->resources = restable_new(srv->hash_key);
     srv->cleanups = cleanup_new(srv);
-    if (srv->reap_ev == NULL || srv->flush_ev == NULL || srv->resources == NULL ||
+    if (srv->reap_ev == NULL || srv->flush_ev == NULL || srv->resume_ev == NULL || srv->resources == NULL ||
         srv->cleanups == NULL)
         goto fail;
     srv->pool = rpool_new(srv->base, cfg, srv->hash_key);
@@ -287,6 +289,8 @@ void server_free(struct server *srv)
         event_free(srv->reap_ev);
     if (srv->flush_ev != NULL)
         event_free(srv->flush_ev);
+    if (srv->resume_ev != NULL)
+        event_free(srv->resume_ev);
     cleanup_free(srv->cleanups);
     restable_free(srv->resources);
     if (srv->base != NULL)

@@ -58,6 +58,9 @@ struct server {
     struct session_list draining;   /* ended, still writing their last reply */
     struct session_list flushq;     /* with replies to write at the end of this loop turn */
     struct event *flush_ev;
+    struct session_list resumeq;    /* stopped by the frame cap, go on next loop turn */
+    struct event *resume_ev;        /* zero-delay timer: runs after the next poll */
+    uint64_t resume_turn;
     uint8_t scratch[65536];         /* every session reads into it first (one loop, one reader) */
     uint32_t nsessions;
     struct restable *resources;     /* resource name -> struct resource */

@@ -43,6 +43,8 @@ static void session_set_state(struct session *s, enum session_state st)
     s->state = st;
 }
 
+static void session_queue_resume(struct session *s);
+
 static void session_arm(struct session *s, int64_t ms)
 {
     struct timeval tv = util_tv_ms(ms);
@@ -59,6 +61,10 @@ static void session_retire(struct session *s)
     if (s->flush_queued) {
         TAILQ_REMOVE(&s->srv->flushq, s, flush_link);
         s->flush_queued = 0;
+    }
+    if (s->resume_queued) {
+        TAILQ_REMOVE(&s->srv->resumeq, s, resume_link);
+        s->resume_queued = 0;
     }
     event_del(s->rev);
     event_del(s->wev);
@@ -292,7 +298,7 @@ static void session_read(struct session *s)
             return;
         iobuf_consume(&s->rx, (size_t)used);
         if (capped) {
-            event_active(s->rev, EV_READ, 0);
+            session_queue_resume(s);
             return;
         }
     }
@@ -334,9 +340,47 @@ static void session_read(struct session *s)
         }
     }
     if (capped)
-        event_active(s->rev, EV_READ, 0); /* the cap was reached: others first, then go on */
+        session_queue_resume(s); /* the cap was reached: others first, then go on */
     else if (s->rx.len == 0)
         iobuf_shrink(&s->rx, 0);
+}
+
+/*
+ * Go on after the loop has polled again. Not event_active(s->rev): an event
+ * activated from its own callback runs again in the same pass, before the
+ * loop looks at any socket, so one busy client could keep every other
+ * session (and Redis replies) waiting. A zero-delay timer fires only after
+ * the next poll, behind the I/O it found.
+ */
+static void session_queue_resume(struct session *s)
+{
+    struct server *srv = s->srv;
+    if (s->resume_queued)
+        return;
+    s->resume_queued = 1;
+    s->resume_turn = srv->resume_turn;
+    TAILQ_INSERT_TAIL(&srv->resumeq, s, resume_link);
+    if (!evtimer_pending(srv->resume_ev, NULL)) {
+        struct timeval now = {0, 0};
+        evtimer_add(srv->resume_ev, &now);
+    }
+}
+
+static void read_cb(evutil_socket_t fd, short what, void *arg);
+
+void session_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct server *srv = arg;
+    /* Only those queued before this turn: a session stopped again goes on next turn. */
+    uint64_t turn = ++srv->resume_turn;
+    struct session *s;
+    while ((s = TAILQ_FIRST(&srv->resumeq)) != NULL && s->resume_turn < turn) {
+        TAILQ_REMOVE(&srv->resumeq, s, resume_link);
+        s->resume_queued = 0;
+        read_cb(s->fd, EV_READ, s);
+    }
 }
 
 static void read_cb(evutil_socket_t fd, short what, void *arg)

@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 #include <sys/queue.h>
+#include <event2/util.h>
 
 #include "iobuf.h"
 #include "rlock.pb-c.h"
@@ -57,13 +58,16 @@ TAILQ_HEAD(request_list, request);
 struct session {
     struct server *srv;
     int fd;
-    struct event *rev;     /* readable (persistent); also activated to resume or to close */
+    struct event *rev;     /* readable (persistent); also activated to close a slow reader */
     struct event *wev;     /* writable, added only while output waits for the socket */
     int wev_armed;
     struct iobuf rx;       /* a partial frame, or frames left over by the per-event cap */
     struct iobuf tx;       /* replies not yet written */
     int flush_queued;      /* on srv->flushq */
     TAILQ_ENTRY(session) flush_link;
+    int resume_queued;     /* on srv->resumeq: frames left by the per-event cap */
+    uint64_t resume_turn;  /* srv->resume_turn when queued */
+    TAILQ_ENTRY(session) resume_link;
     enum session_state state;
     char id[UTIL_UUID_LEN + 1];
     char peer[128];
@@ -107,6 +111,9 @@ void session_activate(struct session *s, uint32_t timeout_ms);
 
 /* Give up writing a closing session's last reply (at exit); it goes to the reaper. */
 void session_abandon_flush(struct session *s);
+
+/* srv->resume_ev: go on reading the sessions the per-event frame cap stopped. */
+void session_resume_cb(evutil_socket_t fd, short what, void *arg);
 
 /* Free a closed session (called by the server's reaper only). */
 void session_free(struct session *s);

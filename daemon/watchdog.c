@@ -179,12 +179,10 @@ static void watchdog_fire(evutil_socket_t fd, short what, void *arg)
     }
     for (uint32_t r = 0; r < srv->nrenewqs; r++)
         renewq_pump(&srv->renewqs[r]);
-    if (handled == WATCHDOG_FIRE_MAX && theap_first(&srv->lease_timers) != NULL &&
-        theap_first(&srv->lease_timers)->at <= util_now_ms()) {
-        /* More is due: let the loop serve other events first, then go on. */
-        event_active(srv->watchdog_ev, EV_READ, 0);
-        return;
-    }
+    /* When more is due already, this arms the timerfd in the past: it fires
+     * at the next poll, behind the I/O that poll finds. (event_active from
+     * here would run this callback again in the same pass, before any
+     * socket is looked at.) */
     watchdog_rearm(srv);
 }
 
