@@ -43,39 +43,15 @@
 
 /* --- signals to rlockd --------------------------------------------------- */
 
-/* The state letter of pid in /proc/PID/stat ('R', 'S', 'T', ...), or 0. */
-static char proc_state(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
-    return p != NULL && p[1] == ' ' ? p[2] : 0;
-}
-
-/* SIGSTOP rlockd and wait (at most 2 s) until it is stopped. */
+/* SIGSTOP rlockd and wait until it is stopped; SIGCONT it. */
 static void rlockd_sigstop(struct h_env *e)
 {
-    ck_assert_int_gt(e->rlockd_pid, 0);
-    ck_assert_int_eq(kill(e->rlockd_pid, SIGSTOP), 0);
-    int64_t deadline = h_now_ms() + 2000;
-    char st;
-    while ((st = proc_state(e->rlockd_pid)) != 'T' && h_now_ms() < deadline)
-        h_sleep_ms(1);
-    if (st != 'T')
-        kill(e->rlockd_pid, SIGCONT);
-    ck_assert_msg(st == 'T', "rlockd (pid %d) not stopped 2 s after SIGSTOP (state %c)",
-                  (int)e->rlockd_pid, st ? st : '?');
+    h_sigstop(e->rlockd_pid, "rlockd");
 }
 
 static void rlockd_sigcont(struct h_env *e)
 {
-    ck_assert_int_eq(kill(e->rlockd_pid, SIGCONT), 0);
+    h_sigcont(e->rlockd_pid, "rlockd");
 }
 
 /* rlockd answers a fresh client's ping (within 5 s). */
