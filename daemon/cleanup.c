@@ -6,9 +6,11 @@
 
 #include <event2/event.h>
 
+#include "lock.h"
 #include "log.h"
 #include "redis_pool.h"
 #include "reply.h"
+#include "resource.h"
 #include "server.h"
 #include "theap.h"
 #include "util.h"
@@ -19,10 +21,8 @@
 
 struct cleanup {
     struct cleanup_list *list; /* NULL once the list is gone */
-    char *key;
-    size_t key_len;
+    struct resource *res;      /* counted reference: its key, route and waiters */
     char token[UTIL_UUID_LEN + 1];
-    uint32_t route;
     int64_t give_up_ms;
     int64_t answered_ms; /* when Redis first answered an attempt; 0 = not yet */
     uint32_t backoff_ms;
@@ -58,7 +58,7 @@ struct cleanup_list *cleanup_new(struct server *srv)
 
 static void entry_free(struct cleanup *e)
 {
-    free(e->key);
+    resource_unref(e->res);
     free(e);
 }
 
@@ -103,37 +103,35 @@ static void cleanup_rearm(struct cleanup_list *cl)
 static void entry_at(struct cleanup_list *cl, struct cleanup *e, int64_t at)
 {
     if (theap_set(&cl->due, &e->timer, at) != 0) {
-        log_warn("cleanup: out of memory: %.*s is left to expire by its ttl", (int)e->key_len,
-                 e->key);
+        log_warn("cleanup: out of memory: %s is left to expire by its ttl", e->res->key);
         cl->n--;
         entry_free(e);
     }
 }
 
-void cleanup_add(struct server *srv, const char *key, size_t key_len, uint32_t route,
-                 const char *token, int64_t not_before_ms, int64_t give_up_ms)
+void cleanup_add(struct server *srv, struct resource *res, const char *token,
+                 int64_t not_before_ms, int64_t give_up_ms)
 {
     struct cleanup_list *cl = srv->cleanups;
     if (cl->n >= CLEANUP_MAX) {
-        log_warn("cleanup list full: %.*s is left to expire by its ttl", (int)key_len, key);
+        log_warn("cleanup list full: %s is left to expire by its ttl", res->key);
         return;
     }
     struct cleanup *e = calloc(1, sizeof *e);
-    if (e == NULL || (e->key = malloc(key_len)) == NULL) {
-        free(e);
+    if (e == NULL) {
+        log_warn("cleanup: out of memory: %s is left to expire by its ttl", res->key);
         return;
     }
-    memcpy(e->key, key, key_len);
-    e->key_len = key_len;
+    e->res = res;
+    resource_ref(res);
     snprintf(e->token, sizeof e->token, "%s", token);
-    e->route = route;
     e->give_up_ms = give_up_ms;
     e->backoff_ms = CLEANUP_FIRST_MS;
     e->list = cl;
     cl->n++;
     entry_at(cl, e, not_before_ms);
     cleanup_rearm(cl);
-    log_debug("cleanup: will delete %.*s by token (%u pending)", (int)key_len, key, cl->n);
+    log_debug("cleanup: will delete %s by token (%u pending)", res->key, cl->n);
 }
 
 static void entry_done(struct cleanup_list *cl, struct cleanup *e)
@@ -155,9 +153,12 @@ static void cleanup_reply_cb(const redisReply *reply, const char *err, void *arg
     int64_t now = util_now_ms();
     enum reply_delete_kind kind = reply_delete(reply);
     if (kind != REPLY_DELETE_UNKNOWN) {
-        if (kind == REPLY_DELETE_DONE)
-            log_info("cleanup: deleted %.*s left by an unconfirmed operation", (int)e->key_len,
-                     e->key);
+        if (kind == REPLY_DELETE_DONE) {
+            log_info("cleanup: deleted %s left by an unconfirmed operation", e->res->key);
+            /* A local waiter may have seen the key's old (perhaps lengthened)
+             * PTTL and sleep until then: the lock is free now. */
+            lock_kick(e->res);
+        }
         if (e->answered_ms == 0)
             e->answered_ms = now;
         if (now - e->answered_ms >= CLEANUP_SETTLE_MS) {
@@ -186,19 +187,19 @@ static void cleanup_fire(evutil_socket_t fd, short what, void *arg)
         struct cleanup *e = ENTRY_OF(node);
         theap_remove(&cl->due, node);
         if (now >= e->give_up_ms) {
-            log_warn("cleanup: gave up deleting %.*s: Redis did not answer in time",
-                     (int)e->key_len, e->key);
+            log_warn("cleanup: gave up deleting %s: Redis did not answer in time", e->res->key);
             entry_done(cl, e);
             continue;
         }
-        if (!rpool_route_ready(srv->pool, e->route)) {
+        struct resource *res = e->res;
+        if (!rpool_route_ready(srv->pool, res->route)) {
             entry_at(cl, e, now + e->backoff_ms);
             continue;
         }
-        const char *args[3] = {e->key, e->token, ""};
-        size_t lens[3] = {e->key_len, strlen(e->token), 0};
+        const char *args[3] = {res->key, e->token, ""};
+        size_t lens[3] = {res->key_len, strlen(e->token), 0};
         e->sending = 1;
-        rpool_eval(srv->pool, e->route, SCRIPT_RELEASE, 1, 3, args, lens, cleanup_reply_cb, e);
+        rpool_eval(srv->pool, res->route, SCRIPT_RELEASE, 1, 3, args, lens, cleanup_reply_cb, e);
     }
     cleanup_rearm(cl);
 }

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 struct server;
+struct resource;
 struct cleanup_list;
 
 /* After Redis first answers an entry, how long until the answer that ends it. */
@@ -33,12 +34,13 @@ void cleanup_free(struct cleanup_list *cl);
 uint32_t cleanup_count(const struct cleanup_list *cl);
 
 /*
- * Delete key if it holds token, from not_before_ms on (util_now_ms() clock),
- * until Redis confirms after the settle time or give_up_ms passes. Entries
- * past a fixed bound are dropped with a warning: their keys expire by their
- * ttl.
+ * Delete res's key if it holds token, from not_before_ms on (util_now_ms()
+ * clock), until Redis confirms after the settle time or give_up_ms passes;
+ * a delete that took the key wakes res's local waiters. The entry keeps a
+ * reference to res. Entries past a fixed bound are dropped with a warning:
+ * their keys expire by their ttl.
  */
-void cleanup_add(struct server *srv, const char *key, size_t key_len, uint32_t route,
-                 const char *token, int64_t not_before_ms, int64_t give_up_ms);
+void cleanup_add(struct server *srv, struct resource *res, const char *token,
+                 int64_t not_before_ms, int64_t give_up_ms);
 
 #endif

@@ -169,7 +169,7 @@ void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
          * renew whose answer never came did run. Delete it by token, but not
          * before the validity its holder was promised is over.
          */
-        cleanup_add(srv, res->key, res->key_len, res->route, l->token, l->valid_until_ms,
+        cleanup_add(srv, res, l->token, l->valid_until_ms,
                     l->max_expiry_ms + LEASE_CLEANUP_GRACE_MS);
     }
     resource_ref(res);

@@ -233,7 +233,7 @@ static void release_reply_cb(const redisReply *reply, const char *err, void *arg
         log_warn("release of %s not confirmed: %s", req->res->name,
                  reply == NULL ? err : reply_error_text(reply));
     if (!confirmed)
-        cleanup_add(req->srv, req->res->key, req->res->key_len, req->res->route, req->token,
+        cleanup_add(req->srv, req->res, req->token,
                     util_now_ms(), req->max_expiry_ms + LOCK_CLEANUP_GRACE_MS);
     struct resource *res = req->res;
     resource_ref(res);
@@ -491,7 +491,8 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
                       "too many locks held or awaited by this session");
         return;
     }
-    if (srv->nleases + srv->nwaiters >= cfg->max_locks) {
+    /* Tries in Redis count too: a burst of them could all succeed at once. */
+    if (srv->nleases + srv->nacquires >= cfg->max_locks) {
         acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
                       "too many locks held or awaited in this daemon (limits.max_locks)");
         return;

@@ -73,7 +73,7 @@ static void batch_reply_cb(const redisReply *reply, const char *err, void *arg)
         if (!confirmed) {
             /* It may still hold the token: delete it by token, after the delay if any. */
             struct resource *res = it->res;
-            cleanup_add(srv, res->key, res->key_len, res->route, it->token, now + it->delay_ms,
+            cleanup_add(srv, res, it->token, now + it->delay_ms,
                         it->max_expiry_ms + RELQ_CLEANUP_GRACE_MS);
         }
         item_done(srv, it);
@@ -124,7 +124,7 @@ void relq_add(struct server *srv, struct resource *res, const char *token, uint3
     struct relq *q = &srv->relqs[res->route % srv->nrelqs];
     struct relq_item *it = calloc(1, sizeof *it);
     if (it == NULL) {
-        cleanup_add(srv, res->key, res->key_len, res->route, token,
+        cleanup_add(srv, res, token,
                     util_now_ms() + delay_ms, max_expiry_ms + RELQ_CLEANUP_GRACE_MS);
         return;
     }

@@ -71,6 +71,7 @@ struct server {
     uint64_t relq_pending;
     uint64_t nleases;
     uint64_t nwaiters;
+    uint64_t nacquires;             /* acquire requests alive: waiting, or in Redis */
     struct server_counters ctr;
     struct metrics mx;              /* the counters behind the labelled metrics */
     int req_async;                  /* the request being dispatched went on in a request */

@@ -472,6 +472,8 @@ struct request *request_new(struct server *srv, struct session *s, uint64_t id, 
     r->id = id;
     r->op = op;
     r->state = REQUEST_NEW;
+    if (op == RLOCK__V1__REQUEST__BODY_ACQUIRE)
+        srv->nacquires++;
     if (s != NULL) {
         r->arrival_ms = s->last_frame_ms;
         srv->req_async = 1; /* timed when it ends (request_free) */
@@ -499,6 +501,8 @@ void request_free(struct request *r)
         return;
     struct server *srv = r->srv;
     int background = r->sess == NULL;
+    if (r->op == RLOCK__V1__REQUEST__BODY_ACQUIRE)
+        srv->nacquires--;
     if (!background && r->id != 0)
         metrics_observe(srv, r->op, util_now_ms() - r->arrival_ms);
     if (r->sess != NULL) {

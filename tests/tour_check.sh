@@ -4,16 +4,86 @@
 # on one resource: the second waits until the first command has exited.
 # Finally Ctrl-C (SIGINT to the process group) stops rlockd and the private Redis.
 #   tour_check.sh SOURCE_DIR BUILD_DIR
+#
+# Whatever fails, nothing may be left behind. scripts/run starts its private
+# redis-server in a session of its own (so that Ctrl-C reaches rlockd alone),
+# out of reach of a signal to scripts/run's process group; so every process
+# below scripts/run (and below the backgrounded rlockctl) is recorded, by pid
+# and start time, before anything is signalled, and killed by pid afterwards
+# if it is still the same process.
 set -euo pipefail
 src=$1
 build=$2
 work=$(mktemp -d /tmp/rlock-tour.XXXXXX)
 run_pid=""
+a=""
+
+# "PID STARTTIME" of every process below $1, read from /proc (start time: field 22 of stat).
+tree_of() {
+    local root=$1 st line rest
+    for st in /proc/[0-9]*/stat; do
+        line=$(cat "$st" 2>/dev/null) || continue
+        rest=${line##*) } # the command name may hold spaces and parentheses
+        # shellcheck disable=SC2086
+        set -- $rest
+        echo "${st//[!0-9]/} ${2:-} ${20:-}"
+    done | awk -v root="$root" '
+        { ppid[$1] = $2; start[$1] = $3 }
+        END {
+            want[root] = 1
+            do {
+                more = 0
+                for (p in ppid)
+                    if (!(p in want) && (ppid[p] in want)) { want[p] = 1; more = 1 }
+            } while (more)
+            for (p in want) if (p != root) print p, start[p]
+        }'
+}
+
+# The start time of pid $1, or nothing when it is gone.
+start_of() {
+    local line
+    line=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+    # shellcheck disable=SC2086
+    set -- ${line##*) }
+    echo "${20:-}"
+}
+
+# Stop the process $1 (a child of this script) and everything below it: SIGTERM to $1 so
+# that its own clean-up runs, up to 10 s for it to go, then SIGKILL to its process group
+# (when it leads one: $2 = group) and to every recorded descendant still alive.
+stop_tree() {
+    local root=$1 group=${2:-} tree pid start
+    tree=$(tree_of "$root")
+    kill -TERM "$root" 2>/dev/null || true
+    for _ in $(seq 100); do
+        kill -0 "$root" 2>/dev/null || break
+        [ "$(cut -d' ' -f3 "/proc/$root/stat" 2>/dev/null)" = Z ] && break
+        sleep 0.1
+    done
+    [ -n "$group" ] && kill -KILL -- "-$root" 2>/dev/null
+    kill -KILL "$root" 2>/dev/null
+    while read -r pid start; do
+        [ -n "$pid" ] && [ "$(start_of "$pid")" = "$start" ] && kill -KILL "$pid" 2>/dev/null
+    done <<< "$tree"
+    return 0
+}
+
 cleanup() {
-    [ -n "$run_pid" ] && kill -KILL -- "-$run_pid" 2>/dev/null
+    trap - EXIT INT TERM
+    set +eu # clean up as much as possible, whatever fails
+    [ -n "$a" ] && stop_tree "$a"
+    if [ -n "$run_pid" ]; then
+        stop_tree "$run_pid" group
+        # Its private Redis directory, should scripts/run not have removed it.
+        private=$(sed -n 's|.*starting a private redis-server on unix:\(/tmp/rlockd-run\.[^/]*\)/redis.sock.*|\1|p' \
+            "$work/run.log" 2>/dev/null)
+        [ -n "$private" ] && rm -rf "$private"
+    fi
     rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM
 fail() { echo "FAIL: $*"; echo "--- scripts/run output:"; cat "$work/run.log"; exit 1; }
 
 sock=$work/rlockd.sock
@@ -44,6 +114,7 @@ for _ in $(seq 100); do [ -s "$work/a.start" ] && break; sleep 0.05; done
 [ -s "$work/a.start" ] || fail "first rlockctl run did not start its command"
 "$ctl" run --wait 60s demo -- sh -c "date +%s%N > $work/b.start"
 wait "$a" || fail "first rlockctl run failed"
+a=""
 [ "$(cat "$work/b.start")" -ge "$(cat "$work/a.end")" ] ||
     fail "the second command ran while the first still held the lock"
 
@@ -56,6 +127,7 @@ set +e
 rc=$?
 set -e
 wait "$a"
+a=""
 [ "$rc" -eq 75 ] || fail "try-acquire of a held lock exited $rc, expected 75"
 
 # Ctrl-C: the whole foreground group gets SIGINT; rlockd and the private Redis stop.

@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef H_BIN_DIR
@@ -264,7 +265,30 @@ static const char *rlockd_not_ready(struct h_env *e)
     return NULL;
 }
 
-int h_rlockd_start(struct h_env *e)
+/* 1 when a session can be opened and answers a Ping (Redis need not be up). */
+static int rlockd_pings(struct h_env *e)
+{
+    struct rlock_client *c = NULL;
+    char err[256];
+    struct rlock_options o = { .client_name = "itest-harness", .connect_timeout_ms = 1000 };
+    if (rlock_connect(e->rlockd_addr, &o, &c, err, sizeof err) != RLOCK_OK)
+        return 0;
+    enum rlock_err rc = rlock_ping(c, 1000, NULL);
+    rlock_close(c);
+    return rc == RLOCK_OK;
+}
+
+static const char *rlockd_not_serving(struct h_env *e)
+{
+    if (!unix_connects(e->rlockd_sock))
+        return "accepting connections";
+    if (!rlockd_pings(e))
+        return "answering Ping";
+    return NULL;
+}
+
+/* Spawn rlockd with e's config and wait until not_ready(e) says it is ready. */
+static int rlockd_start_until(struct h_env *e, const char *(*not_ready)(struct h_env *e))
 {
     char log[320], bin[512];
     h_env_path(e, "rlockd.log", log, sizeof log);
@@ -273,7 +297,12 @@ int h_rlockd_start(struct h_env *e)
     e->rlockd_pid = h_spawn_io(argv, log, log);
     if (e->rlockd_pid < 0)
         return -1;
-    return wait_started(e, &e->rlockd_pid, "rlockd", log, rlockd_not_ready);
+    return wait_started(e, &e->rlockd_pid, "rlockd", log, not_ready);
+}
+
+int h_rlockd_start(struct h_env *e)
+{
+    return rlockd_start_until(e, rlockd_not_ready);
 }
 
 int h_rlockd_signal(struct h_env *e, int sig)
@@ -318,7 +347,12 @@ int h_env_start(struct h_env *e, const char *extra_ini)
     return h_env_start_auth(e, NULL, extra_ini);
 }
 
-int h_env_start_auth(struct h_env *e, const char *password, const char *extra_ini)
+/*
+ * Make e's dir, paths, prefix and config (see h_env_start_auth) and register
+ * it for the clean-up at exit; no process is started. 0, or -1 after printing
+ * why (nothing is left behind then).
+ */
+static int env_prepare(struct h_env *e, const char *password, const char *extra_ini)
 {
     static int seq;
     memset(e, 0, sizeof *e);
@@ -367,11 +401,34 @@ int h_env_start_auth(struct h_env *e, const char *password, const char *extra_in
     }
 
     envs_add(e);
-    if (h_redis_start(e) != 0 || h_rlockd_start(e) != 0) {
-        fprintf(stderr, "harness: env start failed; config was:\n%s", conf);
-        h_env_stop(e);
+    return 0;
+}
+
+/* Print e's config after a failed start and stop what was started. */
+static int env_start_failed(struct h_env *e)
+{
+    char *conf = h_read_file(e->conf);
+    fprintf(stderr, "harness: env start failed; config was:\n%s", conf ? conf : "(unreadable)\n");
+    free(conf);
+    h_env_stop(e);
+    return -1;
+}
+
+int h_env_start_auth(struct h_env *e, const char *password, const char *extra_ini)
+{
+    if (env_prepare(e, password, extra_ini) != 0)
         return -1;
-    }
+    if (h_redis_start(e) != 0 || h_rlockd_start(e) != 0)
+        return env_start_failed(e);
+    return 0;
+}
+
+int h_env_start_without_redis(struct h_env *e, const char *extra_ini)
+{
+    if (env_prepare(e, NULL, extra_ini) != 0)
+        return -1;
+    if (rlockd_start_until(e, rlockd_not_serving) != 0)
+        return env_start_failed(e);
     return 0;
 }
 
@@ -549,6 +606,84 @@ long long h_count_lock_keys(redisContext *r, const struct h_env *e, char *exampl
     return n;
 }
 
+/* --- rlockd.log ----------------------------------------------------------- */
+
+/* "2026-12-01T09:03:00.123Z" at the start of line: ms since the epoch, or -1. */
+static int64_t log_stamp_ms(const char *line)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *rest = strptime(line, "%Y-%m-%dT%H:%M:%S", &tm);
+    int ms;
+    if (rest == NULL || sscanf(rest, ".%3dZ", &ms) != 1)
+        return -1;
+    return (int64_t)timegm(&tm) * 1000 + ms;
+}
+
+int h_log_find(const struct h_env *e, const char *text, int64_t *at_wall_ms)
+{
+    char path[320];
+    char *log = h_read_file(h_env_path(e, "rlockd.log", path, sizeof path));
+    const char *hit = log ? strstr(log, text) : NULL;
+    if (hit != NULL && at_wall_ms != NULL) {
+        while (hit > log && hit[-1] != '\n')
+            hit--;
+        *at_wall_ms = log_stamp_ms(hit);
+    }
+    free(log);
+    return hit != NULL;
+}
+
+int h_log_count(const struct h_env *e, const char *text)
+{
+    char path[320];
+    char *log = h_read_file(h_env_path(e, "rlockd.log", path, sizeof path));
+    int n = 0;
+    for (const char *p = log; p != NULL && (p = strstr(p, text)) != NULL; n++) {
+        const char *eol = strchr(p, '\n');
+        p = eol != NULL ? eol + 1 : p + strlen(p);
+    }
+    free(log);
+    return n;
+}
+
+int h_log_wait(const struct h_env *e, const char *text, int timeout_ms, int64_t *at_wall_ms)
+{
+    int64_t deadline = h_now_ms() + timeout_ms;
+    for (;;) {
+        if (h_log_find(e, text, at_wall_ms))
+            return 0;
+        if (!h_env_alive(e) || h_now_ms() >= deadline) {
+            fprintf(stderr, "harness: no line with \"%s\" in rlockd.log %s\n", text,
+                    h_env_alive(e) ? "in time" : "before the env died");
+            h_env_dump_logs(e);
+            return -1;
+        }
+        h_sleep_ms(5);
+    }
+}
+
+int h_redis_ok(redisContext *r, const char *cmd)
+{
+    redisReply *rep = redisCommand(r, cmd);
+    int ok = rep != NULL && rep->type != REDIS_REPLY_ERROR;
+    if (!ok)
+        fprintf(stderr, "harness: %s: %s\n", cmd, rep ? rep->str : r->errstr);
+    if (rep)
+        freeReplyObject(rep);
+    return ok ? 0 : -1;
+}
+
+long long h_redis_info_num(redisContext *r, const char *section, const char *field)
+{
+    redisReply *rep = redisCommand(r, "INFO %s", section);
+    ck_assert_msg(rep != NULL && rep->type == REDIS_REPLY_STRING, "INFO %s failed", section);
+    const char *at = strstr(rep->str, field);
+    long long v = at != NULL ? atoll(at + strlen(field)) : 0;
+    freeReplyObject(rep);
+    return v;
+}
+
 /* --- clients and output -------------------------------------------------- */
 
 struct rlock_client *h_client(struct h_env *e, const struct rlock_options *opts)
@@ -630,6 +765,31 @@ int64_t h_wait_stats_of(struct rlock_client *c, uint64_t held, uint64_t waiters,
             return -1;
         }
         h_sleep_ms(10);
+    }
+}
+
+int64_t h_wait_token_gone(redisContext *r, const char *key, const char *token, int timeout_ms,
+                          const struct h_env *e)
+{
+    int64_t start = h_now_ms();
+    char val[256];
+    for (;;) {
+        int got = h_get(r, key, val, sizeof val);
+        if (got == 0 || (got == 1 && strcmp(val, token) != 0))
+            return h_now_ms() - start;
+        if (got < 0)
+            return -1;
+        if (e && !h_env_alive(e)) {
+            fprintf(stderr, "harness: the env died while waiting for %s to lose %s\n", key, token);
+            h_env_dump_logs(e);
+            return -1;
+        }
+        if (h_now_ms() - start >= timeout_ms) {
+            fprintf(stderr, "harness: %s still holds %s after %d ms (PTTL %lld)\n", key, token,
+                    timeout_ms, h_pttl(r, key));
+            return -1;
+        }
+        h_sleep_ms(5);
     }
 }
 

@@ -52,6 +52,10 @@ int h_env_start_auth(struct h_env *e, const char *password, const char *extra_in
  * Fails the running test (ck_abort) when rlockd.log holds a sanitizer report or rlockd
  * ended with anything but exit 0 on this SIGTERM; the log is printed first. */
 void h_env_stop(struct h_env *e);
+/* The same without redis-server: only rlockd is started (its [redis] address names the env's
+ * socket, where nothing listens yet), and the wait is until it answers a Ping. Start Redis
+ * later with h_redis_start. */
+int h_env_start_without_redis(struct h_env *e, const char *extra_ini);
 /* kill -9 redis and reap it; and start it again on the same socket path (waits until ready). */
 int h_redis_kill(struct h_env *e);
 int h_redis_start(struct h_env *e);
@@ -133,6 +137,31 @@ long long h_redis_int(redisContext *r, const char *fmt, ...);
 int h_wait_line(const char *path, const char *prefix, pid_t pid, int timeout_ms, char *line,
                 size_t len);
 
+/* The state letter of process pid in /proc/PID/stat ('R', 'S', 'T', ...), or 0 if unknown. */
+char h_proc_state(pid_t pid);
+/* SIGSTOP pid and wait (at most 2 s) until it is stopped; fails the test otherwise. */
+void h_sigstop(pid_t pid, const char *what);
+/* SIGCONT pid; fails the test when that is impossible. */
+void h_sigcont(pid_t pid, const char *what);
+/* CPU time (user + system) pid has used so far, in ms; -1 if unknown. */
+int64_t h_proc_cpu_ms(pid_t pid);
+/* Milliseconds since the epoch (CLOCK_REALTIME), the clock of rlockd.log's timestamps. */
+int64_t h_wall_ms(void);
+
+/*
+ * The first line of e's rlockd.log that contains text: 1 and, when at_wall_ms is not NULL,
+ * its timestamp (ms since the epoch) in *at_wall_ms; 0 when there is none (yet).
+ */
+int h_log_find(const struct h_env *e, const char *text, int64_t *at_wall_ms);
+/* The number of lines of e's rlockd.log that contain text. */
+int h_log_count(const struct h_env *e, const char *text);
+/* Wait up to timeout_ms for such a line (e's processes must stay alive); 0 found, -1 not. */
+int h_log_wait(const struct h_env *e, const char *text, int timeout_ms, int64_t *at_wall_ms);
+/* Run cmd (no arguments to quote) on r: 0 unless it failed or Redis answered an error. */
+int h_redis_ok(redisContext *r, const char *cmd);
+/* The number after field (e.g. "errorstat_NOPERM:count=") in INFO section; 0 when absent. */
+long long h_redis_info_num(redisContext *r, const char *section, const char *field);
+
 /* Status-from-waitpid as text: "exit 3", "signal 9". */
 const char *h_status_str(int status, char *buf, size_t len);
 
@@ -169,6 +198,9 @@ int h_thread_count(void);
  */
 int64_t h_wait_stats_of(struct rlock_client *c, uint64_t held, uint64_t waiters, int timeout_ms,
                         struct rlock_stats *last);
+/* The same until key no longer holds token (it may be gone or hold another value). */
+int64_t h_wait_token_gone(redisContext *r, const char *key, const char *token, int timeout_ms,
+                          const struct h_env *e);
 
 /* "rlock_strerror(rc): <the client's last message>" for a failed call on c. */
 const char *h_rlock_err(struct rlock_client *c, enum rlock_err rc, char *buf, size_t len);
@@ -250,6 +282,9 @@ struct h_holder {
  * for its HELD line. */
 void h_holder_start(struct h_holder *h, struct h_env *e, const char *resource, uint32_t ttl_ms,
                     int held_within_ms);
+/* The same with the session timeout the holder asks for in Hello (0: the daemon's default). */
+void h_holder_start_session(struct h_holder *h, struct h_env *e, const char *resource,
+                            uint32_t ttl_ms, uint32_t session_timeout_ms, int held_within_ms);
 /* kill -9 the holder and reap it (within 5 s); returns h_now_ms() right after the kill. */
 int64_t h_holder_kill9(struct h_holder *h);
 
@@ -282,6 +317,34 @@ int h_thread_done(struct h_thread *t);
 /* Wait until t's function has returned, at the latest until deadline (an h_now_ms() time),
  * and join it; fails the test with fail_msg when it still runs then. */
 void h_thread_join(struct h_thread *t, int64_t deadline, const char *fail_msg);
+
+/*
+ * Another session waiting for a lock, on a thread of its own: connected by
+ * h_waiter_start (on the test's thread), it acquires resource with wait_ms
+ * and retries at once while the daemon answers UNAVAILABLE (Redis not
+ * reachable), until its wait is over. When it gets the lock, the times of the
+ * grant are recorded (as soon as rlock_acquire returns).
+ */
+struct h_waiter {
+    struct rlock_client *c;
+    const char *resource;
+    uint32_t ttl_ms;
+    int wait_ms;
+    int64_t start_ms;       /* h_now_ms() when it started waiting */
+    enum rlock_err rc;      /* of its last acquire */
+    int unavailable;        /* UNAVAILABLE answers retried */
+    struct rlock_lock *l;   /* the lock, when granted */
+    int64_t granted_ms;     /* h_now_ms() of the grant; 0 when not granted */
+    int64_t granted_wall_ms; /* h_wall_ms() of the grant */
+    struct h_thread t;
+};
+/* Connect a client to e and start waiting (ttl_ms 0: the default lease). */
+void h_waiter_start(struct h_waiter *w, struct h_env *e, const char *resource, uint32_t ttl_ms,
+                    int wait_ms);
+/* Wait for its end (at most its wait plus 10 s) and return the result of its acquire. */
+enum rlock_err h_waiter_join(struct h_waiter *w);
+/* Release what it got (when it still holds it) and close its client. */
+void h_waiter_close(struct h_waiter *w);
 
 /* The number of elements of array a. */
 #define H_LEN(a) (sizeof(a) / sizeof((a)[0]))

@@ -81,13 +81,22 @@ void h_release_gone(struct h_fixture *f, struct rlock_client *c, struct rlock_lo
 void h_holder_start(struct h_holder *h, struct h_env *e, const char *resource, uint32_t ttl_ms,
                     int held_within_ms)
 {
-    char bin[512], ttl[16], res[256];
+    h_holder_start_session(h, e, resource, ttl_ms, 0, held_within_ms);
+}
+
+void h_holder_start_session(struct h_holder *h, struct h_env *e, const char *resource,
+                            uint32_t ttl_ms, uint32_t session_timeout_ms, int held_within_ms)
+{
+    char bin[512], ttl[16], session[16], res[256];
     memset(h, 0, sizeof *h);
     h_bin("rlock-holder", bin, sizeof bin);
     h_env_path(e, "holder.out", h->out, sizeof h->out);
     snprintf(res, sizeof res, "%s", resource);
+    /* The arguments are positional: a session timeout needs the ttl before it (0 = default). */
     snprintf(ttl, sizeof ttl, "%" PRIu32, ttl_ms);
-    char *argv[] = { bin, e->rlockd_addr, res, ttl_ms ? ttl : NULL, NULL };
+    snprintf(session, sizeof session, "%" PRIu32, session_timeout_ms);
+    char *argv[] = { bin, e->rlockd_addr, res, ttl_ms || session_timeout_ms ? ttl : NULL,
+                     session_timeout_ms ? session : NULL, NULL };
     h->pid = h_spawn(argv, h->out);
     ck_assert_int_gt(h->pid, 0);
     int held = h_wait_line(h->out, "HELD ", h->pid, held_within_ms, h->line, sizeof h->line);
@@ -211,6 +220,64 @@ void h_thread_join(struct h_thread *t, int64_t deadline, const char *fail_msg)
     int64_t left = deadline - h_now_ms();
     ck_assert_msg(h_wait_for(thread_done, t, left > 0 ? (int)left : 0), "%s", fail_msg);
     pthread_join(t->id, NULL);
+}
+
+/* --- a waiter on its own thread ------------------------------------------ */
+
+#define H_WAITER_RETRY_MS 20
+
+static void *waiter_main(void *arg)
+{
+    struct h_waiter *w = arg;
+    int64_t end = w->start_ms + w->wait_ms;
+    for (;;) {
+        int64_t left = end - h_now_ms();
+        struct rlock_acquire_opts o = { .ttl_ms = w->ttl_ms,
+                                        .wait_ms = left > 0 ? (uint32_t)left : 0 };
+        w->rc = rlock_acquire(w->c, w->resource, &o, 0, &w->l);
+        if (w->rc == RLOCK_OK) {
+            w->granted_ms = h_now_ms();
+            w->granted_wall_ms = h_wall_ms();
+            break;
+        }
+        if (w->rc != RLOCK_ERR_UNAVAILABLE || left <= 0)
+            break;
+        w->unavailable++;
+        h_sleep_ms(H_WAITER_RETRY_MS);
+    }
+    return NULL;
+}
+
+void h_waiter_start(struct h_waiter *w, struct h_env *e, const char *resource, uint32_t ttl_ms,
+                    int wait_ms)
+{
+    memset(w, 0, sizeof *w);
+    struct rlock_options o = { .client_name = "itest-waiter" };
+    w->c = h_client_or_fail(e, &o);
+    w->resource = resource;
+    w->ttl_ms = ttl_ms;
+    w->wait_ms = wait_ms;
+    w->start_ms = h_now_ms();
+    h_thread_start(&w->t, waiter_main, w);
+}
+
+enum rlock_err h_waiter_join(struct h_waiter *w)
+{
+    h_thread_join(&w->t, w->start_ms + w->wait_ms + 10000,
+                  "the waiting client's acquire did not return 10 s after its wait");
+    return w->rc;
+}
+
+void h_waiter_close(struct h_waiter *w)
+{
+    if (w->l != NULL) {
+        if (rlock_lock_state(w->l) == RLOCK_HELD)
+            rlock_release(w->l, 0);
+        rlock_lock_free(w->l);
+        w->l = NULL;
+    }
+    rlock_close(w->c);
+    w->c = NULL;
 }
 
 /* --- suites -------------------------------------------------------------- */

@@ -348,3 +348,67 @@ int h_wait_all(const pid_t *pids, int n, int timeout_ms, int *statuses, const st
     }
     return 0;
 }
+
+/* --- process state --------------------------------------------------------- */
+
+int64_t h_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The fields of /proc/PID/stat after "(comm) ", in buf; NULL if unreadable. */
+static const char *proc_stat_fields(pid_t pid, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return NULL;
+    size_t n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return p != NULL && p[1] == ' ' ? p + 2 : NULL;
+}
+
+char h_proc_state(pid_t pid)
+{
+    char buf[1024];
+    const char *p = proc_stat_fields(pid, buf, sizeof buf);
+    return p != NULL ? p[0] : 0;
+}
+
+int64_t h_proc_cpu_ms(pid_t pid)
+{
+    char buf[1024];
+    const char *p = proc_stat_fields(pid, buf, sizeof buf);
+    unsigned long long utime, stime;
+    /* state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime */
+    if (p == NULL || sscanf(p, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+                            &stime) != 2)
+        return -1;
+    long tck = sysconf(_SC_CLK_TCK);
+    return tck > 0 ? (int64_t)((utime + stime) * 1000ULL / (unsigned long long)tck) : -1;
+}
+
+void h_sigstop(pid_t pid, const char *what)
+{
+    ck_assert_msg(pid > 0 && kill(pid, SIGSTOP) == 0, "SIGSTOP %s (pid %d): %s", what, (int)pid,
+                  strerror(errno));
+    int64_t deadline = h_now_ms() + 2000;
+    char st;
+    while ((st = h_proc_state(pid)) != 'T' && h_now_ms() < deadline)
+        h_sleep_ms(1);
+    if (st != 'T')
+        kill(pid, SIGCONT);
+    ck_assert_msg(st == 'T', "%s (pid %d) not stopped 2 s after SIGSTOP (state %c)", what,
+                  (int)pid, st ? st : '?');
+}
+
+void h_sigcont(pid_t pid, const char *what)
+{
+    ck_assert_msg(pid > 0 && kill(pid, SIGCONT) == 0, "SIGCONT %s (pid %d): %s", what, (int)pid,
+                  strerror(errno));
+}

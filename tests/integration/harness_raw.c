@@ -89,6 +89,7 @@ void h_raw_batch_add_body(struct h_raw_batch *b, uint64_t id,
     case RLOCK__V1__REQUEST__BODY_PING: r.ping = body; break;
     case RLOCK__V1__REQUEST__BODY_STATS: r.stats = body; break;
     case RLOCK__V1__REQUEST__BODY_CANCEL: r.cancel = body; break;
+    case RLOCK__V1__REQUEST__BODY_GOODBYE: r.goodbye = body; break;
     default: r.body_case = RLOCK__V1__REQUEST__BODY__NOT_SET; break;
     }
     h_raw_batch_add(b, &r);

@@ -30,7 +30,7 @@
  *               before that bound
  */
 #include "harness.h"
-#include "harness_raw.h"
+#include "harness_peer.h"
 
 #include <inttypes.h>
 #include <signal.h>
@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEADLINE_MS 5000 /* for any answer that must come */
+#define DEADLINE_MS H_PEER_DEADLINE_MS /* for any answer that must come */
 #define QUIET_MS 300     /* how long "no answer (yet)" is watched */
 #define LONG_WAIT_MS 20000u
 #define TTL_MS 30000u
@@ -53,58 +53,7 @@
 
 #define ST(name) RLOCK__V1__STATUS__STATUS_##name
 
-/* A raw session: its connection, a name for messages and its last request id (Hello is 1). */
-struct peer {
-    struct h_raw raw;
-    const char *name;
-    uint64_t last_id;
-};
-
-/* What an Acquire asks for. */
-struct acq {
-    const char *resource;
-    uint32_t ttl_ms;
-    uint32_t wait_ms;
-    uint64_t owner;
-    int no_reentry;
-    int watchdog_off;
-};
-
-/* What an OK AcquireReply said. */
-struct grant {
-    char token[64];
-    uint64_t fence;
-    uint32_t ttl_ms;
-    uint32_t hold_count;
-    uint32_t valid_ms;
-    int watchdog;
-};
-
-static void peer_open(struct peer *p, const struct h_env *e, const char *name)
-{
-    p->name = name;
-    p->last_id = 1;
-    h_raw_session(&p->raw, e, name);
-}
-
-static uint64_t next_id(struct peer *p)
-{
-    return ++p->last_id;
-}
-
-/* --- requests --------------------------------------------------------------- */
-
-static Rlock__V1__Acquire acquire_msg(const struct acq *a)
-{
-    Rlock__V1__Acquire m = RLOCK__V1__ACQUIRE__INIT;
-    m.resource = (char *)a->resource;
-    m.ttl_ms = a->ttl_ms;
-    m.wait_ms = a->wait_ms;
-    m.owner = a->owner;
-    m.no_reentry = a->no_reentry;
-    m.watchdog_off = a->watchdog_off;
-    return m;
-}
+/* --- Cancel ------------------------------------------------------------------ */
 
 static Rlock__V1__Cancel cancel_msg(uint64_t request_id)
 {
@@ -113,210 +62,32 @@ static Rlock__V1__Cancel cancel_msg(uint64_t request_id)
     return m;
 }
 
-static void send_batch(struct peer *p, struct h_raw_batch *b)
-{
-    ck_assert_msg(h_raw_batch_send(&p->raw, b) == 0, "%s: the daemon closed the connection",
-                  p->name);
-}
-
-/* Send one request with the next id of p; returns that id. */
-static uint64_t send_body(struct peer *p, Rlock__V1__Request__BodyCase body_case, void *body)
-{
-    struct h_raw_batch b = {.len = 0};
-    uint64_t id = next_id(p);
-    h_raw_batch_add_body(&b, id, body_case, body);
-    send_batch(p, &b);
-    return id;
-}
-
-static uint64_t send_acquire(struct peer *p, const struct acq *a)
-{
-    Rlock__V1__Acquire m = acquire_msg(a);
-    return send_body(p, RLOCK__V1__REQUEST__BODY_ACQUIRE, &m);
-}
-
-static uint64_t send_release(struct peer *p, const char *resource, const char *token)
-{
-    Rlock__V1__Release m = RLOCK__V1__RELEASE__INIT;
-    m.resource = (char *)resource;
-    m.token = (char *)token;
-    return send_body(p, RLOCK__V1__REQUEST__BODY_RELEASE, &m);
-}
-
-static uint64_t send_extend(struct peer *p, const char *resource, uint32_t ttl_ms,
-                            const char *token)
-{
-    Rlock__V1__Extend m = RLOCK__V1__EXTEND__INIT;
-    m.resource = (char *)resource;
-    m.ttl_ms = ttl_ms;
-    m.token = (char *)token;
-    return send_body(p, RLOCK__V1__REQUEST__BODY_EXTEND, &m);
-}
-
-static uint64_t send_cancel(struct peer *p, uint64_t request_id)
+static uint64_t send_cancel(struct h_peer *p, uint64_t request_id)
 {
     Rlock__V1__Cancel m = cancel_msg(request_id);
-    return send_body(p, RLOCK__V1__REQUEST__BODY_CANCEL, &m);
+    return h_peer_send(p, RLOCK__V1__REQUEST__BODY_CANCEL, &m);
 }
 
 /* Append Acquire a (id acq_id) and a Cancel of it (id cancel_id) to b: one write. */
 static void add_acquire_and_cancel(struct h_raw_batch *b, uint64_t acq_id, uint64_t cancel_id,
-                                   const struct acq *a)
+                                   const struct h_acq *a)
 {
-    Rlock__V1__Acquire m = acquire_msg(a);
+    Rlock__V1__Acquire m = h_acquire_msg(a);
     Rlock__V1__Cancel c = cancel_msg(acq_id);
     h_raw_batch_add_body(b, acq_id, RLOCK__V1__REQUEST__BODY_ACQUIRE, &m);
     h_raw_batch_add_body(b, cancel_id, RLOCK__V1__REQUEST__BODY_CANCEL, &c);
 }
 
-/* --- answers ---------------------------------------------------------------- */
-
-/* A one-line description of m for failure messages (a static buffer). */
-static const char *describe(const Rlock__V1__ServerMessage *m)
-{
-    static char text[320];
-    const Rlock__V1__Response *r = h_raw_response(m);
-    if (r != NULL)
-        snprintf(text, sizeof text, "the response to request %llu: %s \"%s\"",
-                 (unsigned long long)r->id, wire_status_name(r->status), r->message);
-    else if (m->event->body_case == RLOCK__V1__EVENT__BODY_LOCK_LOST)
-        snprintf(text, sizeof text, "LockLost{%s, %s}", m->event->lock_lost->resource,
-                 wire_lost_reason_name(m->event->lock_lost->reason));
-    else
-        snprintf(text, sizeof text, "an event (body %d)", (int)m->event->body_case);
-    return text;
-}
-
-/* The next message on p, which must come within DEADLINE_MS; the caller frees it. */
-static Rlock__V1__ServerMessage *next_message(struct peer *p, const char *what)
-{
-    Rlock__V1__ServerMessage *m;
-    int got = h_raw_read(&p->raw, h_now_ms() + DEADLINE_MS, &m);
-    ck_assert_msg(got == 1, "%s: %s: %s", p->name, what,
-                  got == 0 ? "the daemon closed the connection" : "no answer within 5 s");
-    return m;
-}
-
-/* The next message on p must be the response to id; the caller frees it. */
-static Rlock__V1__ServerMessage *next_response(struct peer *p, uint64_t id, const char *what)
-{
-    Rlock__V1__ServerMessage *m = next_message(p, what);
-    const Rlock__V1__Response *r = h_raw_response(m);
-    ck_assert_msg(r != NULL && r->id == id, "%s: %s: expected the response to request %llu, got %s",
-                  p->name, what, (unsigned long long)id, describe(m));
-    return m;
-}
-
-/* The next message must answer id with status st (and, when st is not OK, carry no body). */
-static void expect_status(struct peer *p, uint64_t id, Rlock__V1__Status st, const char *what)
-{
-    Rlock__V1__ServerMessage *m = next_response(p, id, what);
-    const Rlock__V1__Response *r = m->response;
-    ck_assert_msg(r->status == st, "%s: %s: %s, want %s", p->name, what, describe(m),
-                  wire_status_name(st));
-    if (st != ST(OK))
-        ck_assert_msg(r->body_case == RLOCK__V1__RESPONSE__BODY__NOT_SET,
-                      "%s: %s: an error response with a body", p->name, what);
-    h_raw_free(m);
-}
-
-static void copy_grant(const Rlock__V1__AcquireReply *a, struct grant *g)
-{
-    snprintf(g->token, sizeof g->token, "%s", a->token);
-    g->fence = a->fence;
-    g->ttl_ms = a->ttl_ms;
-    g->hold_count = a->hold_count;
-    g->valid_ms = a->valid_ms;
-    g->watchdog = a->watchdog;
-}
-
-/* The next message must be an OK AcquireReply to id, copied into *g. */
-static void expect_grant(struct peer *p, uint64_t id, struct grant *g, const char *what)
-{
-    Rlock__V1__ServerMessage *m = next_response(p, id, what);
-    const Rlock__V1__Response *r = m->response;
-    ck_assert_msg(r->status == ST(OK) && r->body_case == RLOCK__V1__RESPONSE__BODY_ACQUIRE,
-                  "%s: %s: %s, want an OK AcquireReply", p->name, what, describe(m));
-    copy_grant(r->acquire, g);
-    h_raw_free(m);
-}
-
-/* Acquire on its own and expect a grant. */
-static void acquire_ok(struct peer *p, const struct acq *a, struct grant *g, const char *what)
-{
-    expect_grant(p, send_acquire(p, a), g, what);
-}
-
-/* Release on its own and expect OK with hold_count holds. */
-static void release_ok(struct peer *p, const char *resource, const char *token, uint32_t holds,
-                       const char *what)
-{
-    uint64_t id = send_release(p, resource, token);
-    Rlock__V1__ServerMessage *m = next_response(p, id, what);
-    const Rlock__V1__Response *r = m->response;
-    ck_assert_msg(r->status == ST(OK) && r->body_case == RLOCK__V1__RESPONSE__BODY_RELEASE,
-                  "%s: %s: %s, want an OK ReleaseReply", p->name, what, describe(m));
-    ck_assert_msg(r->release->hold_count == holds, "%s: %s: hold_count %u, want %u", p->name,
-                  what, r->release->hold_count, holds);
-    h_raw_free(m);
-}
-
 /* The next message must be id's OK CancelReply; returns found. */
-static int expect_cancel_reply(struct peer *p, uint64_t id, const char *what)
+static int expect_cancel_reply(struct h_peer *p, uint64_t id, const char *what)
 {
-    Rlock__V1__ServerMessage *m = next_response(p, id, what);
+    Rlock__V1__ServerMessage *m = h_peer_response(p, id, what);
     const Rlock__V1__Response *r = m->response;
     ck_assert_msg(r->status == ST(OK) && r->body_case == RLOCK__V1__RESPONSE__BODY_CANCEL,
-                  "%s: %s: %s, want an OK CancelReply", p->name, what, describe(m));
+                  "%s: %s: %s, want an OK CancelReply", p->name, what, h_msg_describe(m));
     int found = r->cancel->found;
     h_raw_free(m);
     return found;
-}
-
-/* Nothing at all may arrive on p for ms milliseconds. */
-static void expect_quiet(struct peer *p, int ms, const char *what)
-{
-    Rlock__V1__ServerMessage *m;
-    int got = h_raw_read(&p->raw, h_now_ms() + ms, &m);
-    ck_assert_msg(got == -1, "%s: %s: expected nothing for %d ms, got %s", p->name, what, ms,
-                  got == 0 ? "EOF" : describe(m));
-}
-
-/* Ping and expect its answer next: everything p sent before was handled, without an answer. */
-static uint32_t ping_valid_ms(struct peer *p, const char *what)
-{
-    Rlock__V1__Ping ping = RLOCK__V1__PING__INIT;
-    uint64_t id = send_body(p, RLOCK__V1__REQUEST__BODY_PING, &ping);
-    Rlock__V1__ServerMessage *m = next_response(p, id, what);
-    ck_assert_msg(m->response->status == ST(OK) &&
-                      m->response->body_case == RLOCK__V1__RESPONSE__BODY_PING,
-                  "%s: %s: %s, want an OK PingReply", p->name, what, describe(m));
-    uint32_t v = m->response->ping->valid_ms;
-    h_raw_free(m);
-    return v;
-}
-
-/* Stats from the daemon: waiters and held locks of all sessions. */
-static void stats(struct peer *p, uint64_t *waiters, uint64_t *held, const char *what)
-{
-    Rlock__V1__Stats st = RLOCK__V1__STATS__INIT;
-    uint64_t id = send_body(p, RLOCK__V1__REQUEST__BODY_STATS, &st);
-    Rlock__V1__ServerMessage *m = next_response(p, id, what);
-    ck_assert_msg(m->response->status == ST(OK) &&
-                      m->response->body_case == RLOCK__V1__RESPONSE__BODY_STATS,
-                  "%s: %s: %s, want an OK StatsReply", p->name, what, describe(m));
-    *waiters = m->response->stats->waiters;
-    *held = m->response->stats->held_locks;
-    h_raw_free(m);
-}
-
-static void expect_stats(struct peer *p, uint64_t waiters, uint64_t held, const char *what)
-{
-    uint64_t w, h;
-    stats(p, &w, &h, what);
-    ck_assert_msg(w == waiters && h == held, "%s: Stats says %" PRIu64 " waiters and %" PRIu64
-                  " held locks, want %" PRIu64 " and %" PRIu64,
-                  what, w, h, waiters, held);
 }
 
 /* --- Redis ------------------------------------------------------------------ */
@@ -358,29 +129,29 @@ START_TEST(test_protocol_owners)
 {
     struct h_fixture f;
     h_fixture_start_env(&f, NULL);
-    struct peer s;
-    peer_open(&s, &f.e, "session");
+    struct h_peer s;
+    h_peer_open(&s, &f.e, "session");
     char key[512];
     h_lock_key(&f.e, RES_OWNERS, key, sizeof key);
 
     /* Watchdog off: no renew runs a script while Redis calls are counted below. */
-    struct acq a = {.resource = RES_OWNERS, .ttl_ms = TTL_MS, .owner = OWNER_A,
+    struct h_acq a = {.resource = RES_OWNERS, .ttl_ms = TTL_MS, .owner = OWNER_A,
                     .watchdog_off = 1};
-    struct grant a1, a2;
-    acquire_ok(&s, &a, &a1, "owner A's acquire");
+    struct h_grant a1, a2;
+    h_peer_acquire_ok(&s, &a, &a1, "owner A's acquire");
     ck_assert_uint_eq(a1.hold_count, 1);
     ck_assert_int_eq(a1.watchdog, 0);
     h_assert_key_token(f.r, key, a1.token);
 
     long long calls = script_calls(f.r);
-    acquire_ok(&s, &a, &a2, "owner A's second acquire");
+    h_peer_acquire_ok(&s, &a, &a2, "owner A's second acquire");
     ck_assert_uint_eq(a2.hold_count, 2);
     ck_assert_str_eq(a2.token, a1.token);
     ck_assert_uint_eq(a2.fence, a1.fence);
 
     /* Another owner of the same session, not waiting: refused without asking Redis. */
-    struct acq b = {.resource = RES_OWNERS, .ttl_ms = TTL_MS, .owner = OWNER_B};
-    expect_status(&s, send_acquire(&s, &b), ST(NOT_ACQUIRED), "owner B's try while A holds");
+    struct h_acq b = {.resource = RES_OWNERS, .ttl_ms = TTL_MS, .owner = OWNER_B};
+    h_peer_expect_status(&s, h_peer_acquire(&s, &b), ST(NOT_ACQUIRED), "owner B's try while A holds");
     long long calls_after = script_calls(f.r);
     printf("protocol: FIGURE owners: Redis script calls for A's re-entry and B's try: %lld\n",
            calls_after - calls);
@@ -389,13 +160,13 @@ START_TEST(test_protocol_owners)
 
     /* B waits: no answer until A has returned both holds. */
     b.wait_ms = 5000;
-    uint64_t b_id = send_acquire(&s, &b);
-    expect_quiet(&s, QUIET_MS, "owner B waiting while A holds twice");
-    release_ok(&s, RES_OWNERS, a1.token, 1, "A's first release");
-    expect_quiet(&s, QUIET_MS, "owner B waiting while A holds once");
-    release_ok(&s, RES_OWNERS, a1.token, 0, "A's last release");
-    struct grant g;
-    expect_grant(&s, b_id, &g, "owner B after A's last release");
+    uint64_t b_id = h_peer_acquire(&s, &b);
+    h_peer_expect_quiet(&s, QUIET_MS, "owner B waiting while A holds twice");
+    h_peer_release_ok(&s, RES_OWNERS, a1.token, 1, "A's first release");
+    h_peer_expect_quiet(&s, QUIET_MS, "owner B waiting while A holds once");
+    h_peer_release_ok(&s, RES_OWNERS, a1.token, 0, "A's last release");
+    struct h_grant g;
+    h_peer_expect_grant(&s, b_id, &g, "owner B after A's last release");
     printf("protocol: FIGURE owners: A fence %" PRIu64 ", B fence %" PRIu64 ", B hold_count %u\n",
            a1.fence, g.fence, g.hold_count);
     ck_assert_str_ne(g.token, a1.token);
@@ -405,26 +176,26 @@ START_TEST(test_protocol_owners)
     h_assert_key_token(f.r, key, g.token);
 
     /* The old grant's token no longer names the lock. */
-    expect_status(&s, send_release(&s, RES_OWNERS, a1.token), ST(NOT_HELD),
+    h_peer_expect_status(&s, h_peer_release(&s, RES_OWNERS, a1.token), ST(NOT_HELD),
                   "release with A's old token");
-    release_ok(&s, RES_OWNERS, g.token, 0, "B's release");
+    h_peer_release_ok(&s, RES_OWNERS, g.token, 0, "B's release");
     ck_assert_int_eq(h_key_exists(f.r, key), 0);
 
     /* Owner 0, what an Acquire without an owner carries, is one owner like any other. */
-    struct acq z = {.resource = RES_OWNERS, .ttl_ms = TTL_MS};
-    struct grant z1, z2;
-    acquire_ok(&s, &z, &z1, "owner 0's acquire");
-    acquire_ok(&s, &z, &z2, "owner 0's second acquire");
+    struct h_acq z = {.resource = RES_OWNERS, .ttl_ms = TTL_MS};
+    struct h_grant z1, z2;
+    h_peer_acquire_ok(&s, &z, &z1, "owner 0's acquire");
+    h_peer_acquire_ok(&s, &z, &z2, "owner 0's second acquire");
     ck_assert_uint_eq(z1.hold_count, 1);
     ck_assert_uint_eq(z2.hold_count, 2);
     ck_assert_str_eq(z2.token, z1.token);
     ck_assert_uint_eq(z2.fence, z1.fence);
     a.watchdog_off = 0;
-    expect_status(&s, send_acquire(&s, &a), ST(NOT_ACQUIRED), "owner A's try while owner 0 holds");
-    release_ok(&s, RES_OWNERS, "", 1, "owner 0's first release");
-    release_ok(&s, RES_OWNERS, "", 0, "owner 0's last release");
+    h_peer_expect_status(&s, h_peer_acquire(&s, &a), ST(NOT_ACQUIRED), "owner A's try while owner 0 holds");
+    h_peer_release_ok(&s, RES_OWNERS, "", 1, "owner 0's first release");
+    h_peer_release_ok(&s, RES_OWNERS, "", 0, "owner 0's last release");
     ck_assert_int_eq(h_key_exists(f.r, key), 0);
-    expect_stats(&s, 0, 0, "owners: at the end");
+    h_peer_expect_stats(&s, 0, 0, "owners: at the end");
     fflush(stdout);
 
     h_raw_close(&s.raw);
@@ -440,46 +211,46 @@ START_TEST(test_protocol_no_reentry)
 {
     struct h_fixture f;
     h_fixture_start_env(&f, NULL);
-    struct peer s;
-    peer_open(&s, &f.e, "session");
+    struct h_peer s;
+    h_peer_open(&s, &f.e, "session");
     char key[512];
     h_lock_key(&f.e, RES_NOREENTRY, key, sizeof key);
 
     /* no_reentry does not stand in the way of a first grant. */
-    struct acq a = {.resource = RES_NOREENTRY, .ttl_ms = TTL_MS, .owner = OWNER_A,
+    struct h_acq a = {.resource = RES_NOREENTRY, .ttl_ms = TTL_MS, .owner = OWNER_A,
                     .no_reentry = 1};
-    struct grant g;
-    acquire_ok(&s, &a, &g, "A's acquire with no_reentry");
+    struct h_grant g;
+    h_peer_acquire_ok(&s, &a, &g, "A's acquire with no_reentry");
     ck_assert_uint_eq(g.hold_count, 1);
-    expect_status(&s, send_acquire(&s, &a), ST(ALREADY_HELD), "A's second acquire, no_reentry");
+    h_peer_expect_status(&s, h_peer_acquire(&s, &a), ST(ALREADY_HELD), "A's second acquire, no_reentry");
 
     /* Another owner is not "already holding": it gets what any other owner gets. */
-    struct acq b = a;
+    struct h_acq b = a;
     b.owner = OWNER_B;
-    expect_status(&s, send_acquire(&s, &b), ST(NOT_ACQUIRED), "B's try with no_reentry");
+    h_peer_expect_status(&s, h_peer_acquire(&s, &b), ST(NOT_ACQUIRED), "B's try with no_reentry");
 
     /* The refusal left the hold count at 1: one release frees the key. */
     h_assert_key_token(f.r, key, g.token);
-    release_ok(&s, RES_NOREENTRY, g.token, 0, "A's only release");
+    h_peer_release_ok(&s, RES_NOREENTRY, g.token, 0, "A's only release");
     ck_assert_int_eq(h_key_exists(f.r, key), 0);
 
     /* From the wait queue: the second waits behind the first, which wins; then it is refused. */
-    struct acq w = {.resource = RES_NOREENTRY, .ttl_ms = TTL_MS, .wait_ms = 5000,
+    struct h_acq w = {.resource = RES_NOREENTRY, .ttl_ms = TTL_MS, .wait_ms = 5000,
                     .owner = OWNER_A};
-    struct acq wn = w;
+    struct h_acq wn = w;
     wn.no_reentry = 1;
     struct h_raw_batch batch = {.len = 0};
-    uint64_t first = next_id(&s), second = next_id(&s);
-    Rlock__V1__Acquire m1 = acquire_msg(&w), m2 = acquire_msg(&wn);
+    uint64_t first = h_peer_next_id(&s), second = h_peer_next_id(&s);
+    Rlock__V1__Acquire m1 = h_acquire_msg(&w), m2 = h_acquire_msg(&wn);
     h_raw_batch_add_body(&batch, first, RLOCK__V1__REQUEST__BODY_ACQUIRE, &m1);
     h_raw_batch_add_body(&batch, second, RLOCK__V1__REQUEST__BODY_ACQUIRE, &m2);
-    send_batch(&s, &batch);
-    expect_grant(&s, first, &g, "the first of two pipelined acquires");
+    h_peer_send_batch(&s, &batch);
+    h_peer_expect_grant(&s, first, &g, "the first of two pipelined acquires");
     ck_assert_uint_eq(g.hold_count, 1);
-    expect_status(&s, second, ST(ALREADY_HELD), "the pipelined no_reentry acquire");
-    release_ok(&s, RES_NOREENTRY, g.token, 0, "release after the pipelined pair");
+    h_peer_expect_status(&s, second, ST(ALREADY_HELD), "the pipelined no_reentry acquire");
+    h_peer_release_ok(&s, RES_NOREENTRY, g.token, 0, "release after the pipelined pair");
     ck_assert_int_eq(h_key_exists(f.r, key), 0);
-    expect_stats(&s, 0, 0, "no_reentry: at the end");
+    h_peer_expect_stats(&s, 0, 0, "no_reentry: at the end");
 
     h_raw_close(&s.raw);
     h_fixture_stop(&f);
@@ -492,23 +263,23 @@ END_TEST
 
 /* One waiter of the FIFO test. */
 struct waiter {
-    struct peer *p;
+    struct h_peer *p;
     uint64_t owner;
     uint64_t id;
-    struct grant g;
+    struct h_grant g;
 };
 
 START_TEST(test_protocol_fifo)
 {
     struct h_fixture f;
     h_fixture_start_env(&f, NULL);
-    struct peer s1, s2;
-    peer_open(&s1, &f.e, "S1");
-    peer_open(&s2, &f.e, "S2");
+    struct h_peer s1, s2;
+    h_peer_open(&s1, &f.e, "S1");
+    h_peer_open(&s2, &f.e, "S2");
 
-    struct acq a = {.resource = RES_FIFO, .ttl_ms = TTL_MS, .owner = OWNER_A};
-    struct grant held;
-    acquire_ok(&s1, &a, &held, "S1 owner A's acquire");
+    struct h_acq a = {.resource = RES_FIFO, .ttl_ms = TTL_MS, .owner = OWNER_A};
+    struct h_grant held;
+    h_peer_acquire_ok(&s1, &a, &held, "S1 owner A's acquire");
 
     /*
      * Waits in this order; a Ping answered right after each shows that the
@@ -520,35 +291,35 @@ START_TEST(test_protocol_fifo)
         {.p = &s1, .owner = OWNER_D}, {.p = &s2, .owner = OWNER_E},
     };
     for (size_t i = 0; i < H_LEN(w); i++) {
-        struct acq q = {.resource = RES_FIFO, .ttl_ms = TTL_MS, .wait_ms = LONG_WAIT_MS,
+        struct h_acq q = {.resource = RES_FIFO, .ttl_ms = TTL_MS, .wait_ms = LONG_WAIT_MS,
                         .owner = w[i].owner};
-        w[i].id = send_acquire(w[i].p, &q);
-        ping_valid_ms(w[i].p, "queueing a waiter");
+        w[i].id = h_peer_acquire(w[i].p, &q);
+        h_peer_ping(w[i].p, "queueing a waiter");
     }
-    expect_stats(&s1, H_LEN(w), 1, "fifo: five waiting");
+    h_peer_expect_stats(&s1, H_LEN(w), 1, "fifo: five waiting");
 
     /* Each holder's last release hands the lock to the next waiter, and only to it. */
-    struct peer *holder = &s1;
+    struct h_peer *holder = &s1;
     const char *token = held.token;
     uint64_t fence = held.fence;
     for (size_t i = 0; i < H_LEN(w); i++) {
-        release_ok(holder, RES_FIFO, token, 0, "the holder's release");
+        h_peer_release_ok(holder, RES_FIFO, token, 0, "the holder's release");
         char what[96];
         snprintf(what, sizeof what, "waiter #%zu (%s, owner %llu)", i + 1, w[i].p->name,
                  (unsigned long long)w[i].owner);
-        expect_grant(w[i].p, w[i].id, &w[i].g, what);
+        h_peer_expect_grant(w[i].p, w[i].id, &w[i].g, what);
         ck_assert_uint_eq(w[i].g.hold_count, 1);
         ck_assert_uint_gt(w[i].g.fence, fence);
         printf("protocol: FIGURE fifo: grant %zu to %s owner %llu, fence %" PRIu64 "\n", i + 1,
                w[i].p->name, (unsigned long long)w[i].owner, w[i].g.fence);
-        expect_quiet(w[i].p == &s1 ? &s2 : &s1, 50, "the other session after a grant");
+        h_peer_expect_quiet(w[i].p == &s1 ? &s2 : &s1, 50, "the other session after a grant");
         holder = w[i].p;
         token = w[i].g.token;
         fence = w[i].g.fence;
     }
     fflush(stdout);
-    release_ok(holder, RES_FIFO, token, 0, "the last holder's release");
-    expect_stats(&s1, 0, 0, "fifo: at the end");
+    h_peer_release_ok(holder, RES_FIFO, token, 0, "the last holder's release");
+    h_peer_expect_stats(&s1, 0, 0, "fifo: at the end");
 
     h_raw_close(&s1.raw);
     h_raw_close(&s2.raw);
@@ -565,28 +336,28 @@ START_TEST(test_protocol_cancel)
 {
     struct h_fixture f;
     h_fixture_start_env(&f, NULL);
-    struct peer s1, s2, s3;
-    peer_open(&s1, &f.e, "S1");
-    peer_open(&s2, &f.e, "S2 (holder)");
-    peer_open(&s3, &f.e, "S3");
-    struct acq hold = {.resource = RES_CANCEL, .ttl_ms = TTL_MS};
-    struct grant held;
-    acquire_ok(&s2, &hold, &held, "S2's acquire");
+    struct h_peer s1, s2, s3;
+    h_peer_open(&s1, &f.e, "S1");
+    h_peer_open(&s2, &f.e, "S2 (holder)");
+    h_peer_open(&s3, &f.e, "S3");
+    struct h_acq hold = {.resource = RES_CANCEL, .ttl_ms = TTL_MS};
+    struct h_grant held;
+    h_peer_acquire_ok(&s2, &hold, &held, "S2's acquire");
 
     /*
      * (a) A waiter behind another waiter never tries Redis: the Cancel finds it
      * queued, answers it CANCELLED at once, and then answers the Cancel.
      */
-    struct acq wait = {.resource = RES_CANCEL, .ttl_ms = TTL_MS, .wait_ms = LONG_WAIT_MS};
-    uint64_t head = send_acquire(&s3, &wait);
-    ping_valid_ms(&s3, "S3 queued first");
-    uint64_t queued = send_acquire(&s1, &wait);
-    ping_valid_ms(&s1, "S1 queued second");
-    expect_stats(&s1, 2, 1, "cancel: two waiting");
+    struct h_acq wait = {.resource = RES_CANCEL, .ttl_ms = TTL_MS, .wait_ms = LONG_WAIT_MS};
+    uint64_t head = h_peer_acquire(&s3, &wait);
+    h_peer_ping(&s3, "S3 queued first");
+    uint64_t queued = h_peer_acquire(&s1, &wait);
+    h_peer_ping(&s1, "S1 queued second");
+    h_peer_expect_stats(&s1, 2, 1, "cancel: two waiting");
     uint64_t c = send_cancel(&s1, queued);
-    expect_status(&s1, queued, ST(CANCELLED), "the cancelled queued acquire");
+    h_peer_expect_status(&s1, queued, ST(CANCELLED), "the cancelled queued acquire");
     ck_assert_int_eq(expect_cancel_reply(&s1, c, "Cancel of a queued acquire"), 1);
-    expect_stats(&s1, 1, 1, "cancel: one left waiting");
+    h_peer_expect_stats(&s1, 1, 1, "cancel: one left waiting");
 
     /* (b) Nothing to withdraw: an unknown id, an answered Acquire, a request that is no Acquire. */
     c = send_cancel(&s1, 999999);
@@ -602,12 +373,12 @@ START_TEST(test_protocol_cancel)
      * sent after it (wait 0, another owner) comes back after the head's try,
      * so once it is answered the head is waiting, not in Redis.
      */
-    struct acq probe = {.resource = RES_CANCEL, .ttl_ms = TTL_MS, .owner = OWNER_B};
-    expect_status(&s3, send_acquire(&s3, &probe), ST(NOT_ACQUIRED), "S3's probe");
+    struct h_acq probe = {.resource = RES_CANCEL, .ttl_ms = TTL_MS, .owner = OWNER_B};
+    h_peer_expect_status(&s3, h_peer_acquire(&s3, &probe), ST(NOT_ACQUIRED), "S3's probe");
     c = send_cancel(&s3, head);
-    expect_status(&s3, head, ST(CANCELLED), "the cancelled head of the queue");
+    h_peer_expect_status(&s3, head, ST(CANCELLED), "the cancelled head of the queue");
     ck_assert_int_eq(expect_cancel_reply(&s3, c, "Cancel of the head of the queue"), 1);
-    expect_stats(&s1, 0, 1, "cancel: nobody waiting");
+    h_peer_expect_stats(&s1, 0, 1, "cancel: nobody waiting");
 
     /*
      * (d) Acquire and Cancel in one write: the Cancel comes while the try is
@@ -615,33 +386,33 @@ START_TEST(test_protocol_cancel)
      * has answered (busy here).
      */
     struct h_raw_batch b = {.len = 0};
-    uint64_t acq_id = next_id(&s1), cancel_id = next_id(&s1);
+    uint64_t acq_id = h_peer_next_id(&s1), cancel_id = h_peer_next_id(&s1);
     add_acquire_and_cancel(&b, acq_id, cancel_id, &wait);
-    send_batch(&s1, &b);
+    h_peer_send_batch(&s1, &b);
     ck_assert_int_eq(expect_cancel_reply(&s1, cancel_id, "Cancel of an acquire in Redis"), 1);
-    expect_status(&s1, acq_id, ST(CANCELLED), "the acquire cancelled in Redis");
-    expect_stats(&s1, 0, 1, "cancel: after the in-Redis cancel");
+    h_peer_expect_status(&s1, acq_id, ST(CANCELLED), "the acquire cancelled in Redis");
+    h_peer_expect_stats(&s1, 0, 1, "cancel: after the in-Redis cancel");
 
     /* (e) The same on a free resource: Redis grants it, and the daemon gives it back. */
     char key[512], fence_key[512];
     h_lock_key(&f.e, RES_CANCEL_FREE, key, sizeof key);
     h_fence_key(&f.e, RES_CANCEL_FREE, fence_key, sizeof fence_key);
-    struct acq free_wait = {.resource = RES_CANCEL_FREE, .ttl_ms = TTL_MS,
+    struct h_acq free_wait = {.resource = RES_CANCEL_FREE, .ttl_ms = TTL_MS,
                             .wait_ms = LONG_WAIT_MS};
-    acq_id = next_id(&s1);
-    cancel_id = next_id(&s1);
+    acq_id = h_peer_next_id(&s1);
+    cancel_id = h_peer_next_id(&s1);
     add_acquire_and_cancel(&b, acq_id, cancel_id, &free_wait);
-    send_batch(&s1, &b);
+    h_peer_send_batch(&s1, &b);
     ck_assert_int_eq(expect_cancel_reply(&s1, cancel_id, "Cancel of a grant in Redis"), 1);
-    expect_status(&s1, acq_id, ST(CANCELLED), "the acquire granted in Redis, then cancelled");
+    h_peer_expect_status(&s1, acq_id, ST(CANCELLED), "the acquire granted in Redis, then cancelled");
     ck_assert_msg(h_key_exists(f.r, fence_key) == 1,
                   "no fence counter: Redis never granted the cancelled acquire");
     ck_assert_msg(h_wait_key_gone(f.r, key, DEADLINE_MS, &f.e) >= 0,
                   "the cancelled grant's key stays in Redis");
-    expect_stats(&s1, 0, 1, "cancel: after the cancelled grant");
+    h_peer_expect_stats(&s1, 0, 1, "cancel: after the cancelled grant");
 
-    release_ok(&s2, RES_CANCEL, held.token, 0, "S2's release");
-    expect_stats(&s1, 0, 0, "cancel: at the end");
+    h_peer_release_ok(&s2, RES_CANCEL, held.token, 0, "S2's release");
+    h_peer_expect_stats(&s1, 0, 0, "cancel: at the end");
     expect_only_fence_keys(f.r, &f.e);
 
     h_raw_close(&s1.raw);
@@ -661,37 +432,37 @@ struct race_tally {
 };
 
 /* Read the two answers of an Acquire + Cancel pair, in either order, and check they agree. */
-static void race_answers(struct peer *p, uint64_t acq_id, uint64_t cancel_id,
+static void race_answers(struct h_peer *p, uint64_t acq_id, uint64_t cancel_id,
                          struct race_tally *t, int round)
 {
     int acq_status = -1, found = -1, cancel_first = 0;
-    struct grant g;
+    struct h_grant g;
     char what[64];
     snprintf(what, sizeof what, "race round %d", round);
     for (int n = 0; n < 2; n++) {
-        Rlock__V1__ServerMessage *m = next_message(p, what);
+        Rlock__V1__ServerMessage *m = h_peer_next(p, what);
         const Rlock__V1__Response *r = h_raw_response(m);
         ck_assert_msg(r != NULL && (r->id == acq_id || r->id == cancel_id),
-                      "%s: unexpected %s", what, describe(m));
+                      "%s: unexpected %s", what, h_msg_describe(m));
         if (r->id == cancel_id) {
             ck_assert_msg(found < 0 && r->status == ST(OK) &&
                               r->body_case == RLOCK__V1__RESPONSE__BODY_CANCEL,
-                          "%s: Cancel answered %s", what, describe(m));
+                          "%s: Cancel answered %s", what, h_msg_describe(m));
             found = r->cancel->found;
             cancel_first = n == 0;
         } else {
             ck_assert_msg(acq_status < 0 && (r->status == ST(OK) || r->status == ST(CANCELLED)),
-                          "%s: Acquire answered %s", what, describe(m));
+                          "%s: Acquire answered %s", what, h_msg_describe(m));
             acq_status = (int)r->status;
             if (r->status == ST(OK))
-                copy_grant(r->acquire, &g);
+                h_grant_copy(r->acquire, &g);
         }
         h_raw_free(m);
     }
     if (acq_status == ST(OK)) {
         ck_assert_msg(found == 0, "%s: the Acquire was granted, yet the Cancel found it", what);
         ck_assert_uint_eq(g.hold_count, 1);
-        release_ok(p, RES_RACE, g.token, 0, "release of a grant that beat its Cancel");
+        h_peer_release_ok(p, RES_RACE, g.token, 0, "release of a grant that beat its Cancel");
         t->granted++;
     } else {
         ck_assert_msg(found == 1, "%s: the Acquire was CANCELLED, yet the Cancel found nothing",
@@ -705,12 +476,12 @@ START_TEST(test_protocol_cancel_race)
 {
     struct h_fixture f;
     h_fixture_start_env(&f, NULL);
-    struct peer racer, holder;
-    peer_open(&racer, &f.e, "racer");
-    peer_open(&holder, &f.e, "holder");
+    struct h_peer racer, holder;
+    h_peer_open(&racer, &f.e, "racer");
+    h_peer_open(&holder, &f.e, "holder");
     char key[512];
     h_lock_key(&f.e, RES_RACE, key, sizeof key);
-    struct acq wait = {.resource = RES_RACE, .ttl_ms = TTL_MS, .wait_ms = 5000};
+    struct h_acq wait = {.resource = RES_RACE, .ttl_ms = TTL_MS, .wait_ms = 5000};
     struct race_tally t = {0, 0, 0};
 
     /*
@@ -719,25 +490,25 @@ START_TEST(test_protocol_cancel_race)
      */
     for (int i = 0; i < RACE_ROUNDS; i++) {
         int mode = i % 3;
-        struct grant g = {.fence = 0};
+        struct h_grant g = {.fence = 0};
         if (mode != 0)
-            acquire_ok(&holder, &wait, &g, "the holder's acquire");
+            h_peer_acquire_ok(&holder, &wait, &g, "the holder's acquire");
         struct h_raw_batch b = {.len = 0};
-        uint64_t acq_id = next_id(&racer), cancel_id = next_id(&racer);
+        uint64_t acq_id = h_peer_next_id(&racer), cancel_id = h_peer_next_id(&racer);
         add_acquire_and_cancel(&b, acq_id, cancel_id, &wait);
         uint64_t rel_id = 0;
         if (mode == 1)
-            rel_id = send_release(&holder, RES_RACE, g.token);
-        send_batch(&racer, &b);
+            rel_id = h_peer_release(&holder, RES_RACE, g.token);
+        h_peer_send_batch(&racer, &b);
         if (mode == 2)
-            rel_id = send_release(&holder, RES_RACE, g.token);
+            rel_id = h_peer_release(&holder, RES_RACE, g.token);
         race_answers(&racer, acq_id, cancel_id, &t, i);
         if (mode != 0) {
-            Rlock__V1__ServerMessage *m = next_response(&holder, rel_id, "the holder's release");
+            Rlock__V1__ServerMessage *m = h_peer_response(&holder, rel_id, "the holder's release");
             ck_assert_msg(m->response->status == ST(OK) &&
                               m->response->body_case == RLOCK__V1__RESPONSE__BODY_RELEASE &&
                               m->response->release->hold_count == 0,
-                          "the holder's release: %s", describe(m));
+                          "the holder's release: %s", h_msg_describe(m));
             h_raw_free(m);
         }
     }
@@ -748,7 +519,7 @@ START_TEST(test_protocol_cancel_race)
 
     /* The Cancel in a write of its own, 0 to 2 ms later: some Acquires win. */
     for (int i = 0; i < RACE_LATE_ROUNDS; i++) {
-        uint64_t acq_id = send_acquire(&racer, &wait);
+        uint64_t acq_id = h_peer_acquire(&racer, &wait);
         if (i % 3 != 0)
             h_sleep_ms(i % 3);
         uint64_t cancel_id = send_cancel(&racer, acq_id);
@@ -762,7 +533,7 @@ START_TEST(test_protocol_cancel_race)
     ck_assert_msg(h_wait_key_gone(f.r, key, DEADLINE_MS, &f.e) >= 0,
                   "a lock key is left in Redis after the races");
     expect_only_fence_keys(f.r, &f.e);
-    expect_stats(&racer, 0, 0, "cancel_race: at the end");
+    h_peer_expect_stats(&racer, 0, 0, "cancel_race: at the end");
 
     h_raw_close(&racer.raw);
     h_raw_close(&holder.raw);
@@ -779,29 +550,29 @@ START_TEST(test_protocol_extend)
 {
     struct h_fixture f;
     h_fixture_start_env(&f, NULL);
-    struct peer s;
-    peer_open(&s, &f.e, "session");
+    struct h_peer s;
+    h_peer_open(&s, &f.e, "session");
     char key[512];
     h_lock_key(&f.e, RES_EXTEND, key, sizeof key);
 
     /* Watchdog off: only Extend changes the key's PX. */
-    struct acq a = {.resource = RES_EXTEND, .ttl_ms = 5000, .watchdog_off = 1};
-    struct grant g;
-    acquire_ok(&s, &a, &g, "acquire");
+    struct h_acq a = {.resource = RES_EXTEND, .ttl_ms = 5000, .watchdog_off = 1};
+    struct h_grant g;
+    h_peer_acquire_ok(&s, &a, &g, "acquire");
 
-    expect_status(&s, send_extend(&s, RES_EXTEND, 20000, OTHER_TOKEN), ST(NOT_HELD),
+    h_peer_expect_status(&s, h_peer_extend(&s, RES_EXTEND, 20000, OTHER_TOKEN), ST(NOT_HELD),
                   "Extend with another token");
     long long pttl = h_pttl(f.r, key);
     printf("protocol: FIGURE extend: PTTL after the refused Extend: %lld ms (lease 5000)\n", pttl);
     ck_assert_msg(pttl > 0 && pttl <= 5000, "PTTL %lld after a refused Extend", pttl);
     h_assert_key_token(f.r, key, g.token);
-    expect_stats(&s, 0, 1, "extend: still held after the refusal");
+    h_peer_expect_stats(&s, 0, 1, "extend: still held after the refusal");
 
-    uint64_t id = send_extend(&s, RES_EXTEND, 20000, g.token);
-    Rlock__V1__ServerMessage *m = next_response(&s, id, "Extend with the lock's token");
+    uint64_t id = h_peer_extend(&s, RES_EXTEND, 20000, g.token);
+    Rlock__V1__ServerMessage *m = h_peer_response(&s, id, "Extend with the lock's token");
     ck_assert_msg(m->response->status == ST(OK) &&
                       m->response->body_case == RLOCK__V1__RESPONSE__BODY_EXTEND,
-                  "Extend with the lock's token: %s", describe(m));
+                  "Extend with the lock's token: %s", h_msg_describe(m));
     uint32_t ttl = m->response->extend->ttl_ms, valid = m->response->extend->valid_ms;
     h_raw_free(m);
     pttl = h_pttl(f.r, key);
@@ -812,17 +583,17 @@ START_TEST(test_protocol_extend)
     ck_assert_msg(pttl > 5000 && pttl <= 20000, "PTTL %lld after the Extend to 20 s", pttl);
 
     /* No token: no check, and ttl 0 keeps the lock's (new) ttl. */
-    id = send_extend(&s, RES_EXTEND, 0, "");
-    m = next_response(&s, id, "Extend without a token");
+    id = h_peer_extend(&s, RES_EXTEND, 0, "");
+    m = h_peer_response(&s, id, "Extend without a token");
     ck_assert_msg(m->response->status == ST(OK) &&
                       m->response->body_case == RLOCK__V1__RESPONSE__BODY_EXTEND &&
                       m->response->extend->ttl_ms == 20000,
-                  "Extend without a token: %s", describe(m));
+                  "Extend without a token: %s", h_msg_describe(m));
     h_raw_free(m);
 
-    release_ok(&s, RES_EXTEND, g.token, 0, "release");
+    h_peer_release_ok(&s, RES_EXTEND, g.token, 0, "release");
     ck_assert_int_eq(h_key_exists(f.r, key), 0);
-    expect_status(&s, send_extend(&s, RES_EXTEND, 0, g.token), ST(NOT_HELD),
+    h_peer_expect_status(&s, h_peer_extend(&s, RES_EXTEND, 0, g.token), ST(NOT_HELD),
                   "Extend after the release");
 
     h_raw_close(&s.raw);
@@ -842,30 +613,30 @@ START_TEST(test_protocol_valid_ms)
 {
     struct h_fixture f;
     h_fixture_start_env(&f, NULL);
-    struct peer s, other;
-    peer_open(&s, &f.e, "session");
-    peer_open(&other, &f.e, "other");
+    struct h_peer s, other;
+    h_peer_open(&s, &f.e, "session");
+    h_peer_open(&other, &f.e, "other");
 
-    uint32_t v = ping_valid_ms(&s, "Ping without locks");
+    uint32_t v = h_peer_ping(&s, "Ping without locks");
     printf("protocol: FIGURE valid_ms: Ping without locks: %u\n", v);
     ck_assert_uint_eq(v, 0);
 
     /* A watchdog-off lease, asked twice 1 s apart: the second answer is about 1 s shorter. */
-    struct acq off = {.resource = RES_VALID_OFF, .ttl_ms = VALID_TTL_MS, .watchdog_off = 1};
-    struct grant g1, g2;
+    struct h_acq off = {.resource = RES_VALID_OFF, .ttl_ms = VALID_TTL_MS, .watchdog_off = 1};
+    struct h_grant g1, g2;
     int64_t t1 = h_now_ms();
-    acquire_ok(&s, &off, &g1, "the watchdog-off acquire");
+    h_peer_acquire_ok(&s, &off, &g1, "the watchdog-off acquire");
     printf("protocol: FIGURE valid_ms: AcquireReply for ttl %u: %u\n", VALID_TTL_MS,
            g1.valid_ms);
     ck_assert_msg(g1.valid_ms > 0 && g1.valid_ms <= VALID_TTL_MS, "valid_ms %u for ttl %u",
                   g1.valid_ms, VALID_TTL_MS);
-    v = ping_valid_ms(&s, "Ping with a watchdog-off lock only");
+    v = h_peer_ping(&s, "Ping with a watchdog-off lock only");
     printf("protocol: FIGURE valid_ms: Ping with a watchdog-off lock only: %u\n", v);
     ck_assert_uint_eq(v, 0);
 
     h_sleep_ms(VALID_SLEEP_MS);
     int64_t t2 = h_now_ms();
-    acquire_ok(&s, &off, &g2, "the watchdog-off re-entry");
+    h_peer_acquire_ok(&s, &off, &g2, "the watchdog-off re-entry");
     int64_t sent_apart = t2 - t1, drop = (int64_t)g1.valid_ms - (int64_t)g2.valid_ms;
     printf("protocol: FIGURE valid_ms: re-entry %lld ms later: %u (%lld less)\n",
            (long long)sent_apart, g2.valid_ms, (long long)drop);
@@ -875,22 +646,22 @@ START_TEST(test_protocol_valid_ms)
                   (long long)sent_apart);
 
     /* An Extend restarts the lease; its valid_ms counts from the Extend's arrival. */
-    uint64_t id = send_extend(&s, RES_VALID_OFF, VALID_TTL_MS, g1.token);
-    Rlock__V1__ServerMessage *m = next_response(&s, id, "Extend");
+    uint64_t id = h_peer_extend(&s, RES_VALID_OFF, VALID_TTL_MS, g1.token);
+    Rlock__V1__ServerMessage *m = h_peer_response(&s, id, "Extend");
     ck_assert_msg(m->response->status == ST(OK) &&
                       m->response->body_case == RLOCK__V1__RESPONSE__BODY_EXTEND,
-                  "Extend: %s", describe(m));
+                  "Extend: %s", h_msg_describe(m));
     uint32_t ev = m->response->extend->valid_ms;
     h_raw_free(m);
     printf("protocol: FIGURE valid_ms: ExtendReply for ttl %u: %u\n", VALID_TTL_MS, ev);
     ck_assert_msg(ev > g2.valid_ms && ev <= VALID_TTL_MS, "ExtendReply.valid_ms %u", ev);
 
     /* A watchdog lock makes Ping report a bound. */
-    struct acq on = {.resource = RES_VALID_ON, .ttl_ms = VALID_TTL_MS};
-    struct grant gw;
-    acquire_ok(&s, &on, &gw, "the watchdog acquire");
+    struct h_acq on = {.resource = RES_VALID_ON, .ttl_ms = VALID_TTL_MS};
+    struct h_grant gw;
+    h_peer_acquire_ok(&s, &on, &gw, "the watchdog acquire");
     ck_assert_msg(gw.valid_ms > 0 && gw.valid_ms <= VALID_TTL_MS, "valid_ms %u", gw.valid_ms);
-    v = ping_valid_ms(&s, "Ping with a watchdog lock");
+    v = h_peer_ping(&s, "Ping with a watchdog lock");
     printf("protocol: FIGURE valid_ms: Ping with a watchdog lock (ttl %u): %u\n", VALID_TTL_MS, v);
     ck_assert_msg(v > 0 && v <= VALID_TTL_MS, "PingReply.valid_ms %u", v);
 
@@ -898,24 +669,24 @@ START_TEST(test_protocol_valid_ms)
      * A grant after a wait: valid_ms counts from the Acquire's arrival, and the
      * lease from the winning try, so it exceeds the ttl by about the wait.
      */
-    struct acq w = {.resource = RES_VALID_ON, .ttl_ms = VALID_TTL_MS, .wait_ms = 5000};
+    struct h_acq w = {.resource = RES_VALID_ON, .ttl_ms = VALID_TTL_MS, .wait_ms = 5000};
     int64_t tw = h_now_ms();
-    uint64_t wid = send_acquire(&other, &w);
+    uint64_t wid = h_peer_acquire(&other, &w);
     h_sleep_ms(VALID_SLEEP_MS);
-    release_ok(&s, RES_VALID_ON, gw.token, 0, "release of the watchdog lock");
-    struct grant gwait;
-    expect_grant(&other, wid, &gwait, "the waiting acquire");
+    h_peer_release_ok(&s, RES_VALID_ON, gw.token, 0, "release of the watchdog lock");
+    struct h_grant gwait;
+    h_peer_expect_grant(&other, wid, &gwait, "the waiting acquire");
     int64_t waited = h_now_ms() - tw;
     printf("protocol: FIGURE valid_ms: grant after a %lld ms wait, ttl %u: %u\n",
            (long long)waited, VALID_TTL_MS, gwait.valid_ms);
     ck_assert_msg(gwait.valid_ms > VALID_TTL_MS && gwait.valid_ms <= VALID_TTL_MS + waited,
                   "valid_ms %u after a %lld ms wait", gwait.valid_ms, (long long)waited);
-    release_ok(&other, RES_VALID_ON, gwait.token, 0, "the waiter's release");
+    h_peer_release_ok(&other, RES_VALID_ON, gwait.token, 0, "the waiter's release");
 
-    v = ping_valid_ms(&s, "Ping after the watchdog lock went");
+    v = h_peer_ping(&s, "Ping after the watchdog lock went");
     ck_assert_uint_eq(v, 0);
-    release_ok(&s, RES_VALID_OFF, g1.token, 1, "first release of the watchdog-off lock");
-    release_ok(&s, RES_VALID_OFF, g1.token, 0, "last release of the watchdog-off lock");
+    h_peer_release_ok(&s, RES_VALID_OFF, g1.token, 1, "first release of the watchdog-off lock");
+    h_peer_release_ok(&s, RES_VALID_OFF, g1.token, 0, "last release of the watchdog-off lock");
     fflush(stdout);
 
     h_raw_close(&s.raw);
@@ -932,19 +703,19 @@ START_TEST(test_protocol_wire)
 {
     struct h_fixture f;
     h_fixture_start_env(&f, NULL);
-    struct peer s;
-    peer_open(&s, &f.e, "session");
+    struct h_peer s;
+    h_peer_open(&s, &f.e, "session");
 
     /* An empty frame after Hello is a Request with id 0 and no body: INVALID, id 0, no close. */
     ck_assert_int_eq(h_raw_send_body(&s.raw, NULL, 0), 0);
-    expect_status(&s, 0, ST(INVALID), "an empty frame");
+    h_peer_expect_status(&s, 0, ST(INVALID), "an empty frame");
     /* A Ping without an id (Request{ping{}}: 32 00) is answered with id 0, too. */
     static const uint8_t ping_no_id[] = {0x32, 0x00};
     ck_assert_int_eq(h_raw_send_body(&s.raw, ping_no_id, sizeof ping_no_id), 0);
-    Rlock__V1__ServerMessage *m = next_response(&s, 0, "a Ping without an id");
-    ck_assert_msg(m->response->status == ST(OK), "a Ping without an id: %s", describe(m));
+    Rlock__V1__ServerMessage *m = h_peer_response(&s, 0, "a Ping without an id");
+    ck_assert_msg(m->response->status == ST(OK), "a Ping without an id: %s", h_msg_describe(m));
     h_raw_free(m);
-    ping_valid_ms(&s, "a Ping after the id-0 answers");
+    h_peer_ping(&s, "a Ping after the id-0 answers");
 
     /*
      * Request{id 10, acquire{resource "proto/bool", watchdog_off: <byte>}}:
@@ -955,15 +726,15 @@ START_TEST(test_protocol_wire)
     uint8_t body[] = {0x08, 0x0a, 0x1a, 0x0e, 0x0a, 0x0a, 'p', 'r', 'o', 't', 'o',
                       '/',  'b',  'o',  'o',  'l',  0x20, 0x02};
     ck_assert_int_eq(h_raw_send_body(&s.raw, body, sizeof body), 0);
-    struct grant g;
-    expect_grant(&s, 10, &g, "an Acquire with watchdog_off encoded as 02");
+    struct h_grant g;
+    h_peer_expect_grant(&s, 10, &g, "an Acquire with watchdog_off encoded as 02");
     ck_assert_int_eq(g.watchdog, 0);
-    release_ok(&s, RES_BOOL, g.token, 0, "release");
+    h_peer_release_ok(&s, RES_BOOL, g.token, 0, "release");
     body[1] = 0x0b;
     body[sizeof body - 1] = 0x00;
     ck_assert_int_eq(h_raw_send_body(&s.raw, body, sizeof body), 0);
-    expect_status(&s, 11, ST(INVALID), "an Acquire with watchdog_off encoded as 00");
-    expect_stats(&s, 0, 0, "wire: at the end");
+    h_peer_expect_status(&s, 11, ST(INVALID), "an Acquire with watchdog_off encoded as 00");
+    h_peer_expect_stats(&s, 0, 0, "wire: at the end");
 
     h_raw_close(&s.raw);
     h_fixture_stop(&f);
@@ -994,30 +765,30 @@ START_TEST(test_protocol_extend_during_renew)
     struct h_fixture f;
     /* A 1 s command deadline, so that the 700 ms stop is no Redis failure (3 x 1 s <= min_ttl). */
     h_fixture_start_env(&f, "[redis]\ncommand_timeout = 1s\n[limits]\nmin_ttl = 3s\n");
-    struct peer s;
-    peer_open(&s, &f.e, "session");
+    struct h_peer s;
+    h_peer_open(&s, &f.e, "session");
     char key[512];
     h_lock_key(&f.e, RES_ER, key, sizeof key);
 
-    struct acq a = {.resource = RES_ER, .ttl_ms = ER_TTL_MS};
-    struct grant g;
+    struct h_acq a = {.resource = RES_ER, .ttl_ms = ER_TTL_MS};
+    struct h_grant g;
     int64_t t0 = h_now_ms();
-    acquire_ok(&s, &a, &g, "the watchdog acquire");
+    h_peer_acquire_ok(&s, &a, &g, "the watchdog acquire");
 
     h_sleep_ms((int)(t0 + ER_STOP_AT_MS - h_now_ms()));
     ck_assert_int_eq(kill(f.e.redis_pid, SIGSTOP), 0);
     int64_t sent = h_now_ms();
-    uint64_t id = send_extend(&s, RES_ER, ER_EXTEND_TTL_MS, g.token);
+    uint64_t id = h_peer_extend(&s, RES_ER, ER_EXTEND_TTL_MS, g.token);
     h_sleep_ms((int)(t0 + ER_CONT_AT_MS - h_now_ms()));
     ck_assert_int_eq(kill(f.e.redis_pid, SIGCONT), 0);
 
-    Rlock__V1__ServerMessage *m = next_response(&s, id, "the Extend across the stop");
+    Rlock__V1__ServerMessage *m = h_peer_response(&s, id, "the Extend across the stop");
     ck_assert_msg(m->response->status == ST(OK) &&
                       m->response->body_case == RLOCK__V1__RESPONSE__BODY_EXTEND,
-                  "the Extend across the stop: %s", describe(m));
+                  "the Extend across the stop: %s", h_msg_describe(m));
     uint32_t valid = m->response->extend->valid_ms;
     h_raw_free(m);
-    uint32_t ping = ping_valid_ms(&s, "Ping after the Extend");
+    uint32_t ping = h_peer_ping(&s, "Ping after the Extend");
     int64_t now = h_now_ms();
     long long pttl = h_pttl(f.r, key);
     int64_t promised = sent + valid, in_redis = now + pttl;
@@ -1031,7 +802,7 @@ START_TEST(test_protocol_extend_during_renew)
                   "was in Redis set it back to the old ttl",
                   (long long)(promised - sent), (long long)(in_redis - sent));
 
-    release_ok(&s, RES_ER, g.token, 0, "release");
+    h_peer_release_ok(&s, RES_ER, g.token, 0, "release");
     h_raw_close(&s.raw);
     h_fixture_stop(&f);
 }
@@ -1056,25 +827,25 @@ START_TEST(test_protocol_valid_ms_past_session_timeout)
 {
     struct h_fixture f;
     h_fixture_start_env(&f, NULL);
-    struct peer holder, other;
+    struct h_peer holder, other;
     holder.name = "holder";
     holder.last_id = 1;
     h_raw_open(&holder.raw, &f.e);
     uint32_t timeout = h_raw_hello(&holder.raw, 1, holder.name, SILENT_SESSION_TIMEOUT_MS);
     ck_assert_uint_eq(timeout, SILENT_SESSION_TIMEOUT_MS);
-    peer_open(&other, &f.e, "other");
+    h_peer_open(&other, &f.e, "other");
 
-    struct acq a = {.resource = RES_SILENT, .ttl_ms = TTL_MS, .wait_ms = LONG_WAIT_MS};
-    struct grant g;
+    struct h_acq a = {.resource = RES_SILENT, .ttl_ms = TTL_MS, .wait_ms = LONG_WAIT_MS};
+    struct h_grant g;
     int64_t sent = h_now_ms();
-    acquire_ok(&holder, &a, &g, "the holder's acquire");
+    h_peer_acquire_ok(&holder, &a, &g, "the holder's acquire");
     ck_assert_msg(g.valid_ms > 20000, "valid_ms %u: the 30 s lease, not the session", g.valid_ms);
     int64_t bound = sent + (g.valid_ms < timeout ? g.valid_ms : timeout);
 
     /* The holder says nothing more; the other session waits for the lock. */
-    uint64_t id = send_acquire(&other, &a);
-    struct grant og;
-    expect_grant(&other, id, &og, "the other session's acquire");
+    uint64_t id = h_peer_acquire(&other, &a);
+    struct h_grant og;
+    h_peer_expect_grant(&other, id, &og, "the other session's acquire");
     int64_t granted = h_now_ms();
     Rlock__V1__ServerMessage *m;
     int eof = h_raw_read(&holder.raw, h_now_ms() + DEADLINE_MS, &m);
@@ -1090,7 +861,7 @@ START_TEST(test_protocol_valid_ms_past_session_timeout)
                   "+%lld ms, before the bound of the §6.5 rule",
                   (long long)(bound - sent), timeout, (long long)(granted - sent));
 
-    release_ok(&other, RES_SILENT, og.token, 0, "the other session's release");
+    h_peer_release_ok(&other, RES_SILENT, og.token, 0, "the other session's release");
     h_raw_close(&holder.raw);
     h_raw_close(&other.raw);
     h_fixture_stop(&f);

@@ -2,6 +2,15 @@
  * test_shutdown.c — SIGTERM releases every held lock before rlockd exits
  * (status 0), and the clients learn their locks are gone; with Redis
  * stalled, shutdown_timeout bounds the wait instead of hanging.
+ *
+ * What bounds the wait (server.c): rlockd exits once every release it sent
+ * at shutdown has completed — answered, or failed at its command_timeout —
+ * or when shutdown_timeout passes, whichever comes first. A release that
+ * failed is not retried during the shutdown. So with Redis stopped:
+ *   bounded_by_command_timeout  command_timeout 300 ms, shutdown_timeout 3 s:
+ *                               exit after the 300 ms, well before 3 s
+ *   timeout_binds               command_timeout 3 s, shutdown_timeout 1 s:
+ *                               exit after the 1 s, well before 3 s
  */
 #include "harness.h"
 
@@ -76,8 +85,62 @@ START_TEST(test_shutdown_redis_stalled)
 }
 END_TEST
 
+/*
+ * Hold a lock, stop Redis, SIGTERM rlockd: how long until it exits (cleanly).
+ * Its log must say why it stopped waiting (a line with log_text).
+ */
+static int64_t stalled_shutdown(const char *conf, const char *log_text)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, conf);
+    struct rlock_lock *l = h_acquire_ok(f.c, "sd-stall", NULL);
+    h_sigstop(f.e.redis_pid, "redis-server");
+    int64_t took = term_rlockd(&f.e);
+    h_sigcont(f.e.redis_pid, "redis-server");
+    int said = h_log_find(&f.e, log_text, NULL);
+    if (!said)
+        h_env_dump_logs(&f.e);
+    rlock_lock_free(l);
+    rlock_close(f.c);
+    redisFree(f.r);
+    h_env_stop(&f.e);
+    ck_assert_msg(said, "rlockd's log has no line with \"%s\"", log_text);
+    return took;
+}
+
+START_TEST(test_shutdown_bounded_by_command_timeout)
+{
+    int64_t took = stalled_shutdown("[server]\nshutdown_timeout = 3s\n",
+                                    "release of 1 lock not confirmed: redis command timed out");
+    printf("shutdown: FIGURE command_timeout 300 ms, shutdown_timeout 3 s, Redis stopped: "
+           "rlockd exited %lld ms after SIGTERM\n",
+           (long long)took);
+    ck_assert_msg(took >= 300, "rlockd exited %lld ms after SIGTERM: before its release could "
+                  "time out", (long long)took);
+    ck_assert_msg(took < 2000, "rlockd exited %lld ms after SIGTERM: the failed release ends the "
+                  "wait, not shutdown_timeout", (long long)took);
+}
+END_TEST
+
+START_TEST(test_shutdown_timeout_binds)
+{
+    int64_t took = stalled_shutdown("[server]\nshutdown_timeout = 1s\n"
+                                    "[redis]\ncommand_timeout = 3s\n[limits]\nmin_ttl = 9s\n",
+                                    "shutdown_timeout passed with 1 Redis call unanswered");
+    printf("shutdown: FIGURE command_timeout 3 s, shutdown_timeout 1 s, Redis stopped: rlockd "
+           "exited %lld ms after SIGTERM\n",
+           (long long)took);
+    ck_assert_msg(took >= 1000, "rlockd exited %lld ms after SIGTERM, before shutdown_timeout",
+                  (long long)took);
+    ck_assert_msg(took < 2500, "rlockd exited %lld ms after SIGTERM: shutdown_timeout (1 s) "
+                  "was not honoured", (long long)took);
+}
+END_TEST
+
 int main(void)
 {
-    const TTest *tests[] = {test_shutdown_releases_locks, test_shutdown_redis_stalled};
+    const TTest *tests[] = {test_shutdown_releases_locks, test_shutdown_redis_stalled,
+                            test_shutdown_bounded_by_command_timeout,
+                            test_shutdown_timeout_binds};
     return h_run_tests("shutdown", 60, tests, H_LEN(tests));
 }

@@ -1,0 +1,310 @@
+/*
+ * test_guards.c — the checks that keep rlockd from touching keys that are
+ * not its own, and from forgetting keys that are.
+ *
+ *   foreign_*   another application SETs a held lock's key to its own token
+ *               (the lease was replaced behind the daemon's back). Every way
+ *               the daemon deletes a key by token must leave that key alone:
+ *               Release, a clean session end (Goodbye), an unclean one with
+ *               and without lock_delay (tombstone.lua / release.lua), and the
+ *               cleanup after a loss (EXPIRED, MAX_HOLD).
+ *   stolen / missing
+ *               a renew (watchdog on) or an Extend that finds another token
+ *               reports LockLost(STOLEN) and leaves the key; one that finds no
+ *               key reports MISSING and does not recreate it.
+ *   cleanup_*   a Release Redis never answers, and never runs: Redis pauses
+ *               its clients (CLIENT PAUSE), so the daemon's command times out
+ *               and Redis drops it with the connection the daemon resets. The
+ *               key must still be deleted, by the cleanup list's retries, long
+ *               before its 30 s lease — also when the first retries fail too
+ *               (the scripts are denied by ACL, so Redis answers NOPERM). The
+ *               daemon's log line "cleanup: deleted ..." proves who deleted it.
+ *               (A SIGSTOP would not do: Redis runs the stalled Release from
+ *               its socket buffer when it resumes, retries or not.)
+ */
+#include "harness.h"
+#include "harness_peer.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define FOREIGN "foreign-application-token"
+#define TTL_MS 30000u
+#define SETTLE_MS 600      /* time for a release or tombstone to reach Redis */
+#define CLEANUP_SETTLE 2500 /* cleanup.h's 2 s settle rule, and some */
+
+/* Another application takes key over: its token, its own expiry. */
+static void set_foreign(redisContext *r, const char *key)
+{
+    redisReply *rep = redisCommand(r, "SET %s %s PX 60000", key, FOREIGN);
+    ck_assert_msg(rep != NULL && rep->type == REDIS_REPLY_STATUS, "SET %s failed", key);
+    freeReplyObject(rep);
+}
+
+static void expect_foreign(redisContext *r, const char *key, const char *after)
+{
+    char val[256] = "";
+    int got = h_get(r, key, val, sizeof val);
+    printf("guards: FIGURE %s: the key holds \"%s\"\n", after, got == 1 ? val : "(nothing)");
+    ck_assert_msg(got == 1 && strcmp(val, FOREIGN) == 0,
+                  "%s: the other application's key was %s", after,
+                  got == 1 ? "overwritten" : "deleted");
+}
+
+START_TEST(test_guards_foreign_release)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    char key[256];
+    h_lock_key(&f.e, "foreign/release", key, sizeof key);
+    struct rlock_acquire_opts o = {.ttl_ms = TTL_MS};
+    struct rlock_lock *l = h_acquire_ok(f.c, "foreign/release", &o);
+    set_foreign(f.r, key);
+    h_assert_ok(f.c, rlock_release(l, 0));
+    ck_assert_int_eq(rlock_lock_state(l), RLOCK_RELEASED);
+    expect_foreign(f.r, key, "after the holder's Release");
+    rlock_lock_free(l);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+START_TEST(test_guards_foreign_session_end)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
+    static const struct {
+        const char *resource;
+        uint32_t lock_delay_ms;
+        int goodbye;
+        const char *what;
+    } cases[] = {
+        {"foreign/goodbye", 0, 1, "after a clean session end (Goodbye)"},
+        {"foreign/reset", 0, 0, "after an unclean session end"},
+        {"foreign/tombstone", 1000, 0, "after an unclean session end with lock_delay"},
+    };
+    for (size_t i = 0; i < H_LEN(cases); i++) {
+        char key[256];
+        h_lock_key(&f.e, cases[i].resource, key, sizeof key);
+        struct h_peer p;
+        h_peer_open(&p, &f.e, "holder");
+        struct h_acq a = {.resource = cases[i].resource, .ttl_ms = TTL_MS,
+                          .lock_delay_ms = cases[i].lock_delay_ms};
+        struct h_grant g;
+        h_peer_acquire_ok(&p, &a, &g, "acquire");
+        set_foreign(f.r, key);
+        if (cases[i].goodbye) {
+            Rlock__V1__Goodbye bye = RLOCK__V1__GOODBYE__INIT;
+            uint64_t id = h_peer_send(&p, RLOCK__V1__REQUEST__BODY_GOODBYE, &bye);
+            h_peer_expect_status(&p, id, H_ST(OK), "Goodbye");
+            h_peer_expect_eof(&p, "after Goodbye");
+        }
+        h_raw_close(&p.raw);
+        h_sleep_ms(SETTLE_MS);
+        expect_foreign(f.r, key, cases[i].what);
+    }
+    ck_assert_int_eq(h_log_count(&f.e, "releasing 1 lock"), (int)H_LEN(cases));
+    h_fixture_stop(&f);
+}
+END_TEST
+
+START_TEST(test_guards_foreign_after_loss)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    char expired[256], maxhold[256];
+    h_lock_key(&f.e, "foreign/expired", expired, sizeof expired);
+    h_lock_key(&f.e, "foreign/max-hold", maxhold, sizeof maxhold);
+    /* EXPIRED: a watchdog-off lease runs out; its key is deleted by token at its end. */
+    struct rlock_acquire_opts eo = {.ttl_ms = 1000, .watchdog_off = 1};
+    struct rlock_lock *le = h_acquire_ok(f.c, "foreign/expired", &eo);
+    set_foreign(f.r, expired);
+    /* MAX_HOLD: the key is taken over right after the loss, before its validity ends. */
+    struct rlock_acquire_opts mo = {.ttl_ms = 3000, .max_hold_ms = 500};
+    struct rlock_lock *lm = h_acquire_ok(f.c, "foreign/max-hold", &mo);
+    int64_t deadline = h_now_ms() + 3000;
+    while (rlock_lock_state(lm) != RLOCK_LOST && h_now_ms() < deadline)
+        h_sleep_ms(2);
+    ck_assert_int_eq(rlock_lock_lost_reason(lm), RLOCK_LOST_MAX_HOLD);
+    set_foreign(f.r, maxhold);
+    /* Both cleanups are due within 3 s; they end 2 s after Redis first answers. */
+    h_sleep_ms(3000 + CLEANUP_SETTLE);
+    ck_assert_int_eq(rlock_lock_lost_reason(le), RLOCK_LOST_EXPIRED);
+    expect_foreign(f.r, expired, "after the EXPIRED loss and its cleanup");
+    expect_foreign(f.r, maxhold, "after the MAX_HOLD loss and its cleanup");
+    ck_assert_int_eq(atomic_load(&f.lost.count), 2);
+    rlock_lock_free(le);
+    rlock_lock_free(lm);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/* --- STOLEN and MISSING ----------------------------------------------------------------- */
+
+#define WD_TTL_MS 1000u
+/* ttl/3 + the 50 ms tick + a renew round trip (at most command_timeout), generously. */
+#define NOTICE_WITHIN_MS 1500
+
+static int64_t wait_lost(struct h_fixture *f, int count)
+{
+    int64_t t = h_now_ms(), deadline = t + NOTICE_WITHIN_MS;
+    while (atomic_load(&f->lost.count) < count && h_now_ms() < deadline)
+        h_sleep_ms(2);
+    return h_now_ms() - t;
+}
+
+START_TEST(test_guards_stolen_missing_renew)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    char stolen[256], missing[256];
+    h_lock_key(&f.e, "renew/stolen", stolen, sizeof stolen);
+    h_lock_key(&f.e, "renew/missing", missing, sizeof missing);
+    struct rlock_acquire_opts o = {.ttl_ms = WD_TTL_MS};
+
+    struct rlock_lock *ls = h_acquire_ok(f.c, "renew/stolen", &o);
+    set_foreign(f.r, stolen);
+    int64_t took = wait_lost(&f, 1);
+    printf("guards: FIGURE key overwritten: LockLost(%s) after %lld ms (ttl %u)\n",
+           rlock_lost_reason_str((enum rlock_lost_reason)atomic_load(&f.lost.reason)),
+           (long long)took, WD_TTL_MS);
+    ck_assert_int_eq(atomic_load(&f.lost.count), 1);
+    ck_assert_int_eq(atomic_load(&f.lost.reason), RLOCK_LOST_STOLEN);
+    ck_assert_int_eq(rlock_lock_lost_reason(ls), RLOCK_LOST_STOLEN);
+    h_sleep_ms(2 * WD_TTL_MS);
+    expect_foreign(f.r, stolen, "after STOLEN");
+
+    struct rlock_lock *lm = h_acquire_ok(f.c, "renew/missing", &o);
+    ck_assert_int_eq(h_redis_int(f.r, "DEL %s", missing), 1);
+    took = wait_lost(&f, 2);
+    printf("guards: FIGURE key deleted: LockLost(%s) after %lld ms (ttl %u)\n",
+           rlock_lost_reason_str((enum rlock_lost_reason)atomic_load(&f.lost.reason)),
+           (long long)took, WD_TTL_MS);
+    ck_assert_int_eq(atomic_load(&f.lost.count), 2);
+    ck_assert_int_eq(atomic_load(&f.lost.reason), RLOCK_LOST_MISSING);
+    h_sleep_ms(2 * WD_TTL_MS);
+    ck_assert_msg(h_key_exists(f.r, missing) == 0, "a renew recreated the deleted key");
+    rlock_lock_free(ls);
+    rlock_lock_free(lm);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+START_TEST(test_guards_stolen_missing_extend)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
+    struct h_peer p;
+    h_peer_open(&p, &f.e, "holder");
+    char key[256];
+    h_lock_key(&f.e, "extend/stolen", key, sizeof key);
+    struct h_acq a = {.resource = "extend/stolen", .ttl_ms = TTL_MS, .watchdog_off = 1};
+    struct h_grant g;
+    h_peer_acquire_ok(&p, &a, &g, "acquire");
+    set_foreign(f.r, key);
+    uint64_t id = h_peer_extend(&p, a.resource, TTL_MS, "");
+    h_peer_expect_lost(&p, a.resource, RLOCK__V1__LOST_REASON__LOST_STOLEN, "Extend of a taken key");
+    h_peer_expect_status(&p, id, H_ST(NOT_HELD), "Extend of a taken key");
+    expect_foreign(f.r, key, "after the Extend found it taken");
+
+    h_lock_key(&f.e, "extend/missing", key, sizeof key);
+    a.resource = "extend/missing";
+    h_peer_acquire_ok(&p, &a, &g, "acquire");
+    ck_assert_int_eq(h_redis_int(f.r, "DEL %s", key), 1);
+    id = h_peer_extend(&p, a.resource, TTL_MS, "");
+    h_peer_expect_lost(&p, a.resource, RLOCK__V1__LOST_REASON__LOST_MISSING,
+                       "Extend of a deleted key");
+    h_peer_expect_status(&p, id, H_ST(NOT_HELD), "Extend of a deleted key");
+    ck_assert_msg(h_key_exists(f.r, key) == 0, "the Extend recreated the deleted key");
+    h_peer_expect_stats(&p, 0, 0, "after both losses");
+    h_raw_close(&p.raw);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/* --- the cleanup list ------------------------------------------------------------------ */
+
+#define PAUSE_MS 1500
+#define DENIED_MS 2000
+#define GONE_WITHIN_MS 10000 /* a third of the lease */
+#define RES_CLEANUP "cleanup/release"
+
+/*
+ * Take RES_CLEANUP (30 s, watchdog off: no renew traffic) and release it while
+ * Redis is paused: Redis never runs the Release (the daemon drops the
+ * connection). Returns when the Release was sent; *l gets the lock.
+ */
+static int64_t release_during_pause(struct h_fixture *f, char *key, struct rlock_lock **l)
+{
+    h_fixture_start(f, NULL);
+    h_lock_key(&f->e, RES_CLEANUP, key, 256);
+    struct rlock_acquire_opts o = {.ttl_ms = TTL_MS, .watchdog_off = 1};
+    *l = h_acquire_ok(f->c, RES_CLEANUP, &o);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "CLIENT PAUSE %d ALL", PAUSE_MS);
+    ck_assert_int_eq(h_redis_ok(f->r, cmd), 0);
+    int64_t t = h_now_ms();
+    h_assert_ok(f->c, rlock_release(*l, 10000));
+    printf("guards: FIGURE the Release with Redis paused was answered after %lld ms\n",
+           (long long)(h_now_ms() - t));
+    ck_assert_int_eq(rlock_lock_state(*l), RLOCK_RELEASED);
+    return t;
+}
+
+static void expect_cleaned(struct h_fixture *f, const char *key, int64_t t, const char *what)
+{
+    int64_t gone = h_wait_key_gone(f->r, key, GONE_WITHIN_MS, &f->e);
+    int64_t after = h_now_ms() - t;
+    int by_cleanup = h_log_find(&f->e, "cleanup: deleted", NULL);
+    printf("guards: FIGURE %s: the key was gone %lld ms after the Release (lease %u ms); "
+           "deleted by the cleanup list: %s\n",
+           what, (long long)after, TTL_MS, by_cleanup ? "yes" : "no");
+    ck_assert_msg(gone >= 0, "%s: the key is still there %lld ms after the Release", what,
+                  (long long)after);
+    ck_assert_msg(by_cleanup, "%s: the key went, but not by the cleanup list", what);
+}
+
+START_TEST(test_guards_cleanup_release_timeout)
+{
+    struct h_fixture f;
+    char key[256];
+    struct rlock_lock *l;
+    int64_t t = release_during_pause(&f, key, &l);
+    expect_cleaned(&f, key, t, "Release timed out");
+    ck_assert_int_ge(h_log_count(&f.e, "release of " RES_CLEANUP " not confirmed"), 1);
+    rlock_lock_free(l);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+START_TEST(test_guards_cleanup_retry_fails)
+{
+    struct h_fixture f;
+    char key[256];
+    struct rlock_lock *l;
+    int64_t t = release_during_pause(&f, key, &l);
+    /* Runs when the pause ends, before the daemon has its connection back: retries fail. */
+    ck_assert_int_eq(h_redis_ok(f.r, "ACL SETUSER default -eval -evalsha"), 0);
+    h_sleep_ms(DENIED_MS);
+    /* Only the cleanup list sends scripts here: every NOPERM is one of its retries. */
+    long long denied = h_redis_info_num(f.r, "errorstats", "errorstat_NOPERM:count=");
+    ck_assert_int_eq(h_key_exists(f.r, key), 1);
+    ck_assert_int_eq(h_redis_ok(f.r, "ACL SETUSER default +eval +evalsha"), 0);
+    printf("guards: FIGURE %lld cleanup retries refused (NOPERM) in %d ms\n", denied, DENIED_MS);
+    expect_cleaned(&f, key, t, "Release timed out, then retries refused");
+    ck_assert_msg(denied >= 2, "only %lld retries failed while the scripts were denied: the "
+                  "scenario needs a retry after a failed retry", denied);
+    rlock_lock_free(l);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+int main(void)
+{
+    const TTest *tests[] = {
+        test_guards_foreign_release,         test_guards_foreign_session_end,
+        test_guards_foreign_after_loss,      test_guards_stolen_missing_renew,
+        test_guards_stolen_missing_extend,   test_guards_cleanup_release_timeout,
+        test_guards_cleanup_retry_fails,
+    };
+    return h_run_tests("guards", 60, tests, H_LEN(tests));
+}
