@@ -25,6 +25,7 @@
 #include "redis_pool.h"
 #include "relq.h"
 #include "resource.h"
+#include "sessidx.h"
 #include "session.h"
 #include "watchdog.h"
 
@@ -166,9 +167,10 @@ struct server *server_new(struct config *cfg, const char *config_path)
     srv->reap_ev = event_new(srv->base, -1, 0, reap_cb, srv);
     srv->flush_ev = event_new(srv->base, -1, 0, flush_cb, srv);
     srv->resources = restable_new(srv->hash_key);
+    srv->sessidx = sessidx_new(srv->hash_key);
     srv->cleanups = cleanup_new(srv);
     if (srv->reap_ev == NULL || srv->flush_ev == NULL || srv->resources == NULL ||
-        srv->cleanups == NULL)
+        srv->sessidx == NULL || srv->cleanups == NULL)
         goto fail;
     srv->pool = rpool_new(srv->base, cfg, srv->hash_key);
     if (srv->pool == NULL || relq_init(srv) != 0)
@@ -226,6 +228,7 @@ void server_free(struct server *srv)
         event_free(srv->flush_ev);
     cleanup_free(srv->cleanups);
     restable_free(srv->resources);
+    sessidx_free(srv->sessidx);
     if (srv->base != NULL)
         event_base_free(srv->base);
     config_free(srv->cfg);

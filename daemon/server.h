@@ -24,6 +24,7 @@ struct lease;
 struct cleanup_list;
 struct relq;
 struct renewq;
+struct sessidx;
 
 TAILQ_HEAD(session_list, session);
 TAILQ_HEAD(lease_list, lease);
@@ -33,7 +34,9 @@ TAILQ_HEAD(lease_list, lease);
     X(acquires)                                                                                 \
     X(grants)                                                                                   \
     X(locks_lost)                                                                               \
-    X(sessions_opened)
+    X(sessions_opened)                                                                          \
+    X(auth_failures)     /* Hellos refused: token missing or wrong */                           \
+    X(permission_denied) /* admin requests refused to sessions without the admin role */
 
 struct server_counters {
 #define COUNTER_FIELD(name) uint64_t name;
@@ -54,6 +57,7 @@ struct server {
     struct event *flush_ev;
     uint8_t scratch[65536];         /* every session reads into it first (one loop, one reader) */
     uint32_t nsessions;
+    struct sessidx *sessidx;        /* live sessions by serial and id (admin requests) */
     struct restable *resources;     /* resource name -> struct resource */
     struct lease_list leases;       /* every held lock, for the watchdog */
     struct cleanup_list *cleanups;  /* unconfirmed deletes to retry */
