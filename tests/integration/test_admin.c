@@ -230,11 +230,11 @@ START_TEST(test_admin_views)
     struct views v;
     views_start(&v, &f.e);
 
-    char *out = NULL, *err = NULL;
-    ck_assert_int_eq(actl_run(&f.e, NULL, &out, &err, "sessions", "--json", NULL), 0);
+    char *out = NULL;
+    ck_assert_int_eq(actl_run(&f.e, NULL, &out, NULL, "sessions", "--json", NULL), 0);
     check_sessions_json(&v, out);
     free(out);
-    ck_assert_int_eq(actl_run(&f.e, NULL, &out, &err, "sessions", "--json", "--page-size", "1",
+    ck_assert_int_eq(actl_run(&f.e, NULL, &out, NULL, "sessions", "--json", "--page-size", "1",
                               NULL),
                      0);
     check_sessions_json(&v, out);
@@ -243,10 +243,10 @@ START_TEST(test_admin_views)
     int all[LOCKS];
     for (int k = 0; k < LOCKS; k++)
         all[k] = k;
-    ck_assert_int_eq(actl_run(&f.e, NULL, &out, &err, "locks", "--json", NULL), 0);
+    ck_assert_int_eq(actl_run(&f.e, NULL, &out, NULL, "locks", "--json", NULL), 0);
     check_locks_json(&v, out, all, LOCKS);
     free(out);
-    ck_assert_int_eq(actl_run(&f.e, NULL, &out, &err, "locks", "--json", "--page-size", "1",
+    ck_assert_int_eq(actl_run(&f.e, NULL, &out, NULL, "locks", "--json", "--page-size", "1",
                               NULL),
                      0);
     check_locks_json(&v, out, all, LOCKS);
@@ -254,17 +254,17 @@ START_TEST(test_admin_views)
 
     /* Filters: client 1's locks by prefix, then by session. */
     const int of1[] = {4, 5, 6};
-    ck_assert_int_eq(actl_run(&f.e, NULL, &out, &err, "locks", "--json", "--prefix", "views/1/",
+    ck_assert_int_eq(actl_run(&f.e, NULL, &out, NULL, "locks", "--json", "--prefix", "views/1/",
                               NULL),
                      0);
     check_locks_json(&v, out, of1, 3);
     free(out);
-    ck_assert_int_eq(actl_run(&f.e, NULL, &out, &err, "locks", "--json", "--session",
+    ck_assert_int_eq(actl_run(&f.e, NULL, &out, NULL, "locks", "--json", "--session",
                               rlock_session_id(v.c[1]), NULL),
                      0);
     check_locks_json(&v, out, of1, 3);
     free(out);
-    ck_assert_int_eq(actl_run(&f.e, NULL, &out, &err, "locks", "--json", "--prefix", "nothing/",
+    ck_assert_int_eq(actl_run(&f.e, NULL, &out, NULL, "locks", "--json", "--prefix", "nothing/",
                               NULL),
                      0);
     ck_assert_uint_eq(actl_count(out), 0);
@@ -273,8 +273,8 @@ START_TEST(test_admin_views)
 
     /* The tables for people. */
     char *sessions = NULL, *locks = NULL;
-    ck_assert_int_eq(actl_run(&f.e, NULL, &sessions, &err, "sessions", NULL), 0);
-    ck_assert_int_eq(actl_run(&f.e, NULL, &locks, &err, "locks", NULL), 0);
+    ck_assert_int_eq(actl_run(&f.e, NULL, &sessions, NULL, "sessions", NULL), 0);
+    ck_assert_int_eq(actl_run(&f.e, NULL, &locks, NULL, "locks", NULL), 0);
     printf("admin: rlockctl sessions:\n%srlockctl locks:\n%s", sessions, locks);
     check_tables(&v, sessions, locks);
     free(sessions);
@@ -287,7 +287,6 @@ START_TEST(test_admin_views)
     ck_assert_int_eq(pc.entries, LOCKS);
     ck_assert_int_eq(pc.max_page, 1);
     rlock_close(admin);
-    free(err);
 
     views_stop(&v);
     h_fixture_stop(&f);
@@ -408,6 +407,7 @@ START_TEST(test_admin_force_release)
     int64_t t0 = h_now_ms();
     int rc = actl_run(&f.e, NULL, &out, &err, "release", "--force", "force/x", NULL);
     ck_assert_msg(rc == 0, "release --force exited %d: %s", rc, err);
+    free(err);
     printf("admin: %s", out);
     ck_assert_ptr_nonnull(strstr(out, rlock_session_id(f.c)));
     ck_assert_ptr_nonnull(strstr(out, "1 waiter on this daemon"));
@@ -486,6 +486,7 @@ START_TEST(test_admin_kill_session)
     char *out = NULL, *err = NULL;
     int rc = actl_run(&f.e, NULL, &out, &err, "kill-session", "--json", id, NULL);
     ck_assert_msg(rc == 0, "kill-session exited %d: %s", rc, err);
+    free(err);
     char want[160];
     snprintf(want, sizeof want, "{\"session_id\": \"%s\", \"locks_released\": 3}\n", id);
     ck_assert_str_eq(out, want);
@@ -503,7 +504,7 @@ START_TEST(test_admin_kill_session)
     ck_assert_int_eq(h_wait_stats(&f.e, 0, 0, 5000, NULL), 0);
 
     /* It is gone from the list; a second kill finds nothing (exit 66). */
-    ck_assert_int_eq(actl_run(&f.e, NULL, &out, &err, "sessions", "--json", NULL), 0);
+    ck_assert_int_eq(actl_run(&f.e, NULL, &out, NULL, "sessions", "--json", NULL), 0);
     ck_assert_ptr_null(strstr(out, id));
     free(out);
     rc = actl_run(&f.e, NULL, &out, &err, "kill-session", id, NULL);
