@@ -99,10 +99,8 @@ RLOCK_API enum rlock_err rlock_async_connect(const char *address,
         snprintf(err, sizeof err, "out of memory");
         goto fail;
     }
-    Rlock__V1__Hello h = RLOCK__V1__HELLO__INIT;
-    h.client_name = (char *)(opts->client_name ? opts->client_name : "librlock");
-    h.protocol_version = WIRE_PROTOCOL_VERSION;
-    h.session_timeout_ms = opts->session_timeout_ms;
+    Rlock__V1__Hello h;
+    rlk_hello_fill(&h, opts);
     Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
     req.body_case = RLOCK__V1__REQUEST__BODY_HELLO;
     req.hello = &h;

@@ -199,8 +199,8 @@ static enum rlock_err call_run(struct rlock_client *c, Rlock__V1__Request *req,
 }
 
 /* call_enter + call_run + call_leave for a call without a handle. */
-static enum rlock_err call_simple(struct rlock_client *c, Rlock__V1__Request *req,
-                                  struct rlk_call *call, uint32_t timeout_ms)
+enum rlock_err rlk_call_simple(struct rlock_client *c, Rlock__V1__Request *req,
+                               struct rlk_call *call, uint32_t timeout_ms)
 {
     enum rlock_err e = call_enter(c);
     if (e != RLOCK_OK)
@@ -216,15 +216,13 @@ static enum rlock_err call_simple(struct rlock_client *c, Rlock__V1__Request *re
 static enum rlock_err client_hello(struct rlock_client *c, const struct rlock_options *opts,
                                    uint32_t timeout_ms)
 {
-    Rlock__V1__Hello h = RLOCK__V1__HELLO__INIT;
-    h.client_name = (char *)(opts->client_name ? opts->client_name : "librlock");
-    h.protocol_version = WIRE_PROTOCOL_VERSION;
-    h.session_timeout_ms = opts->session_timeout_ms;
+    Rlock__V1__Hello h;
+    rlk_hello_fill(&h, opts);
     Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
     req.body_case = RLOCK__V1__REQUEST__BODY_HELLO;
     req.hello = &h;
     struct rlk_call call = {.kind = RLK_CALL_HELLO};
-    return call_simple(c, &req, &call, timeout_ms);
+    return rlk_call_simple(c, &req, &call, timeout_ms);
 }
 
 /*
@@ -439,7 +437,7 @@ RLOCK_API enum rlock_err rlock_ping(struct rlock_client *c, uint32_t timeout_ms,
     req.body_case = RLOCK__V1__REQUEST__BODY_PING;
     req.ping = &p;
     struct rlk_call call = {.kind = RLK_CALL_PING};
-    enum rlock_err e = call_simple(c, &req, &call, timeout_ms);
+    enum rlock_err e = rlk_call_simple(c, &req, &call, timeout_ms);
     if (e == RLOCK_OK && server_time_ms != NULL)
         *server_time_ms = call.server_time_ms;
     return e;
@@ -455,5 +453,5 @@ RLOCK_API enum rlock_err rlock_stats(struct rlock_client *c, uint32_t timeout_ms
     req.body_case = RLOCK__V1__REQUEST__BODY_STATS;
     req.stats = &s;
     struct rlk_call call = {.kind = RLK_CALL_STATS, .stats = out};
-    return call_simple(c, &req, &call, timeout_ms);
+    return rlk_call_simple(c, &req, &call, timeout_ms);
 }

@@ -41,6 +41,16 @@ struct rlock_client *rlk_client_new(const struct rlock_options *opts, enum rlk_m
     return c;
 }
 
+void rlk_hello_fill(Rlock__V1__Hello *h, const struct rlock_options *opts)
+{
+    rlock__v1__hello__init(h);
+    h->client_name = (char *)(opts->client_name ? opts->client_name : "librlock");
+    h->protocol_version = WIRE_PROTOCOL_VERSION;
+    h->session_timeout_ms = opts->session_timeout_ms;
+    if (opts->auth_token != NULL)
+        h->auth_token = (char *)opts->auth_token;
+}
+
 void rlk_client_free(struct rlock_client *c)
 {
     rlk_registry_remove(c);

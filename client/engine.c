@@ -421,9 +421,9 @@ static void forget_grant(struct rlock_client *c, const char *resource, const cha
 
 /* --- responses ------------------------------------------------------------------------ */
 
-static Rlock__V1__Response__BodyCase expected_body(enum rlk_call_kind kind)
+static Rlock__V1__Response__BodyCase expected_body(const struct rlk_call *call)
 {
-    switch (kind) {
+    switch (call->kind) {
     case RLK_CALL_HELLO: return RLOCK__V1__RESPONSE__BODY_HELLO;
     case RLK_CALL_ACQUIRE: return RLOCK__V1__RESPONSE__BODY_ACQUIRE;
     case RLK_CALL_RELEASE:
@@ -433,6 +433,7 @@ static Rlock__V1__Response__BodyCase expected_body(enum rlk_call_kind kind)
     case RLK_CALL_KEEPALIVE: return RLOCK__V1__RESPONSE__BODY_PING;
     case RLK_CALL_STATS: return RLOCK__V1__RESPONSE__BODY_STATS;
     case RLK_CALL_CANCEL: return RLOCK__V1__RESPONSE__BODY_CANCEL;
+    case RLK_CALL_KEEP: return call->keep_body;
     }
     return RLOCK__V1__RESPONSE__BODY__NOT_SET;
 }
@@ -473,11 +474,11 @@ static void copy_stats(struct rlock_stats *out, const Rlock__V1__StatsReply *r)
 }
 
 /* The library's error for a response's status (with its detail); RLOCK_OK for OK. */
-static enum rlock_err status_error(const Rlock__V1__Response *r, enum rlk_call_kind kind,
+static enum rlock_err status_error(const Rlock__V1__Response *r, const struct rlk_call *call,
                                    struct rlock_error *detail)
 {
     int status = (int)r->status;
-    if (status < 0 || status > RLOCK__V1__STATUS__STATUS_ALREADY_HELD) {
+    if (status < 0 || status > RLOCK__V1__STATUS__STATUS_NOT_FOUND) {
         rlk_error_set(detail, RLOCK_ERR_PROTOCOL, 0, "unknown status %d from the daemon",
                       status);
         return RLOCK_ERR_PROTOCOL;
@@ -488,7 +489,7 @@ static enum rlock_err status_error(const Rlock__V1__Response *r, enum rlk_call_k
         rlk_error_set(detail, e, r->retry_after_ms, "%s: %s", wire_status_name(status), text);
         return e;
     }
-    if (r->body_case != expected_body(kind)) {
+    if (r->body_case != expected_body(call)) {
         rlk_error_set(detail, RLOCK_ERR_PROTOCOL, 0,
                       "the daemon answered with the wrong reply body");
         return RLOCK_ERR_PROTOCOL;
@@ -506,6 +507,23 @@ static void take_cancelled(struct rlock_client *c, struct rlk_call *call,
         forget_grant(c, rlk_handle_resource(call->handle), r->acquire->token);
     rlk_eng_complete_err(c, call, RLOCK_ERR_CANCELLED, "acquire cancelled");
     held_release(c); /* after the release of the racing grant, never before it */
+}
+
+/*
+ * Keep r for the caller of call, packed: the unpacked message belongs to this
+ * frame's allocator, and the caller reads it (and runs its visitors) on its
+ * own thread, after this one has moved on.
+ */
+static enum rlock_err keep_response(struct rlk_call *call, const Rlock__V1__Response *r)
+{
+    size_t len = rlock__v1__response__get_packed_size(r);
+    call->kept = malloc(len > 0 ? len : 1);
+    if (call->kept == NULL) {
+        rlk_error_set(&call->detail, RLOCK_ERR_NOMEM, 0, "out of memory keeping a reply");
+        return RLOCK_ERR_NOMEM;
+    }
+    call->kept_len = rlock__v1__response__pack(r, call->kept);
+    return RLOCK_OK;
 }
 
 /* Act on an OK answer of call; returns the call's final error. */
@@ -547,6 +565,8 @@ static enum rlock_err take_ok(struct rlock_client *c, struct rlk_call *call,
         if (call->stats != NULL)
             copy_stats(call->stats, r->stats);
         return RLOCK_OK;
+    case RLK_CALL_KEEP:
+        return keep_response(call, r);
     case RLK_CALL_CANCEL:
     case RLK_CALL_FORGET:
         return RLOCK_OK;
@@ -576,7 +596,7 @@ static void take_response(struct rlock_client *c, const Rlock__V1__Response *r)
         take_cancelled(c, call, r);
         return;
     }
-    enum rlock_err e = status_error(r, call->kind, &call->detail);
+    enum rlock_err e = status_error(r, call, &call->detail);
     if (e == RLOCK_OK)
         e = take_ok(c, call, r);
     else if (e == RLOCK_ERR_NOT_HELD &&

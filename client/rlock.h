@@ -70,21 +70,22 @@ extern "C" {
 #define RLOCK_DEFAULT_TIMEOUT_MS 5000u
 #define RLOCK_DEFAULT_ADDRESS "127.0.0.1:7483"
 
-/* Results. Values 1..12 mirror the daemon's status codes (docs/protocol.md). */
+/* Results. Values 1..13 mirror the daemon's status codes (docs/protocol.md). */
 enum rlock_err {
     RLOCK_OK = 0,
     RLOCK_ERR_NOT_ACQUIRED = 1,      /* try-acquire: held by another owner */
     RLOCK_ERR_TIMEOUT = 2,           /* the wait expired */
     RLOCK_ERR_NOT_HELD = 3,          /* release/extend of a lock not held */
     RLOCK_ERR_INVALID = 4,           /* the daemon refused a field */
-    RLOCK_ERR_UNAUTHENTICATED = 5,
-    RLOCK_ERR_PERMISSION_DENIED = 6,
+    RLOCK_ERR_UNAUTHENTICATED = 5,   /* connect: the daemon wants a valid auth_token */
+    RLOCK_ERR_PERMISSION_DENIED = 6, /* an operator's request from a client without the admin role */
     RLOCK_ERR_LIMIT_EXCEEDED = 7,    /* a daemon limit; try again later */
     RLOCK_ERR_UNAVAILABLE = 8,       /* the daemon cannot reach Redis; retry later */
     RLOCK_ERR_SHUTTING_DOWN = 9,
     RLOCK_ERR_INTERNAL = 10,
     RLOCK_ERR_CANCELLED = 11,        /* the acquire was cancelled (rlock_cancel) */
     RLOCK_ERR_ALREADY_HELD = 12,     /* no_reentry: this owner holds the lock already */
+    RLOCK_ERR_NOT_FOUND = 13,        /* rlock_kill_session: no such session */
     RLOCK_ERR_ARG = 100,             /* bad argument to a library call */
     RLOCK_ERR_NOMEM = 101,
     RLOCK_ERR_CONNECT = 102,         /* could not connect or say Hello */
@@ -138,6 +139,8 @@ struct rlock_options {
     uint32_t connect_timeout_ms;  /* 0 = RLOCK_DEFAULT_TIMEOUT_MS */
     rlock_lost_fn on_lost;        /* may be NULL */
     void *on_lost_arg;
+    const char *auth_token;       /* sent in Hello when the daemon requires tokens; NULL = none.
+                                     Copied: need not outlive rlock_connect */
 };
 
 /* The owner bit the library sets on thread owners; explicit owners stay below it. */
@@ -303,6 +306,168 @@ enum rlock_err rlock_ping(struct rlock_client *c, uint32_t timeout_ms, uint64_t 
 
 /* Daemon-wide counters. */
 enum rlock_err rlock_stats(struct rlock_client *c, uint32_t timeout_ms, struct rlock_stats *out);
+
+/* --- operators' requests ------------------------------------------------------ */
+/*
+ * Views and actions for operators (rlockctl sessions, locks, release --force,
+ * kill-session, info). When the daemon has auth tokens they need a client
+ * connected with an admin token, else RLOCK_ERR_PERMISSION_DENIED; without,
+ * any client may send them. Blocking clients only (an asynchronous client
+ * gets RLOCK_ERR_ARG).
+ *
+ * Listings come in pages of at most limit entries (0 = the daemon's default,
+ * 100; at most RLOCK_LIST_LIMIT_MAX), and the daemon may return fewer, even
+ * none, before the end. Pass NULL or "" as cursor for the first page, then
+ * the next_cursor the previous call returned, until it comes back "". A
+ * session or lock that exists from the first page to the last is listed once
+ * (docs/protocol.md says when a lock may show twice); what comes or goes
+ * meanwhile may or may not be.
+ */
+
+/* Room for a cursor, its NUL included. */
+#define RLOCK_CURSOR_BYTES 64
+#define RLOCK_LIST_LIMIT_MAX 1000u
+
+enum rlock_session_state {
+    RLOCK_SESSION_ACCEPTED = 0, /* connected, no Hello yet */
+    RLOCK_SESSION_ACTIVE = 1,
+};
+
+/* What a session may do, as its Hello's token decided. */
+enum rlock_role {
+    RLOCK_ROLE_OPEN = 0,   /* the daemon had no tokens: everything */
+    RLOCK_ROLE_CLIENT = 1, /* no operators' requests */
+    RLOCK_ROLE_ADMIN = 2,
+    RLOCK_ROLE_NONE = 3,   /* not authenticated yet (before Hello) */
+};
+
+/* One session of the daemon; strings valid during the visit only. */
+struct rlock_session_entry {
+    const char *id;
+    const char *client_name;
+    const char *peer;              /* "IP:PORT", or "unix" */
+    enum rlock_session_state state;
+    enum rlock_role role;          /* RLOCK_ROLE_NONE before Hello */
+    uint64_t connected_at_ms;      /* the daemon's wall clock, ms since the epoch */
+    uint64_t idle_ms;              /* since its last frame reached the daemon */
+    uint32_t locks_held;
+    uint32_t waiting;              /* its acquires queued for a lock */
+    uint32_t in_flight;            /* its requests in progress, waiting ones included */
+    uint32_t requested_timeout_ms; /* as asked in its Hello (0 = the default) */
+    uint32_t timeout_ms;           /* effective; 0 before Hello */
+};
+
+/* One lock held through the daemon; strings valid during the visit only. */
+struct rlock_lock_entry {
+    const char *resource;
+    const char *session_id;  /* the holder */
+    const char *client_name;
+    uint64_t owner;
+    uint64_t fence;
+    const char *token;       /* the value of its key in Redis */
+    uint64_t acquired_at_ms; /* the daemon's wall clock at the grant */
+    uint32_t ttl_ms;
+    uint32_t ttl_left_ms;    /* validity left, as the daemon counts it */
+    int watchdog;            /* renewed by the daemon */
+    uint32_t hold_count;
+    uint32_t waiters;        /* acquires of this daemon queued on the resource */
+};
+
+/* Which locks to list; NULL or empty members match everything. */
+struct rlock_lock_filter {
+    const char *prefix;     /* resource names starting with these bytes */
+    const char *session_id; /* locks of this session */
+};
+
+/*
+ * Visitors of a page, called on the calling thread, in the daemon's order,
+ * before the listing call returns; they may call the library. A non-zero
+ * return skips the rest of the page (next_cursor is still that of the page).
+ */
+typedef int (*rlock_session_visit_fn)(const struct rlock_session_entry *e, void *arg);
+typedef int (*rlock_lock_visit_fn)(const struct rlock_lock_entry *e, void *arg);
+
+/*
+ * One page of the daemon's sessions, in the order they connected: visit
+ * (may be NULL) is called for each, and the cursor of the next page is
+ * copied to next_cursor (len >= RLOCK_CURSOR_BYTES; "" after the last page).
+ */
+enum rlock_err rlock_list_sessions(struct rlock_client *c, const char *cursor, uint32_t limit,
+                                   rlock_session_visit_fn visit, void *arg, char *next_cursor,
+                                   size_t len, uint32_t timeout_ms);
+
+/* One page of the locks held through the daemon that match filter (may be NULL); as above. */
+enum rlock_err rlock_list_locks(struct rlock_client *c, const struct rlock_lock_filter *filter,
+                                const char *cursor, uint32_t limit, rlock_lock_visit_fn visit,
+                                void *arg, char *next_cursor, size_t len, uint32_t timeout_ms);
+
+/* Whose lock rlock_force_release took away. */
+struct rlock_forced {
+    char session_id[64];
+    char client_name[136];
+    uint64_t owner;
+    uint64_t fence;
+    uint32_t waiters; /* acquires of this daemon queued on the resource */
+};
+
+/*
+ * Take resource away from the session of this daemon that holds it: that
+ * session gets the loss (RLOCK_LOST_FORCED), the key is deleted at once and
+ * the first waiter of this daemon tries at once. RLOCK_ERR_NOT_HELD when no
+ * session of this daemon holds it (another daemon or application may).
+ * out (may be NULL) says whose lock it was.
+ */
+enum rlock_err rlock_force_release(struct rlock_client *c, const char *resource,
+                                   uint32_t timeout_ms, struct rlock_forced *out);
+
+/*
+ * End the daemon's session session_id (it may be c's own): it is told
+ * (SessionClosing), its locks are released at once and its connection
+ * closed. RLOCK_ERR_NOT_FOUND when there is no such session.
+ * locks_released (may be NULL) gets the number of locks it held.
+ */
+enum rlock_err rlock_kill_session(struct rlock_client *c, const char *session_id,
+                                  uint32_t timeout_ms, uint32_t *locks_released);
+
+/* The daemon's description (docs/protocol.md, ServerInfoReply). */
+struct rlock_server_info {
+    char server_version[64];
+    uint32_t protocol_version;
+    uint32_t pid;
+    uint64_t started_at_ms;          /* wall clock, ms since the epoch */
+    uint64_t uptime_ms;
+    char config_file[1024];          /* "" = started without -c */
+    char listen[1024];
+    char redis_address[1024];
+    uint32_t redis_database;
+    char key_prefix[136];
+    int redis_up;
+    uint32_t redis_connections;
+    uint32_t redis_connections_ready;
+    uint64_t sessions;
+    uint64_t held_locks;
+    uint64_t waiters;
+    uint32_t max_sessions;
+    uint32_t max_locks;
+    uint32_t max_locks_per_session;
+    uint32_t max_waiters;
+    uint32_t max_frame_bytes;
+    uint32_t max_resource_bytes;
+    uint32_t default_ttl_ms;
+    uint32_t min_ttl_ms;
+    uint32_t max_ttl_ms;
+    uint32_t max_wait_ms;
+    uint32_t session_timeout_ms;
+    uint32_t min_session_timeout_ms;
+    uint32_t max_session_timeout_ms;
+    int auth;                        /* clients need a token */
+    uint32_t admin_tokens;
+    uint32_t client_tokens;
+    uint64_t auth_failures;          /* Hellos refused for their token */
+    uint64_t permission_denied;      /* operators' requests refused */
+};
+enum rlock_err rlock_server_info(struct rlock_client *c, uint32_t timeout_ms,
+                                 struct rlock_server_info *out);
 
 /* --- errors and names -------------------------------------------------------- */
 

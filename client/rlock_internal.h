@@ -7,6 +7,8 @@
  *               keepalives and end; single-threaded (c->mu held)
  *   locks.c     lock objects and handles: grants, releases, losses, getters
  *   blocking.c  the blocking API, a thin layer over the engine
+ *   admin.c     the operators' requests (blocking), their replies unpacked by
+ *               the calling thread
  *   async.c     the asynchronous API, the engine driven by the application
  *   reactor.c   the process's two threads: socket I/O + keepalives for every
  *               blocking client, and the callback thread; fork handling
@@ -70,6 +72,8 @@ enum rlk_call_kind {
     RLK_CALL_KEEPALIVE, /* the engine's own Ping: its valid_ms vouches for watchdog locks */
     RLK_CALL_CANCEL,    /* the engine's own Cancel: the answer is not needed */
     RLK_CALL_FORGET,    /* the engine's own Release of a grant nobody wanted */
+    RLK_CALL_KEEP,      /* an operator's request: the OK response is kept, packed, in
+                           call->kept for the caller to unpack on its own thread */
 };
 
 /* Bits of rlk_call.state, the futex word a blocking caller sleeps on. */
@@ -108,6 +112,9 @@ struct rlk_call {
     uint32_t ttl_ms;
     uint64_t server_time_ms;
     struct rlock_stats *stats; /* stats: filled in on completion */
+    Rlock__V1__Response__BodyCase keep_body; /* keep: the reply body expected */
+    uint8_t *kept;            /* keep: the packed Response (malloc'd; the caller frees it) */
+    size_t kept_len;
 };
 
 /* A lost lock to report to the application (callback and lost fd). */
@@ -359,6 +366,14 @@ uint32_t rlk_lock_keepalive_need(const struct rlock_client *c);
 
 /* --- blocking.c / async.c ------------------------------------------------------------ */
 
+/*
+ * Blocking clients: submit req as call and wait for its completion (at most
+ * timeout_ms; 0 = the default). Returns its result, with the thread's error
+ * detail set on failure.
+ */
+enum rlock_err rlk_call_simple(struct rlock_client *c, Rlock__V1__Request *req,
+                               struct rlk_call *call, uint32_t timeout_ms);
+
 /* Lock c->mu. */
 void rlk_lock_client(struct rlock_client *c);
 /*
@@ -367,6 +382,8 @@ void rlk_lock_client(struct rlock_client *c);
  * leave them, with owned completions, for rlock_async_process (async ones).
  */
 void rlk_unlock_client(struct rlock_client *c);
+/* The Hello a client with opts sends (its strings point into opts). */
+void rlk_hello_fill(Rlock__V1__Hello *h, const struct rlock_options *opts);
 /* A new client of mode with opts (registered for fork handling); NULL when out of memory. */
 struct rlock_client *rlk_client_new(const struct rlock_options *opts, enum rlk_mode mode);
 /* Run an asynchronous client's completed calls and notes, taken from it (mu not held). */

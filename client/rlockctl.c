@@ -1,9 +1,10 @@
 /*
- * rlockctl.c — the command-line client of rlockd: global options, the table
- * of subcommands, and the small ones (ping, stats). `run` lives in
- * rlockctl_run.c.
+ * rlockctl.c — the command-line client of rlockd: global options, the auth
+ * token, the table of subcommands, and the small ones (ping, stats). `run`
+ * lives in rlockctl_run.c, the operators' views in rlockctl_admin.c.
  */
 #include "rlockctl.h"
+#include "rlockctl_out.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <protobuf-c/protobuf-c.h>
@@ -26,10 +28,14 @@
 #define CTL_EXIT_CODES(X)                                                                     \
     X("0", "success (run: the command's own exit status; 128+N if killed by signal N)")       \
     X("64", "usage error, or the daemon refused an argument as invalid")                      \
+    X("66", "release --force: no session of the daemon holds the resource; kill-session:") \
+    X("", "no such session")                                                                  \
     X("69", "cannot connect, or the daemon is unavailable, shutting down or not answering")   \
     X("70", "any other failure")                                                              \
     X("75", "lock not acquired: held elsewhere, --wait ran out, or a daemon limit was")       \
     X("", "reached (too many locks on the session or waiters on the resource)")               \
+    X("77", "the daemon refused the auth token (missing or wrong), or the command needs")    \
+    X("", "an admin token")                                                                   \
     X("79", "run: the lock was lost before the job was over (it was stopped), or before")     \
     X("", "the command started (it was not started)")                                         \
     X("126", "run: the command could not be executed")                                        \
@@ -57,6 +63,11 @@ int ctl_exit_code(enum rlock_err e)
     case RLOCK_ERR_ARG:
     case RLOCK_ERR_INVALID:
         return EX_USAGE;
+    case RLOCK_ERR_NOT_FOUND:
+        return EX_NOINPUT;
+    case RLOCK_ERR_UNAUTHENTICATED:
+    case RLOCK_ERR_PERMISSION_DENIED:
+        return EX_NOPERM;
     case RLOCK_ERR_CONNECT:
     case RLOCK_ERR_UNAVAILABLE:
     case RLOCK_ERR_SHUTTING_DOWN:
@@ -68,11 +79,61 @@ int ctl_exit_code(enum rlock_err e)
     }
 }
 
+/* Longest token read from a token file (the daemon accepts 256 characters). */
+#define CTL_TOKEN_MAX 256
+
+/*
+ * The token in the file at path: its first line that is neither blank nor a
+ * comment ('#'), either the token alone or "ROLE TOKEN" as in the daemon's
+ * own token file. 0, or -1 after printing why (never the token).
+ */
+static int read_token(const char *path, char *tok, size_t len)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL) {
+        ctl_err("--token-file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && (st.st_mode & (S_IROTH | S_IWOTH)) != 0)
+        ctl_err("warning: token file %s can be read or written by others", path);
+    char line[CTL_TOKEN_MAX + 64];
+    int rc = -1, lineno = 0, found = 0;
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+        lineno++;
+        int whole = strchr(line, '\n') != NULL || feof(f);
+        char *words[3], *save = NULL;
+        int nwords = 0;
+        for (char *w = strtok_r(line, " \t\r\n", &save); w != NULL && nwords < 3;
+             w = strtok_r(NULL, " \t\r\n", &save))
+            words[nwords++] = w;
+        if (whole && (nwords == 0 || words[0][0] == '#'))
+            continue;
+        found = 1;
+        if (!whole || nwords > 2 || strlen(words[nwords - 1]) >= len)
+            ctl_err("--token-file %s: line %d: expected TOKEN or ROLE TOKEN", path, lineno);
+        else
+            rc = snprintf(tok, len, "%s", words[nwords - 1]) > 0 ? 0 : -1;
+    }
+    if (!found)
+        ctl_err("--token-file %s: no token in the file", path);
+    memset(line, 0, sizeof line);
+    fclose(f);
+    return rc;
+}
+
 int ctl_connect(const struct ctl *ctl, struct rlock_options *opts, struct rlock_client **out)
 {
-    char err[512];
+    char err[512], token[CTL_TOKEN_MAX + 1] = "";
     opts->connect_timeout_ms = ctl->timeout_ms;
+    if (ctl->token_file != NULL) {
+        if (read_token(ctl->token_file, token, sizeof token) < 0)
+            return EX_NOPERM;
+        opts->auth_token = token;
+    }
     enum rlock_err e = rlock_connect(ctl->server, opts, out, err, sizeof err);
+    memset(token, 0, sizeof token);
+    opts->auth_token = NULL;
     if (e == RLOCK_OK)
         return 0;
     ctl_err("%s", err);
@@ -98,6 +159,9 @@ static int ctl_global_option(struct ctl *ctl, int ch, const char *arg)
         return 1;
     case 't':
         return ctl_duration("--timeout", arg, &ctl->timeout_ms) < 0 ? -1 : 1;
+    case CTL_OPT_TOKEN_FILE:
+        ctl->token_file = arg;
+        return 1;
     default:
         return 0;
     }
@@ -238,18 +302,9 @@ static int cmd_ping(struct ctl *ctl, int argc, char **argv)
     X(NUM, uptime_ms)                                                                         \
     X(STR, server_version)
 
-enum stat_kind { STAT_NUM, STAT_BOOL, STAT_STR };
-
-struct stat_row {
-    const char *name;
-    enum stat_kind kind;
-    uint64_t num;
-    const char *str;
-};
-
-#define STAT_ROW_NUM(f) {#f, STAT_NUM, (uint64_t)s->f, NULL},
-#define STAT_ROW_BOOL(f) {#f, STAT_BOOL, (uint64_t)(s->f != 0), NULL},
-#define STAT_ROW_STR(f) {#f, STAT_STR, 0, s->f},
+#define STAT_ROW_NUM(f) {#f, CTL_FIELD_NUM, (uint64_t)s->f, NULL},
+#define STAT_ROW_BOOL(f) {#f, CTL_FIELD_BOOL, (uint64_t)(s->f != 0), NULL},
+#define STAT_ROW_STR(f) {#f, CTL_FIELD_STR, 0, s->f},
 #define STAT_ROW(kind, f) STAT_ROW_##kind(f)
 
 static void stats_usage(FILE *f)
@@ -262,49 +317,10 @@ static void stats_usage(FILE *f)
                "  -h, --help          show this help\n" CTL_GLOBAL_HELP);
 }
 
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
-
 static void stats_print(const struct rlock_stats *s, int json)
 {
-    const struct stat_row rows[] = {CTL_STATS_FIELDS(STAT_ROW)};
-    size_t n = sizeof rows / sizeof rows[0];
-    int width = 0;
-    for (size_t i = 0; i < n; i++) {
-        int w = (int)strlen(rows[i].name);
-        width = w > width ? w : width;
-    }
-    if (json)
-        printf("{\n");
-    for (size_t i = 0; i < n; i++) {
-        const struct stat_row *r = &rows[i];
-        if (json)
-            printf("  \"%s\": ", r->name);
-        else
-            printf("%-*s  ", width, r->name);
-        if (r->kind == STAT_NUM)
-            printf("%" PRIu64, r->num);
-        else if (r->kind == STAT_BOOL)
-            printf("%s", json ? (r->num ? "true" : "false") : (r->num ? "yes" : "no"));
-        else if (json)
-            json_string(r->str);
-        else
-            printf("%s", r->str);
-        printf("%s\n", json && i + 1 < n ? "," : "");
-    }
-    if (json)
-        printf("}\n");
+    const struct ctl_field rows[] = {CTL_STATS_FIELDS(STAT_ROW)};
+    ctl_print_fields(rows, sizeof rows / sizeof rows[0], json);
 }
 
 static int cmd_stats(struct ctl *ctl, int argc, char **argv)
@@ -363,6 +379,11 @@ static const struct ctl_cmd {
     {"run", ctl_run, "run a command while holding a lock (a distributed flock)"},
     {"ping", cmd_ping, "time round trips to the daemon"},
     {"stats", cmd_stats, "print the daemon's counters"},
+    {"info", ctl_info, "describe the daemon: version, configuration, Redis, limits"},
+    {"sessions", ctl_sessions, "list the daemon's sessions"},
+    {"locks", ctl_locks, "list the locks held through the daemon"},
+    {"release", ctl_release, "release --force: take a lock away from its holder"},
+    {"kill-session", ctl_kill_session, "end a session of the daemon, releasing its locks"},
 };
 
 #define CTL_NCMDS (sizeof ctl_cmds / sizeof ctl_cmds[0])
@@ -379,13 +400,15 @@ static void usage(FILE *f)
             "  -s, --server ADDR   daemon address, HOST:PORT or unix:/path\n"
             "                      (default: $RLOCK_SERVER, else %s)\n"
             "  -t, --timeout D     longest wait for each answer of the daemon (default 5s)\n"
+            "      --token-file F  file holding the auth token, for a daemon that requires\n"
+            "                      one (default: $RLOCK_TOKEN_FILE, else none)\n"
             "  -h, --help          show this help\n"
             "  -V, --version       show the versions of rlockctl and its libraries\n"
             "\n"
             "Commands:\n",
             RLOCK_DEFAULT_ADDRESS);
     for (size_t i = 0; i < CTL_NCMDS; i++)
-        fprintf(f, "  %-8s  %s\n", ctl_cmds[i].name, ctl_cmds[i].summary);
+        fprintf(f, "  %-12s  %s\n", ctl_cmds[i].name, ctl_cmds[i].summary);
     fprintf(f, "\n'rlockctl COMMAND --help' shows the options of a command.\n"
                "Durations are seconds, or a number with a unit: 250ms, 10s, 5m, 1h.\n"
                "\n"
@@ -406,14 +429,17 @@ int main(int argc, char **argv)
     static const struct option longopts[] = {
         {"server", required_argument, NULL, 's'},
         {"timeout", required_argument, NULL, 't'},
+        {"token-file", required_argument, NULL, CTL_OPT_TOKEN_FILE},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     const char *env = getenv("RLOCK_SERVER");
+    const char *token_env = getenv("RLOCK_TOKEN_FILE");
     struct ctl ctl = {
         .server = env != NULL && env[0] ? env : RLOCK_DEFAULT_ADDRESS,
         .timeout_ms = RLOCK_DEFAULT_TIMEOUT_MS,
+        .token_file = token_env != NULL && token_env[0] ? token_env : NULL,
     };
     opterr = 0;
     int ch;
@@ -421,6 +447,7 @@ int main(int argc, char **argv)
         switch (ch) {
         case 's':
         case 't':
+        case CTL_OPT_TOKEN_FILE:
             if (ctl_global_option(&ctl, ch, optarg) < 0)
                 return EX_USAGE;
             break;

@@ -18,15 +18,17 @@
 
 /* Options given before the subcommand. */
 struct ctl {
-    const char *server;   /* --server, $RLOCK_SERVER or RLOCK_DEFAULT_ADDRESS */
-    uint32_t timeout_ms;  /* --timeout: per call and for connecting */
+    const char *server;     /* --server, $RLOCK_SERVER or RLOCK_DEFAULT_ADDRESS */
+    uint32_t timeout_ms;    /* --timeout: per call and for connecting */
+    const char *token_file; /* --token-file or $RLOCK_TOKEN_FILE; NULL = no token */
 };
 
 /* "rlockctl: " + message + newline on stderr. */
 void ctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /*
- * Connect to ctl->server with opts (the connect timeout is taken from ctl).
- * Returns 0, or the exit code after printing why.
+ * Connect to ctl->server with opts (the connect timeout is taken from ctl, the
+ * auth token from ctl->token_file). Returns 0, or the exit code after
+ * printing why.
  */
 int ctl_connect(const struct ctl *ctl, struct rlock_options *opts, struct rlock_client **out);
 /* The exit code for a failed library call. */
@@ -41,12 +43,16 @@ int ctl_duration(const char *opt, const char *s, uint32_t *out_ms);
  * ctl_other_option.
  */
 #define CTL_GLOBAL_LONGOPTS                                                                   \
-    {"server", required_argument, NULL, 's'}, {"timeout", required_argument, NULL, 't'}
+    {"server", required_argument, NULL, 's'}, {"timeout", required_argument, NULL, 't'},      \
+        {"token-file", required_argument, NULL, CTL_OPT_TOKEN_FILE}
 #define CTL_GLOBAL_SHORTOPTS "s:t:"
+/* getopt_long's value for --token-file (above any char and any subcommand's own values). */
+#define CTL_OPT_TOKEN_FILE 0x200
 /* Their lines in each subcommand's --help. */
 #define CTL_GLOBAL_HELP                                                                       \
     "  -s, --server ADDR   daemon address (see rlockctl --help)\n"                              \
-    "  -t, --timeout D     longest wait for each answer of the daemon (default 5s)\n"
+    "  -t, --timeout D     longest wait for each answer of the daemon (default 5s)\n"           \
+    "      --token-file F  file holding the auth token (default $RLOCK_TOKEN_FILE)\n"
 /*
  * Apply a global option, or report an unknown option / missing value for
  * subcommand cmd. Returns 0 to go on, else EX_USAGE (after printing why).
@@ -55,5 +61,11 @@ int ctl_other_option(struct ctl *ctl, const char *cmd, int ch, char *const argv[
 
 /* Subcommands: argv[0] is the subcommand's name; each returns the exit code. */
 int ctl_run(struct ctl *ctl, int argc, char **argv);
+/* The operators' views and actions (rlockctl_admin.c). */
+int ctl_sessions(struct ctl *ctl, int argc, char **argv);
+int ctl_locks(struct ctl *ctl, int argc, char **argv);
+int ctl_release(struct ctl *ctl, int argc, char **argv);
+int ctl_kill_session(struct ctl *ctl, int argc, char **argv);
+int ctl_info(struct ctl *ctl, int argc, char **argv);
 
 #endif

@@ -33,6 +33,7 @@
 
 #include <ini.h>
 
+#include "auth.h"
 #include "duration.h"
 #include "log.h"
 
@@ -243,6 +244,7 @@ void config_free(struct config *c)
     for (size_t i = 0; i < KEY_COUNT; i++)
         if (config_keys[i].type == CONFIG_STRING)
             free(*FIELD_PTR(c, &config_keys[i], char *));
+    auth_tokens_free(c->auth);
     free(c);
 }
 
@@ -497,6 +499,29 @@ static int validate(struct config_report *r, const struct config *c)
     return r->errors == before ? 0 : -1;
 }
 
+/*
+ * Read the [auth] tokens into c->auth (left NULL when there are none): the
+ * inline ones, then those of token_file. Problems name the entry or the
+ * file's line, never the token.
+ */
+static void load_tokens(struct config_report *r, struct config *c)
+{
+    char why[320];
+    if (c->auth_inline[0] != '\0' && !key_refused(r, KEY_auth_inline) &&
+        auth_tokens_parse(&c->auth, c->auth_inline, strlen(c->auth_inline), 1, why,
+                          sizeof why) < 0)
+        report(r, key_line(r, KEY_auth_inline), &config_keys[KEY_auth_inline], "%s", why);
+    if (c->auth_token_file[0] == '\0' || key_refused(r, KEY_auth_token_file))
+        return;
+    size_t before = c->auth != NULL ? c->auth->n : 0;
+    if (auth_tokens_load_file(&c->auth, c->auth_token_file, why, sizeof why) < 0)
+        report(r, key_line(r, KEY_auth_token_file), &config_keys[KEY_auth_token_file],
+               "%s: %s", c->auth_token_file, why);
+    else if ((c->auth != NULL ? c->auth->n : 0) == before)
+        report(r, key_line(r, KEY_auth_token_file), &config_keys[KEY_auth_token_file],
+               "%s: no token in the file", c->auth_token_file);
+}
+
 int config_validate(const struct config *c, const char *origin, FILE *err)
 {
     struct config_report r = {origin, NULL, NULL, err, 0};
@@ -666,6 +691,7 @@ struct config *config_load(const char *path, FILE *err)
     else if (rc < 0)
         report(&l.report, 0, NULL, "cannot parse (error %d)", rc);
     validate(&l.report, l.c);
+    load_tokens(&l.report, l.c);
     if (l.report.errors == 0) {
         result = l.c;
         l.c = NULL;

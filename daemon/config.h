@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+struct auth_tokens;
+
 enum config_type {
     CONFIG_STRING,   /* char *, malloc'd */
     CONFIG_UINT,     /* uint32_t, bounded by min/max */
@@ -84,7 +86,7 @@ enum config_type {
     X("limits", "max_waiters", CONFIG_UINT, max_waiters_per_resource, "4096", 1, 1000000, 1, 0,  \
       "Waiters queued on one resource at once")                                                \
     X("limits", "max_locks", CONFIG_UINT, max_locks, "1000000", 1, 100000000, 1, 0,             \
-      "Locks held and awaited in the whole daemon at once; beyond it acquires get "            \
+      "Locks held, awaited or being tried in the whole daemon at once; beyond it acquires get "\
       "LIMIT_EXCEEDED")                                                                        \
     X("limits", "max_hold", CONFIG_DURATION, max_hold_ms, "0", 0, 86400000, 1, 0,                \
       "Longest a lock may be held before it is lost (MAX_HOLD) even while renewed; "           \
@@ -97,6 +99,12 @@ enum config_type {
     X("metrics", "listen", CONFIG_STRING, metrics_listen, "127.0.0.1:9483", 0, 1024, 1, 0,       \
       "HTTP endpoint for /metrics, /healthz and /readyz: HOST:PORT (numeric) or unix:/path; "  \
       "empty = off")                                                                           \
+    X("auth", "token_file", CONFIG_STRING, auth_token_file, "", 0, 1024, 1, 0,                  \
+      "File of client tokens, one per line: admin TOKEN or client TOKEN; others must not be "   \
+      "able to read it. Empty = none")                                                          \
+    X("auth", "tokens", CONFIG_STRING, auth_inline, "", 0, 1024, 1, 1,                          \
+      "Tokens written here, comma-separated ROLE TOKEN entries (prefer token_file). With no "   \
+      "token at all, clients need none and every session may send admin requests")              \
     X("log", "level", CONFIG_LOGLEVEL, log_level, "info", 0, 0, 1, 0,                           \
       "error, warn, info or debug")
 
@@ -133,7 +141,12 @@ struct config {
     uint32_t lock_delay_ms;
     uint32_t max_lock_delay_ms;
     char *metrics_listen;
+    char *auth_token_file;
+    char *auth_inline;
     int log_level;
+    /* Not a key: the tokens of auth_token_file and auth_inline, read by config_load
+     * (NULL: authentication is off). Owned by the config. */
+    struct auth_tokens *auth;
 };
 
 /* A config holding every default. NULL when out of memory. */
@@ -143,7 +156,8 @@ struct config *config_defaults(void);
  * Read path over the defaults. On error returns NULL and writes one line per
  * problem to err, each naming file and line ("rlockd.conf:12: session.timeout:
  * not a duration"): unknown sections or keys, bad values, out-of-range
- * numbers, over-long lines, and cross-field conflicts (min > max, ...).
+ * numbers, over-long lines, and cross-field conflicts (min > max, ...). The
+ * tokens of [auth] (inline and token_file) are read too, into c->auth.
  */
 struct config *config_load(const char *path, FILE *err);
 

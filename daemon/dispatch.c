@@ -5,6 +5,8 @@
  * of its own), checked, and looked up in the op table by its oneof case.
  * A frame that does not decode closes its connection after an error reply;
  * a decodable request with a bad field gets INVALID and the session goes on.
+ * Hello decides the session's role (auth.h); operations marked admin in the
+ * table are refused (PERMISSION_DENIED) to sessions that may not send them.
  */
 #include "dispatch.h"
 
@@ -12,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin.h"
+#include "auth.h"
 #include "config.h"
 #include "lock.h"
 #include "log.h"
@@ -53,6 +57,28 @@ const char *dispatch_hello_check(const Rlock__V1__Hello *h, char *buf, size_t le
     return NULL;
 }
 
+/*
+ * Give s its role from the Hello's token: open when the daemon has no tokens.
+ * 0, or -1 (counted, logged without the token) when the token is missing or
+ * matches none.
+ */
+static int hello_authenticate(struct session *s, const Rlock__V1__Hello *h)
+{
+    const struct auth_tokens *tokens = s->srv->cfg->auth;
+    if (tokens == NULL) {
+        s->role = AUTH_ROLE_OPEN;
+        return 0;
+    }
+    size_t len = strlen(h->auth_token);
+    s->role = auth_check(tokens, h->auth_token, len);
+    if (s->role != AUTH_ROLE_NONE)
+        return 0;
+    s->srv->ctr.auth_failures++;
+    log_warn("session %s (%s, %s): authentication failed: %s", s->id, s->peer,
+             s->name[0] ? s->name : "-", len == 0 ? "no token" : "wrong token");
+    return -1;
+}
+
 static void op_hello(struct session *s, const Rlock__V1__Request *req)
 {
     const Rlock__V1__Hello *h = req->hello;
@@ -73,6 +99,14 @@ static void op_hello(struct session *s, const Rlock__V1__Request *req)
         return;
     }
     snprintf(s->name, sizeof s->name, "%s", h->client_name);
+    if (hello_authenticate(s, h) != 0) {
+        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_UNAUTHENTICATED,
+                      h->auth_token[0] == '\0' ? "this daemon requires an auth token"
+                                                : "the auth token is not valid");
+        session_close(s, "authentication failed", 1);
+        return;
+    }
+    s->requested_timeout_ms = h->session_timeout_ms;
     uint32_t timeout = h->session_timeout_ms == 0
                            ? cfg->session_timeout_ms
                            : clamp_u32(h->session_timeout_ms, cfg->session_min_timeout_ms,
@@ -211,10 +245,36 @@ static void op_stats(struct session *s, const Rlock__V1__Request *req)
     free(sm.ptrs);
 }
 
-/* The op table, indexed by the Request's oneof case. */
+static void op_list_sessions(struct session *s, const Rlock__V1__Request *req)
+{
+    admin_list_sessions(s, req->id, req->list_sessions);
+}
+
+static void op_list_locks(struct session *s, const Rlock__V1__Request *req)
+{
+    admin_list_locks(s, req->id, req->list_locks);
+}
+
+static void op_force_release(struct session *s, const Rlock__V1__Request *req)
+{
+    admin_force_release(s, req->id, req->force_release);
+}
+
+static void op_kill_session(struct session *s, const Rlock__V1__Request *req)
+{
+    admin_kill_session(s, req->id, req->kill_session);
+}
+
+static void op_server_info(struct session *s, const Rlock__V1__Request *req)
+{
+    admin_server_info(s, req->id, req->server_info);
+}
+
+/* The op table, indexed by the Request's oneof case. admin: needs the admin role. */
 static const struct op {
     const char *name;
     op_fn *fn;
+    int admin;
 } ops[] = {
     [RLOCK__V1__REQUEST__BODY_HELLO] = {"hello", op_hello},
     [RLOCK__V1__REQUEST__BODY_ACQUIRE] = {"acquire", op_acquire},
@@ -224,6 +284,11 @@ static const struct op {
     [RLOCK__V1__REQUEST__BODY_STATS] = {"stats", op_stats},
     [RLOCK__V1__REQUEST__BODY_CANCEL] = {"cancel", op_cancel},
     [RLOCK__V1__REQUEST__BODY_GOODBYE] = {"goodbye", op_goodbye},
+    [RLOCK__V1__REQUEST__BODY_LIST_SESSIONS] = {"list_sessions", op_list_sessions, 1},
+    [RLOCK__V1__REQUEST__BODY_LIST_LOCKS] = {"list_locks", op_list_locks, 1},
+    [RLOCK__V1__REQUEST__BODY_FORCE_RELEASE] = {"force_release", op_force_release, 1},
+    [RLOCK__V1__REQUEST__BODY_KILL_SESSION] = {"kill_session", op_kill_session, 1},
+    [RLOCK__V1__REQUEST__BODY_SERVER_INFO] = {"server_info", op_server_info, 1},
 };
 
 const char *dispatch_op_name(int op)
@@ -252,6 +317,19 @@ const char *dispatch_check(const Rlock__V1__Request *req, size_t len)
     if ((size_t)req->body_case >= sizeof ops / sizeof ops[0] || ops[req->body_case].fn == NULL)
         return "unknown or missing operation";
     return NULL;
+}
+
+/* An admin operation from a session whose role does not allow it: refuse and count it. */
+static int admin_refused(struct session *s, const Rlock__V1__Request *req, const struct op *op)
+{
+    if (!op->admin || s->role == AUTH_ROLE_OPEN || s->role == AUTH_ROLE_ADMIN)
+        return 0;
+    s->srv->ctr.permission_denied++;
+    log_info("session %s (%s, %s): %s refused: not an admin session", s->id, s->peer,
+             s->name[0] ? s->name : "-", op->name);
+    respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_PERMISSION_DENIED,
+                  "this request needs a session authenticated with an admin token");
+    return 1;
 }
 
 void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
@@ -286,7 +364,8 @@ void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
     } else {
         /* Timed here when answered at once; a request that goes on is timed when it ends. */
         srv->req_async = 0;
-        ops[req->body_case].fn(s, req);
+        if (!admin_refused(s, req, &ops[req->body_case]))
+            ops[req->body_case].fn(s, req);
         if (!srv->req_async)
             metrics_observe(srv, (int)req->body_case, util_now_ms() - s->last_frame_ms);
     }

@@ -162,8 +162,16 @@ void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
     srv->ctr.locks_lost++;
     if ((int)reason >= 0 && (int)reason < METRIC_REASONS)
         srv->mx.lost[reason]++;
-    if (reason == RLOCK__V1__LOST_REASON__LOST_EXPIRED ||
-        reason == RLOCK__V1__LOST_REASON__LOST_MAX_HOLD) {
+    if (reason == RLOCK__V1__LOST_REASON__LOST_FORCED) {
+        /*
+         * An operator wants the lock free now. Its holder was just told; the
+         * delete by token normally goes out before the next waiter's try, on
+         * the same Redis connection, so that try finds the key gone (behind a
+         * backlog of releases, the confirmed delete wakes the waiter again).
+         */
+        lock_release_token(srv, res, l->token, l->max_expiry_ms);
+    } else if (reason == RLOCK__V1__LOST_REASON__LOST_EXPIRED ||
+               reason == RLOCK__V1__LOST_REASON__LOST_MAX_HOLD) {
         /*
          * The key may still hold our token, for longer than we believed if a
          * renew whose answer never came did run. Delete it by token, but not

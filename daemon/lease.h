@@ -113,7 +113,8 @@ uint32_t lease_valid_ms(const struct lease *l, int64_t from_ms);
  * l is lost: push LockLost to its session and forget it. The key, if it may
  * still hold our token, is deleted by token once the lease's validity is
  * over (EXPIRED, MAX_HOLD) — not earlier, so that the holder, told just
- * now, has that margin to stop.
+ * now, has that margin to stop — or at once (FORCED: an operator's order).
+ * Local waiters are woken.
  */
 void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why);
 /*

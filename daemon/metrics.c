@@ -81,6 +81,7 @@ READER(read_releases) { one(m, sample, ctx, (double)srv->mx.releases); }
 READER(read_renewals) { one(m, sample, ctx, (double)srv->mx.renewals); }
 READER(read_renew_failures) { one(m, sample, ctx, (double)srv->mx.renew_failures); }
 READER(read_auth_failures) { one(m, sample, ctx, (double)srv->ctr.auth_failures); }
+READER(read_permission_denied) { one(m, sample, ctx, (double)srv->ctr.permission_denied); }
 READER(read_cleanup_pending) { one(m, sample, ctx, cleanup_count(srv->cleanups)); }
 READER(read_release_queue) { one(m, sample, ctx, (double)relq_pending(srv)); }
 READER(read_uptime) { one(m, sample, ctx, (double)(util_now_ms() - srv->start_ms) / 1000.0); }
@@ -183,6 +184,8 @@ READER(read_latency)
       "Client connections refused or dropped by the daemon, by reason.", read_conns_rejected)  \
     X("rlockd_auth_failures_total", "counter", "Hellos refused for a missing or wrong token.",    \
       read_auth_failures)                                                                       \
+    X("rlockd_permission_denied_total", "counter",                                              \
+      "Admin requests refused to sessions without the admin role.", read_permission_denied)     \
     X("rlockd_redis_connections", "gauge", "Redis command connections configured.",              \
       read_redis_conns)                                                                         \
     X("rlockd_redis_connections_ready", "gauge",                                                 \

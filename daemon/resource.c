@@ -1,5 +1,6 @@
 /*
- * resource.c — chained hash table of resources, growing by doubling.
+ * resource.c — chained hash table of resources, growing by doubling, with a
+ * cursor scan for the admin listings.
  */
 #include "resource.h"
 
@@ -50,6 +51,41 @@ uint64_t restable_count(const struct restable *t)
 static size_t bucket_of(const struct restable *t, const char *name, size_t len)
 {
     return (size_t)util_hash(t->key, name, len) & (t->nbuckets - 1);
+}
+
+void restable_scan_bucket(const struct restable *t, uint64_t cursor,
+                          void (*fn)(struct resource *r, uint64_t hash, void *arg), void *arg)
+{
+    for (struct resource *r = t->buckets[cursor & (t->nbuckets - 1)]; r != NULL; r = r->next)
+        fn(r, util_hash(t->key, r->name, r->name_len), arg);
+}
+
+static uint64_t reverse_bits(uint64_t v)
+{
+    v = ((v >> 1) & 0x5555555555555555u) | ((v & 0x5555555555555555u) << 1);
+    v = ((v >> 2) & 0x3333333333333333u) | ((v & 0x3333333333333333u) << 2);
+    v = ((v >> 4) & 0x0f0f0f0f0f0f0f0fu) | ((v & 0x0f0f0f0f0f0f0f0fu) << 4);
+    v = ((v >> 8) & 0x00ff00ff00ff00ffu) | ((v & 0x00ff00ff00ff00ffu) << 8);
+    v = ((v >> 16) & 0x0000ffff0000ffffu) | ((v & 0x0000ffff0000ffffu) << 16);
+    return (v >> 32) | (v << 32);
+}
+
+uint64_t restable_scan_next(const struct restable *t, uint64_t cursor)
+{
+    /*
+     * Add one to the reversed index: the buckets a grown table split this
+     * one into come right after it, and everything before the cursor stays
+     * before it, whatever the table's size.
+     */
+    uint64_t v = cursor | ~(uint64_t)(t->nbuckets - 1);
+    v = reverse_bits(v);
+    v++;
+    return reverse_bits(v);
+}
+
+uint64_t restable_buckets(const struct restable *t)
+{
+    return t->nbuckets;
 }
 
 static void restable_grow(struct restable *t)

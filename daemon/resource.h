@@ -41,6 +41,22 @@ struct restable *restable_new(const uint8_t key[UTIL_HASH_KEY_BYTES]);
 void restable_free(struct restable *t);
 uint64_t restable_count(const struct restable *t);
 
+/*
+ * Scanning the table a bucket at a time, for listings that must not stall
+ * the loop. The cursor is Redis SCAN's: bucket indexes with their bits
+ * reversed, counted up. Start at 0; restable_scan_next returns 0 once every
+ * bucket was visited. Between calls the table may change: every resource present
+ * from the first call to the last is visited exactly once (the table grows,
+ * never shrinks); resources added or removed meanwhile may or may not be.
+ */
+/* Call fn for every resource of the bucket the cursor names, with its hash. */
+void restable_scan_bucket(const struct restable *t, uint64_t cursor,
+                          void (*fn)(struct resource *r, uint64_t hash, void *arg), void *arg);
+/* The cursor after this one; 0 when the scan is complete. */
+uint64_t restable_scan_next(const struct restable *t, uint64_t cursor);
+/* Buckets now (a power of two), so that a cursor can tell whether the table grew. */
+uint64_t restable_buckets(const struct restable *t);
+
 /* Find or create the resource (one new reference). NULL when out of memory. */
 struct resource *resource_get(struct server *srv, const char *name, size_t len);
 /* Find without creating or referencing. */

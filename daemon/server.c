@@ -28,6 +28,7 @@
 #include "redis_pool.h"
 #include "relq.h"
 #include "resource.h"
+#include "sessidx.h"
 #include "session.h"
 #include "watchdog.h"
 
@@ -228,9 +229,10 @@ struct server *server_new(struct config *cfg, const char *config_path)
     srv->flush_ev = event_new(srv->base, -1, 0, flush_cb, srv);
     srv->resume_ev = evtimer_new(srv->base, session_resume_cb, srv);
     srv->resources = restable_new(srv->hash_key);
+    srv->sessidx = sessidx_new(srv->hash_key);
     srv->cleanups = cleanup_new(srv);
-    if (srv->reap_ev == NULL || srv->flush_ev == NULL || srv->resume_ev == NULL || srv->resources == NULL ||
-        srv->cleanups == NULL)
+    if (srv->reap_ev == NULL || srv->flush_ev == NULL || srv->resume_ev == NULL ||
+        srv->resources == NULL || srv->sessidx == NULL || srv->cleanups == NULL)
         goto fail;
     srv->pool = rpool_new(srv->base, cfg, srv->hash_key);
     if (srv->pool == NULL || relq_init(srv) != 0)
@@ -293,6 +295,7 @@ void server_free(struct server *srv)
         event_free(srv->resume_ev);
     cleanup_free(srv->cleanups);
     restable_free(srv->resources);
+    sessidx_free(srv->sessidx);
     if (srv->base != NULL)
         event_base_free(srv->base);
     config_free(srv->cfg);

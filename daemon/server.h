@@ -27,6 +27,7 @@ struct relq;
 struct renewq;
 struct http;
 struct sdnotify;
+struct sessidx;
 
 TAILQ_HEAD(session_list, session);
 TAILQ_HEAD(lease_list, lease);
@@ -37,7 +38,8 @@ TAILQ_HEAD(lease_list, lease);
     X(grants)                                                                                   \
     X(locks_lost)                                                                               \
     X(sessions_opened)                                                                          \
-    X(auth_failures)
+    X(auth_failures)     /* Hellos refused: token missing or wrong */                           \
+    X(permission_denied) /* admin requests refused to sessions without the admin role */
 
 struct server_counters {
 #define COUNTER_FIELD(name) uint64_t name;
@@ -63,6 +65,7 @@ struct server {
     uint64_t resume_turn;
     uint8_t scratch[65536];         /* every session reads into it first (one loop, one reader) */
     uint32_t nsessions;
+    struct sessidx *sessidx;        /* live sessions by serial and id (admin requests) */
     struct restable *resources;     /* resource name -> struct resource */
     struct lease_list leases;       /* every held lock, for the watchdog */
     struct cleanup_list *cleanups;  /* unconfirmed deletes to retry */

@@ -19,10 +19,12 @@
 
 #include <event2/event.h>
 
+#include "auth.h"
 #include "config.h"
 #include "dispatch.h"
 #include "lock.h"
 #include "log.h"
+#include "sessidx.h"
 #include "wire.h"
 
 #define SESSION_FRAMES_PER_EVENT 64 /* fairness between busy connections */
@@ -83,6 +85,7 @@ void session_close(struct session *s, const char *reason, int flush)
     /* Clean: the client said Goodbye, or the daemon itself is stopping. */
     lock_session_end(s, s->goodbye || s->srv->stopping);
     TAILQ_REMOVE(&s->srv->sessions, s, link);
+    sessidx_remove(s->srv->sessidx, s);
     s->srv->nsessions--;
 
     if (flush && s->tx.len > 0) {
@@ -222,6 +225,11 @@ void session_respond(struct session *s, uint64_t id, Rlock__V1__Status status, c
     case RLOCK__V1__RESPONSE__BODY_PING: r.ping = body; break;
     case RLOCK__V1__RESPONSE__BODY_STATS: r.stats = body; break;
     case RLOCK__V1__RESPONSE__BODY_CANCEL: r.cancel = body; break;
+    case RLOCK__V1__RESPONSE__BODY_LIST_SESSIONS: r.list_sessions = body; break;
+    case RLOCK__V1__RESPONSE__BODY_LIST_LOCKS: r.list_locks = body; break;
+    case RLOCK__V1__RESPONSE__BODY_FORCE_RELEASE: r.force_release = body; break;
+    case RLOCK__V1__RESPONSE__BODY_KILL_SESSION: r.kill_session = body; break;
+    case RLOCK__V1__RESPONSE__BODY_SERVER_INFO: r.server_info = body; break;
     default: r.body_case = RLOCK__V1__RESPONSE__BODY__NOT_SET; break;
     }
     if (status != RLOCK__V1__STATUS__STATUS_OK)
@@ -440,6 +448,7 @@ struct session *session_new(struct server *srv, int fd, const char *peer)
     s->srv = srv;
     s->fd = fd;
     s->state = SESSION_ACCEPTED;
+    s->role = AUTH_ROLE_NONE; /* until Hello says otherwise: nothing is allowed */
     TAILQ_INIT(&s->requests);
     TAILQ_INIT(&s->leases);
     util_uuid(&srv->rng, s->id);
@@ -454,6 +463,9 @@ struct session *session_new(struct server *srv, int fd, const char *peer)
     }
     session_arm(s, srv->cfg->hello_timeout_ms);
     TAILQ_INSERT_TAIL(&srv->sessions, s, link);
+    if (sessidx_add(srv->sessidx, s) != 0)
+        log_warn("session %s: out of memory indexing it; admin requests will not see it",
+                 s->id);
     srv->nsessions++;
     srv->ctr.sessions_opened++;
     log_debug("session %s (%s): accepted", s->id, peer);

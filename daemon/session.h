@@ -84,6 +84,12 @@ struct session {
     int goodbye;          /* the client said Goodbye: its end is clean (no lock_delay) */
     int overflow;         /* output passed max_output_bytes: close from resume_ev */
     TAILQ_ENTRY(session) link;
+    /* admin requests and authentication */
+    uint64_t serial;               /* connection order, never reused (sessidx.h) */
+    struct session *id_next;       /* sessidx's hash chain */
+    int indexed;                   /* in srv->sessidx */
+    int role;                      /* enum auth_role, fixed by Hello */
+    uint32_t requested_timeout_ms; /* Hello.session_timeout_ms as sent */
 };
 
 /* Take over an accepted socket. NULL (socket closed) on failure. */

@@ -10,8 +10,10 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -189,4 +191,80 @@ void h_raw_session(struct h_raw *c, const struct h_env *e, const char *name)
 {
     h_raw_open(c, e);
     h_raw_hello(c, 1, name, 0);
+}
+
+/* --- pinger -------------------------------------------------------------------------- */
+
+#define H_PINGER_SAMPLES 1000000
+#define H_PINGER_DEADLINE_MS 10000
+
+static void *pinger_main(void *arg)
+{
+    struct h_pinger *p = arg;
+    struct h_raw *raw = malloc(sizeof *raw);
+    if (raw == NULL) {
+        p->failures++;
+        return NULL;
+    }
+    h_raw_session(raw, p->e, "pinger");
+    Rlock__V1__Ping ping = RLOCK__V1__PING__INIT;
+    Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
+    req.body_case = RLOCK__V1__REQUEST__BODY_PING;
+    req.ping = &ping;
+    req.id = 1;
+    while (!atomic_load(&p->stop) && p->n < p->cap) {
+        req.id++;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        Rlock__V1__ServerMessage *m = NULL;
+        int got = h_raw_send(raw, &req) == 0
+                      ? h_raw_read(raw, h_now_ms() + H_PINGER_DEADLINE_MS, &m)
+                      : 0;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const Rlock__V1__Response *r = got == 1 ? h_raw_response(m) : NULL;
+        int ok = r != NULL && r->id == req.id && r->status == RLOCK__V1__STATUS__STATUS_OK;
+        h_raw_free(m);
+        if (!ok) {
+            p->failures++;
+            break;
+        }
+        p->us[p->n++] = (t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000;
+        h_sleep_ms(p->every_ms);
+    }
+    h_raw_close(raw);
+    free(raw);
+    return NULL;
+}
+
+void h_pinger_start(struct h_pinger *p, struct h_env *e, int every_ms)
+{
+    memset(p, 0, sizeof *p);
+    p->e = e;
+    p->every_ms = every_ms;
+    p->cap = H_PINGER_SAMPLES;
+    p->us = malloc(p->cap * sizeof *p->us);
+    ck_assert_ptr_nonnull(p->us);
+    h_thread_start(&p->thread, pinger_main, p);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+struct h_ping_figures h_pinger_stop(struct h_pinger *p, const char *what)
+{
+    atomic_store(&p->stop, 1);
+    h_thread_join(&p->thread, h_now_ms() + 2 * H_PINGER_DEADLINE_MS, "the pinger did not stop");
+    ck_assert_int_eq(p->failures, 0);
+    ck_assert_uint_gt(p->n, 10);
+    qsort(p->us, p->n, sizeof *p->us, cmp_i64);
+    struct h_ping_figures f = {p->n, p->us[p->n / 2], p->us[p->n * 99 / 100], p->us[p->n - 1]};
+    printf("%s: %zu pings, p50 %lld us, p99 %lld us, max %lld us\n", what, f.n,
+           (long long)f.p50_us, (long long)f.p99_us, (long long)f.max_us);
+    fflush(stdout);
+    free(p->us);
+    p->us = NULL;
+    return f;
 }

@@ -12,6 +12,7 @@
 #ifndef RLOCK_ITEST_HARNESS_RAW_H
 #define RLOCK_ITEST_HARNESS_RAW_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -76,5 +77,34 @@ const Rlock__V1__Response *h_raw_response(const Rlock__V1__ServerMessage *m);
 uint32_t h_raw_hello(struct h_raw *c, uint64_t id, const char *name, uint32_t session_timeout_ms);
 /* h_raw_open followed by h_raw_hello with id 1 and the default session timeout. */
 void h_raw_session(struct h_raw *c, const struct h_env *e, const char *name);
+
+/*
+ * A pinger: a thread of its own that sends Ping on a raw session every
+ * every_ms and records each round trip, to measure the daemon's latency while
+ * a test loads it. It speaks the protocol on a plain blocking socket, so what
+ * it measures is the daemon, not this process's library threads, which may
+ * be busy with thousands of other clients.
+ */
+struct h_pinger {
+    struct h_env *e;
+    int every_ms;
+    atomic_int stop;
+    int64_t *us; /* round trips in microseconds */
+    size_t n, cap;
+    int failures;
+    struct h_thread thread;
+};
+struct h_ping_figures {
+    size_t n;
+    int64_t p50_us, p99_us, max_us;
+};
+/* Start pinging e's rlockd (p must stay in place until h_pinger_stop). */
+void h_pinger_start(struct h_pinger *p, struct h_env *e, int every_ms);
+/*
+ * Stop the pinger and return its figures, after printing them as
+ * "what: N pings, p50 .. us, p99 .. us, max .. us". Fails the test when a
+ * Ping failed or fewer than 10 were answered.
+ */
+struct h_ping_figures h_pinger_stop(struct h_pinger *p, const char *what);
 
 #endif

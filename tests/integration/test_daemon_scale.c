@@ -57,96 +57,6 @@ static long rss_kib(pid_t pid)
     return kib;
 }
 
-/* --- a pinger thread: the daemon's latency while it works ---------------------- */
-
-struct pinger {
-    struct h_env *e;
-    atomic_int stop;
-    int64_t *samples; /* µs */
-    size_t n, cap;
-    int failures;
-};
-
-/*
- * The pinger speaks the protocol itself, on a plain blocking socket of its own
- * thread: what it measures is the daemon's latency, not that of this process's
- * library threads, busy with thousands of other clients.
- */
-static void *pinger_main(void *arg)
-{
-    struct pinger *p = arg;
-    struct h_raw *raw = malloc(sizeof *raw);
-    if (raw == NULL) {
-        p->failures++;
-        return NULL;
-    }
-    h_raw_session(raw, p->e, "pinger");
-    Rlock__V1__Ping ping = RLOCK__V1__PING__INIT;
-    Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
-    req.body_case = RLOCK__V1__REQUEST__BODY_PING;
-    req.ping = &ping;
-    req.id = 1;
-    while (!atomic_load(&p->stop)) {
-        req.id++;
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        if (h_raw_send(raw, &req) != 0) {
-            p->failures++;
-            break;
-        }
-        Rlock__V1__ServerMessage *m = NULL;
-        int got = h_raw_read(raw, h_now_ms() + 10000, &m);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        const Rlock__V1__Response *r = got == 1 ? h_raw_response(m) : NULL;
-        int ok = r != NULL && r->id == req.id && r->status == RLOCK__V1__STATUS__STATUS_OK;
-        h_raw_free(m);
-        if (!ok) {
-            p->failures++;
-            break;
-        }
-        if (p->n < p->cap)
-            p->samples[p->n++] =
-                (t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000;
-        h_sleep_ms(PING_EVERY_MS);
-    }
-    h_raw_close(raw);
-    free(raw);
-    return NULL;
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static void pinger_start(struct pinger *p, struct h_thread *t, struct h_env *e)
-{
-    memset(p, 0, sizeof *p);
-    p->e = e;
-    p->cap = 1000000;
-    p->samples = malloc(p->cap * sizeof *p->samples);
-    ck_assert_ptr_nonnull(p->samples);
-    h_thread_start(t, pinger_main, p);
-}
-
-/* Stop the pinger and return its p99 in µs (printing the distribution). */
-static int64_t pinger_stop(struct pinger *p, struct h_thread *t, const char *what)
-{
-    atomic_store(&p->stop, 1);
-    h_thread_join(t, h_now_ms() + 20000, "the pinger did not stop");
-    ck_assert_int_eq(p->failures, 0);
-    ck_assert_uint_gt(p->n, 10);
-    qsort(p->samples, p->n, sizeof *p->samples, cmp_i64);
-    int64_t p50 = p->samples[p->n / 2], p99 = p->samples[p->n * 99 / 100],
-            max = p->samples[p->n - 1];
-    printf("scale: %s: %zu pings, p50 %lld us, p99 %lld us, max %lld us\n", what, p->n,
-           (long long)p50, (long long)p99, (long long)max);
-    fflush(stdout);
-    free(p->samples);
-    return p99;
-}
-
 /* --- many locks ------------------------------------------------------------------ */
 
 struct filler {
@@ -283,9 +193,8 @@ START_TEST(test_many_locks)
              2 * MANY_LOCKS);
     h_fixture_start(&f, ini);
     long rss0 = rss_kib(f.e.rlockd_pid);
-    struct pinger pg;
-    struct h_thread pt;
-    pinger_start(&pg, &pt, &f.e);
+    struct h_pinger pg;
+    h_pinger_start(&pg, &f.e, PING_EVERY_MS);
 
     struct filler fl;
     int64_t took = fill(&f.e, &fl);
@@ -327,7 +236,7 @@ START_TEST(test_many_locks)
         /* The next probe's notice must be its own: reset the first-call time. */
         atomic_store(&f.lost.first_ms, 0);
     }
-    int64_t p99 = pinger_stop(&pg, &pt, "with many locks held");
+    int64_t p99 = h_pinger_stop(&pg, "scale: with many locks held").p99_us;
     ck_assert_msg(p99 < PING_P99_MAX_MS * 1000, "Ping p99 %lld us with %d locks held",
                   (long long)p99, MANY_LOCKS);
     /* Closing the holders frees every key, paced, long before the leases would end. */
@@ -363,9 +272,8 @@ START_TEST(test_many_sessions)
     snprintf(ini, sizeof ini, "[server]\nmax_sessions = %d\n", MANY_SESSIONS + FD_RESERVE);
     h_fixture_start(&f, ini);
     long rss0 = rss_kib(f.e.rlockd_pid);
-    struct pinger pg;
-    struct h_thread pt;
-    pinger_start(&pg, &pt, &f.e);
+    struct h_pinger pg;
+    h_pinger_start(&pg, &f.e, PING_EVERY_MS);
 
     struct rlock_client **cs = calloc(MANY_SESSIONS, sizeof *cs);
     struct rlock_lock **ls = calloc(MANY_SESSIONS, sizeof *ls);
@@ -393,7 +301,7 @@ START_TEST(test_many_sessions)
     h_sleep_ms(8000);
     for (int i = 0; i < MANY_SESSIONS; i++)
         ck_assert_int_eq(rlock_lock_state(ls[i]), RLOCK_HELD);
-    int64_t p99 = pinger_stop(&pg, &pt, "with many sessions");
+    int64_t p99 = h_pinger_stop(&pg, "scale: with many sessions").p99_us;
     ck_assert_msg(p99 < PING_P99_MAX_MS * 1000, "Ping p99 %lld us with %d sessions",
                   (long long)p99, MANY_SESSIONS);
     for (int i = 0; i < MANY_SESSIONS; i++) {

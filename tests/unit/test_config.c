@@ -10,10 +10,12 @@
 #include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "check_main.h"
 #include "config.h"
 #include "log.h"
@@ -569,6 +571,77 @@ START_TEST(test_parse_listen)
 }
 END_TEST
 
+/* --- [auth] -------------------------------------------------------------- */
+
+#define TOKEN_A "admin-token-5f1e2d3c4b5a6978"
+#define TOKEN_C "client-token-0a1b2c3d4e5f6071"
+
+/* The tokens of token_file and tokens are read into c->auth; the dump shows neither. */
+START_TEST(test_auth_tokens_loaded)
+{
+    char tokens[PATH_MAX], conf[PATH_MAX + 128];
+    write_temp("tokens", "# ops\nclient " TOKEN_C "\n", tokens);
+    ck_assert_int_eq(chmod(tokens, 0600), 0);
+    snprintf(conf, sizeof conf, "[auth]\ntoken_file = %s\ntokens = admin " TOKEN_A "\n", tokens);
+    struct config *c = load_ok(conf);
+    ck_assert_ptr_nonnull(c->auth);
+    ck_assert_uint_eq(auth_tokens_count(c->auth, AUTH_ROLE_ADMIN), 1);
+    ck_assert_uint_eq(auth_tokens_count(c->auth, AUTH_ROLE_CLIENT), 1);
+    ck_assert_int_eq(auth_check(c->auth, TOKEN_A, strlen(TOKEN_A)), AUTH_ROLE_ADMIN);
+    ck_assert_int_eq(auth_check(c->auth, TOKEN_C, strlen(TOKEN_C)), AUTH_ROLE_CLIENT);
+    char *text = dump_string(c, 0);
+    ck_assert_ptr_nonnull(strstr(text, "\ntokens = <hidden>\n"));
+    ck_assert_ptr_nonnull(strstr(text, tokens));
+    ck_assert_ptr_null(strstr(text, "token-"));
+    free(text);
+    config_free(c);
+    c = config_defaults();
+    ck_assert_ptr_null(c->auth);
+    config_free(c);
+    unlink(tokens);
+}
+END_TEST
+
+/* Each problem names the key and line, and the token file's own line; never a token. */
+START_TEST(test_auth_errors)
+{
+    char tokens[PATH_MAX], conf[PATH_MAX], text[PATH_MAX + 128], want[3 * PATH_MAX + 256];
+    char *errors = NULL;
+    write_temp("tokens", "admin " TOKEN_A "\nroot " TOKEN_C "\n", tokens);
+    ck_assert_int_eq(chmod(tokens, 0640), 0);
+    snprintf(text, sizeof text, "[auth]\n\ntoken_file = %s\ntokens = admin short\n", tokens);
+    write_temp("auth.conf", text, conf);
+    ck_assert_ptr_null(load_capture(conf, &errors));
+    snprintf(want, sizeof want,
+             "%s:4: auth.tokens: entry 1: token too short (at least 16 characters)\n"
+             "%s:3: auth.token_file: %s: line 2: unknown role (use admin or client)\n",
+             conf, conf, tokens);
+    ck_assert_str_eq(errors, want);
+    free(errors);
+
+    ck_assert_int_eq(chmod(tokens, 0644), 0);
+    snprintf(text, sizeof text, "[auth]\ntoken_file = %s\n", tokens);
+    write_temp("auth.conf", text, conf);
+    ck_assert_ptr_null(load_capture(conf, &errors));
+    snprintf(want, sizeof want,
+             "%s:2: auth.token_file: %s: readable or writable by others (mode 0644); chmod o-rw "
+             "it\n",
+             conf, tokens);
+    ck_assert_str_eq(errors, want);
+    free(errors);
+
+    write_temp("tokens", "# nothing yet\n", tokens);
+    ck_assert_int_eq(chmod(tokens, 0600), 0);
+    ck_assert_ptr_null(load_capture(conf, &errors));
+    snprintf(want, sizeof want, "%s:2: auth.token_file: %s: no token in the file\n", conf,
+             tokens);
+    ck_assert_str_eq(errors, want);
+    free(errors);
+    unlink(tokens);
+    unlink(conf);
+}
+END_TEST
+
 /* --- runner -------------------------------------------------------------- */
 
 /* Remove test_dir and whatever a failed test left in it. */
@@ -614,6 +687,8 @@ int main(void)
         {"errors", test_validate_without_lines, 0},
         {"addresses", test_parse_address, UNIT_COUNT(addresses)},
         {"addresses", test_parse_listen, 0},
+        {"auth", test_auth_tokens_loaded, 0},
+        {"auth", test_auth_errors, 0},
     };
     int rc = unit_run("config", tests, sizeof tests / sizeof tests[0]);
     remove_test_dir();

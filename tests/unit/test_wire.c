@@ -1,10 +1,12 @@
 /*
  * test_wire.c — proto/wire.c: the length prefix and the framing step, packing a Request and
  * unpacking it through the bounded allocator, refusal (without leaks) when
- * the budget is too small, and the status / lost-reason name tables checked
- * against the schema's own enums.
+ * the budget is too small, the status / lost-reason name tables checked
+ * against the schema's own enums, and the byte examples of the admin requests
+ * in docs/protocol.md §9.8 against the generated code.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,6 +173,129 @@ START_TEST(test_lost_reason_names)
 }
 END_TEST
 
+/* --- the byte examples of docs/protocol.md §9.8 ------------------------------------ */
+
+#define DOC_UUID "5b0e7c1a-3f2d-4e8b-9a61-c4d2f08e7b39"
+#define DOC_TOKEN "9f8c2d4e-6a1b-4c3d-8e7f-0a1b2c3d4e5f"
+#define DOC_FENCE UINT64_C(1764470000123456)
+
+/* buf (len bytes, freed here) must be the bytes written in hex as in the docs. */
+static void assert_bytes(uint8_t *buf, size_t len, const char *hex)
+{
+    ck_assert_ptr_nonnull(buf);
+    char *text = malloc(len * 3 + 1);
+    ck_assert_ptr_nonnull(text);
+    for (size_t i = 0; i < len; i++)
+        snprintf(text + 3 * i, 4, "%02x%s", buf[i], i + 1 < len ? " " : "");
+    ck_assert_str_eq(text, hex);
+    free(text);
+    free(buf);
+}
+
+START_TEST(test_doc_admin_requests)
+{
+    size_t len;
+    Rlock__V1__Hello h = RLOCK__V1__HELLO__INIT;
+    h.client_name = "ops";
+    h.protocol_version = 1;
+    h.auth_token = "3f9c1e0b7d2a45e8";
+    Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
+    req.id = 1;
+    req.body_case = RLOCK__V1__REQUEST__BODY_HELLO;
+    req.hello = &h;
+    uint8_t *buf = wire_pack_request(&req, &len);
+    assert_bytes(buf, len,
+                 "00 00 00 1d 08 01 12 19 0a 03 6f 70 73 10 01 22 10 33 66 39 63 31 65 30 62 "
+                 "37 64 32 61 34 35 65 38");
+
+    Rlock__V1__ListLocks ll = RLOCK__V1__LIST_LOCKS__INIT;
+    ll.limit = 2;
+    ll.prefix = "orders/";
+    req.id = 6;
+    req.body_case = RLOCK__V1__REQUEST__BODY_LIST_LOCKS;
+    req.list_locks = &ll;
+    buf = wire_pack_request(&req, &len);
+    assert_bytes(buf, len, "00 00 00 0f 08 06 5a 0b 10 02 1a 07 6f 72 64 65 72 73 2f");
+
+    Rlock__V1__ForceRelease fr = RLOCK__V1__FORCE_RELEASE__INIT;
+    fr.resource = "orders/42";
+    req.id = 7;
+    req.body_case = RLOCK__V1__REQUEST__BODY_FORCE_RELEASE;
+    req.force_release = &fr;
+    buf = wire_pack_request(&req, &len);
+    assert_bytes(buf, len, "00 00 00 0f 08 07 62 0b 0a 09 6f 72 64 65 72 73 2f 34 32");
+}
+END_TEST
+
+START_TEST(test_doc_admin_replies)
+{
+    size_t len;
+    Rlock__V1__LockInfo li = RLOCK__V1__LOCK_INFO__INIT;
+    li.resource = "orders/42";
+    li.session_id = DOC_UUID;
+    li.client_name = "demo";
+    li.fence = DOC_FENCE;
+    li.token = DOC_TOKEN;
+    li.acquired_at_ms = UINT64_C(1764470000123);
+    li.ttl_ms = 30000;
+    li.ttl_left_ms = 24648;
+    li.watchdog = 1;
+    li.hold_count = 1;
+    Rlock__V1__LockInfo *locks[1] = {&li};
+    Rlock__V1__ListLocksReply lr = RLOCK__V1__LIST_LOCKS_REPLY__INIT;
+    lr.n_locks = 1;
+    lr.locks = locks;
+    lr.next_cursor = "b2c";
+    Rlock__V1__Response r = RLOCK__V1__RESPONSE__INIT;
+    r.id = 6;
+    r.body_case = RLOCK__V1__RESPONSE__BODY_LIST_LOCKS;
+    r.list_locks = &lr;
+    Rlock__V1__ServerMessage m = RLOCK__V1__SERVER_MESSAGE__INIT;
+    m.body_case = RLOCK__V1__SERVER_MESSAGE__BODY_RESPONSE;
+    m.response = &r;
+    uint8_t *buf = wire_pack_server_message(&m, &len);
+    assert_bytes(buf, len,
+                 "00 00 00 89 0a 86 01 08 06 92 01 80 01 0a 79 0a 09 6f 72 64 65 72 73 2f 34 "
+                 "32 12 24 35 62 30 65 37 63 31 61 2d 33 66 32 64 2d 34 65 38 62 2d 39 61 36 "
+                 "31 2d 63 34 64 32 66 30 38 65 37 62 33 39 1a 04 64 65 6d 6f 28 c0 fc cb fc "
+                 "ea 98 91 03 32 24 39 66 38 63 32 64 34 65 2d 36 61 31 62 2d 34 63 33 64 2d "
+                 "38 65 37 66 2d 30 61 31 62 32 63 33 64 34 65 35 66 38 fb 93 ee 94 ad 33 40 "
+                 "b0 ea 01 48 c8 c0 01 50 01 58 01 12 03 62 32 63");
+
+    Rlock__V1__ForceReleaseReply fr = RLOCK__V1__FORCE_RELEASE_REPLY__INIT;
+    fr.session_id = DOC_UUID;
+    fr.client_name = "demo";
+    fr.fence = DOC_FENCE;
+    fr.waiters = 1;
+    r.id = 7;
+    r.body_case = RLOCK__V1__RESPONSE__BODY_FORCE_RELEASE;
+    r.force_release = &fr;
+    buf = wire_pack_server_message(&m, &len);
+    assert_bytes(buf, len,
+                 "00 00 00 3e 0a 3c 08 07 9a 01 37 0a 24 35 62 30 65 37 63 31 61 2d 33 66 32 "
+                 "64 2d 34 65 38 62 2d 39 61 36 31 2d 63 34 64 32 66 30 38 65 37 62 33 39 12 "
+                 "04 64 65 6d 6f 20 c0 fc cb fc ea 98 91 03 28 01");
+
+    Rlock__V1__LockLost lost = RLOCK__V1__LOCK_LOST__INIT;
+    lost.resource = "orders/42";
+    lost.token = DOC_TOKEN;
+    lost.fence = DOC_FENCE;
+    lost.reason = RLOCK__V1__LOST_REASON__LOST_FORCED;
+    lost.message = "released by an operator";
+    Rlock__V1__Event ev = RLOCK__V1__EVENT__INIT;
+    ev.body_case = RLOCK__V1__EVENT__BODY_LOCK_LOST;
+    ev.lock_lost = &lost;
+    m.body_case = RLOCK__V1__SERVER_MESSAGE__BODY_EVENT;
+    m.event = &ev;
+    buf = wire_pack_server_message(&m, &len);
+    assert_bytes(buf, len,
+                 "00 00 00 59 12 57 0a 55 0a 09 6f 72 64 65 72 73 2f 34 32 12 24 39 66 38 63 "
+                 "32 64 34 65 2d 36 61 31 62 2d 34 63 33 64 2d 38 65 37 66 2d 30 61 31 62 32 "
+                 "63 33 64 34 65 35 66 18 c0 fc cb fc ea 98 91 03 20 04 2a 17 72 65 6c 65 61 "
+                 "73 65 64 20 62 79 20 61 6e 20 6f 70 65 72 61 74 6f 72");
+}
+END_TEST
+
 int main(void)
 {
     const struct unit_test tests[] = {
@@ -182,6 +307,8 @@ int main(void)
         {"unpack", test_unpack_garbage, 0},
         {"names", test_status_names, 0},
         {"names", test_lost_reason_names, 0},
+        {"docs", test_doc_admin_requests, 0},
+        {"docs", test_doc_admin_replies, 0},
     };
     return unit_run("wire", tests, sizeof tests / sizeof tests[0]);
 }

@@ -1,0 +1,43 @@
+/*
+ * admin.h — the operator's requests: listings of sessions and locks, forced
+ * release, ending a session, and the server's description.
+ *
+ * Each handler answers exactly once, at once (no Redis round trip is
+ * awaited). Who may send them is decided before (dispatch.c, auth.h).
+ * Listings come in pages (admin_list.c): every reply is bounded in entries,
+ * bytes and work, so that neither a million locks nor a slow reader makes one
+ * giant frame or stalls the loop. docs/protocol.md §9 is the contract.
+ */
+#ifndef RLOCKD_ADMIN_H
+#define RLOCKD_ADMIN_H
+
+#include <stdint.h>
+
+#include "rlock.pb-c.h"
+
+struct session;
+
+/* Entries per page when the request says 0, and the most a request may ask for. */
+#define ADMIN_LIMIT_DEFAULT 100
+#define ADMIN_LIMIT_MAX 1000
+/* Most bytes of entries in one reply; lower when [server] max_output_bytes is small. */
+#define ADMIN_PAGE_BYTES (256 * 1024)
+/* Most hash buckets one ListLocks request visits, whatever its filters match. */
+#define ADMIN_SCAN_BUCKETS 8192
+/* Most queued requests one ListSessions request counts (for `waiting`). */
+#define ADMIN_SCAN_REQUESTS 65536
+
+void admin_list_sessions(struct session *s, uint64_t id, const Rlock__V1__ListSessions *q);
+void admin_list_locks(struct session *s, uint64_t id, const Rlock__V1__ListLocks *q);
+void admin_force_release(struct session *s, uint64_t id, const Rlock__V1__ForceRelease *q);
+void admin_kill_session(struct session *s, uint64_t id, const Rlock__V1__KillSession *q);
+void admin_server_info(struct session *s, uint64_t id, const Rlock__V1__ServerInfo *q);
+
+/* The byte bound of one reply's entries for s's server (see ADMIN_PAGE_BYTES). */
+uint32_t admin_page_bytes(const struct session *s);
+/* A request's limit made effective: 0 -> the default, capped at the maximum. */
+uint32_t admin_limit(uint32_t asked);
+/* A wall-clock time (ms since the epoch) for a time on util_now_ms()'s clock. */
+uint64_t admin_wall_ms(int64_t when_ms);
+
+#endif

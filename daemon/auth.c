@@ -1,0 +1,235 @@
+/*
+ * auth.c — see auth.h: token tables, their parser, and the constant-time
+ * check of a presented token.
+ */
+#include "auth.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *auth_role_name(enum auth_role role)
+{
+    switch (role) {
+    case AUTH_ROLE_OPEN: return "open";
+    case AUTH_ROLE_CLIENT: return "client";
+    case AUTH_ROLE_ADMIN: return "admin";
+    case AUTH_ROLE_NONE: break;
+    }
+    return "none";
+}
+
+int auth_equal(const void *a, const void *b, size_t n)
+{
+    const volatile unsigned char *x = a, *y = b;
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++)
+        d |= x[i] ^ y[i];
+    return (int)((((unsigned)d) - 1u) >> 8 & 1u);
+}
+
+/* 1 when x == 0, without a branch on x. */
+static unsigned is_zero(size_t x)
+{
+    return (unsigned)(((x | (0 - x)) >> (sizeof x * 8 - 1)) ^ 1u);
+}
+
+enum auth_role auth_check(const struct auth_tokens *t, const char *token, size_t len)
+{
+    unsigned char given[AUTH_TOKEN_MAX];
+    memset(given, 0, sizeof given);
+    if (len <= AUTH_TOKEN_MAX)
+        memcpy(given, token, len);
+    unsigned matched = 0, role = 0;
+    /* Every token is compared in full, whichever matched: no early exit. */
+    for (size_t i = 0; i < t->n; i++) {
+        const struct auth_token *k = &t->tok[i];
+        unsigned eq = (unsigned)auth_equal(k->text, given, AUTH_TOKEN_MAX) & is_zero(k->len ^ len);
+        matched |= eq;
+        role |= (0u - eq) & (unsigned)k->role;
+    }
+    memset(given, 0, sizeof given);
+    if (len < AUTH_TOKEN_MIN || len > AUTH_TOKEN_MAX || !matched)
+        return AUTH_ROLE_NONE;
+    return (enum auth_role)role;
+}
+
+size_t auth_tokens_count(const struct auth_tokens *t, enum auth_role role)
+{
+    if (t == NULL)
+        return 0;
+    return role == AUTH_ROLE_ADMIN ? t->admins : t->n - t->admins;
+}
+
+void auth_tokens_free(struct auth_tokens *t)
+{
+    if (t == NULL)
+        return;
+    /* Secrets do not linger in freed memory (volatile: the wipe is not optimised away). */
+    volatile unsigned char *p = (volatile unsigned char *)t;
+    size_t n = sizeof *t + t->n * sizeof t->tok[0];
+    for (size_t i = 0; i < n; i++)
+        p[i] = 0;
+    free(t);
+}
+
+/* --- parsing --------------------------------------------------------------- */
+
+static int is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r';
+}
+
+/* The next word of [*p, end): its start and length; *p moves past it. */
+static size_t next_word(const char **p, const char *end, const char **word)
+{
+    while (*p < end && is_blank(**p))
+        (*p)++;
+    *word = *p;
+    while (*p < end && !is_blank(**p))
+        (*p)++;
+    return (size_t)(*p - *word);
+}
+
+/* Check one "ROLE TOKEN" entry of [s, end); fill k. NULL, or why not. */
+static const char *parse_entry(const char *s, const char *end, struct auth_token *k)
+{
+    const char *role, *tok, *extra;
+    size_t rlen = next_word(&s, end, &role);
+    size_t tlen = next_word(&s, end, &tok);
+    if (next_word(&s, end, &extra) > 0)
+        return "expected ROLE TOKEN, found more words (a token has no blanks)";
+    if (rlen == 5 && memcmp(role, "admin", 5) == 0)
+        k->role = AUTH_ROLE_ADMIN;
+    else if (rlen == 6 && memcmp(role, "client", 6) == 0)
+        k->role = AUTH_ROLE_CLIENT;
+    else
+        return "unknown role (use admin or client)";
+    if (tlen == 0)
+        return "no token after the role";
+    if (tlen < AUTH_TOKEN_MIN)
+        return "token too short (at least 16 characters)";
+    if (tlen > AUTH_TOKEN_MAX)
+        return "token too long (at most 256 characters)";
+    for (size_t i = 0; i < tlen; i++)
+        if ((unsigned char)tok[i] < 0x21 || (unsigned char)tok[i] > 0x7e)
+            return "token has a character other than printable ASCII";
+    memset(k->text, 0, sizeof k->text);
+    memcpy(k->text, tok, tlen);
+    k->len = tlen;
+    return NULL;
+}
+
+static int token_known(const struct auth_tokens *t, size_t upto, const struct auth_token *k)
+{
+    for (size_t i = 0; i < upto; i++)
+        if (t->tok[i].len == k->len && memcmp(t->tok[i].text, k->text, k->len) == 0)
+            return 1;
+    return 0;
+}
+
+int auth_tokens_parse(struct auth_tokens **t, const char *text, size_t len, int commas, char *err,
+                      size_t errlen)
+{
+    char sep = commas ? ',' : '\n';
+    size_t entries = 1;
+    for (size_t i = 0; i < len; i++)
+        entries += text[i] == sep;
+    size_t had = *t != NULL ? (*t)->n : 0;
+    size_t room = had + entries;
+    struct auth_tokens *n = calloc(1, sizeof *n + room * sizeof n->tok[0]);
+    if (n == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (*t != NULL) {
+        memcpy(n->tok, (*t)->tok, had * sizeof n->tok[0]);
+        n->n = had;
+        n->admins = (*t)->admins;
+    }
+    const char *p = text, *end = text + len;
+    for (size_t number = 1; p <= end; number++) {
+        const char *stop = memchr(p, sep, (size_t)(end - p));
+        if (stop == NULL)
+            stop = end;
+        const char *q = p;
+        while (q < stop && is_blank(*q))
+            q++;
+        const char *why = NULL;
+        struct auth_token *k = &n->tok[n->n];
+        if (q == stop) {
+            if (commas)
+                why = "empty entry";
+        } else if (*q == '#' && !commas) {
+            /* a comment line */
+        } else if (n->n >= AUTH_TOKENS_MAX) {
+            why = "too many tokens (at most 1024)";
+        } else if ((why = parse_entry(q, stop, k)) == NULL) {
+            if (token_known(n, n->n, k)) {
+                why = "the same token is listed twice";
+            } else {
+                n->admins += k->role == AUTH_ROLE_ADMIN;
+                n->n++;
+            }
+        }
+        if (why != NULL) {
+            snprintf(err, errlen, "%s %zu: %s", commas ? "entry" : "line", number, why);
+            auth_tokens_free(n);
+            return -1;
+        }
+        p = stop + 1;
+    }
+    auth_tokens_free(*t);
+    *t = n;
+    return 0;
+}
+
+int auth_tokens_load_file(struct auth_tokens **t, const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    int rc = -1;
+    char *buf = NULL;
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "cannot stat: %s", strerror(errno));
+    } else if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "not a regular file");
+    } else if ((st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
+        snprintf(err, errlen, "readable or writable by others (mode %04o); chmod o-rw it",
+                 (unsigned)(st.st_mode & 07777));
+    } else if (st.st_size > AUTH_FILE_MAX_BYTES) {
+        snprintf(err, errlen, "larger than %d bytes", AUTH_FILE_MAX_BYTES);
+    } else if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
+        snprintf(err, errlen, "out of memory");
+    } else {
+        size_t got = 0;
+        ssize_t n = 0;
+        while (got < (size_t)st.st_size) {
+            n = read(fd, buf + got, (size_t)st.st_size - got);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+        if (got != (size_t)st.st_size)
+            snprintf(err, errlen, "cannot read: %s",
+                     n < 0 ? strerror(errno) : "the file shrank while it was read");
+        else
+            rc = auth_tokens_parse(t, buf, got, 0, err, errlen);
+        volatile char *v = buf;
+        for (size_t i = 0; i < got; i++)
+            v[i] = 0;
+    }
+    free(buf);
+    close(fd);
+    return rc;
+}

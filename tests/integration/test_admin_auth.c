@@ -1,0 +1,299 @@
+/*
+ * test_admin_auth.c — clients' tokens ([auth]): who gets in, who may send
+ * the admin requests, what is counted, and that no token text ever shows.
+ *
+ *  refusals     no token, a wrong token (librlock, a raw Hello, rlockctl):
+ *               UNAUTHENTICATED and the connection closed; a client token:
+ *               locks work, admin requests get PERMISSION_DENIED (exit 77);
+ *               admin tokens (file, inline, RLOCK_TOKEN_FILE) work; every
+ *               refusal counted; no token in the log, in --dump-config or in
+ *               rlockctl's output
+ *  token_file   a token file others can read is refused by --test-config,
+ *               with the file and the reason, without the token
+ */
+#include "admin_ctl.h"
+#include "harness.h"
+#include "harness_raw.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ADMIN_TOKEN "adm-9f8e7d6c5b4a39281706f5e4d3c2b1a0"
+#define CLIENT_TOKEN "cli-0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+#define INLINE_TOKEN "inl-5e4d3c2b1a09f8e7d6c5b4a392817060"
+#define WRONG_TOKEN "bad-77665544332211009988776655443322"
+
+/* A private directory for the token files, outside the env (it must exist before rlockd). */
+struct tokdir {
+    char dir[256];
+    char daemon[320]; /* the daemon's token file */
+    char admin[320];  /* rlockctl's, one token each */
+    char client[320];
+    char wrong[320];
+};
+
+static void write_secret(const char *path, const char *text, mode_t mode)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+static void tokdir_make(struct tokdir *t)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(t->dir, sizeof t->dir, "%s/rlock-tokens.XXXXXX", base && base[0] ? base : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(t->dir));
+    snprintf(t->daemon, sizeof t->daemon, "%s/tokens", t->dir);
+    snprintf(t->admin, sizeof t->admin, "%s/admin", t->dir);
+    snprintf(t->client, sizeof t->client, "%s/client", t->dir);
+    snprintf(t->wrong, sizeof t->wrong, "%s/wrong", t->dir);
+    write_secret(t->daemon,
+                 "# tokens of the admin tests\n"
+                 "admin  " ADMIN_TOKEN "\n"
+                 "\n"
+                 "client " CLIENT_TOKEN "\n",
+                 0600);
+    write_secret(t->admin, "admin " ADMIN_TOKEN "\n", 0600);
+    write_secret(t->client, CLIENT_TOKEN "\n", 0600);
+    write_secret(t->wrong, WRONG_TOKEN "\n", 0600);
+}
+
+/* 1 when text shows any of the tokens. */
+static int shows_token(const char *text)
+{
+    static const char *const all[] = {ADMIN_TOKEN, CLIENT_TOKEN, INLINE_TOKEN, WRONG_TOKEN};
+    for (size_t i = 0; i < H_LEN(all); i++)
+        if (strstr(text, all[i]) != NULL)
+            return 1;
+    return 0;
+}
+
+static struct rlock_client *connect_with(struct h_env *e, const char *token, enum rlock_err *rc,
+                                         char *err, size_t len)
+{
+    struct rlock_client *c = NULL;
+    struct rlock_options o = {.client_name = "auth-test", .auth_token = token};
+    *rc = rlock_connect(e->rlockd_addr, &o, &c, err, len);
+    return c;
+}
+
+static void server_info_or_fail(struct rlock_client *admin, struct rlock_server_info *in)
+{
+    h_assert_ok(admin, rlock_server_info(admin, 0, in));
+}
+
+/* A raw Hello without a token: UNAUTHENTICATED, then the connection closes. */
+static void raw_hello_refused(struct h_env *e)
+{
+    struct h_raw raw;
+    h_raw_open(&raw, e);
+    Rlock__V1__Hello h = RLOCK__V1__HELLO__INIT;
+    h.client_name = "raw-no-token";
+    Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
+    req.id = 1;
+    req.body_case = RLOCK__V1__REQUEST__BODY_HELLO;
+    req.hello = &h;
+    ck_assert_int_eq(h_raw_send(&raw, &req), 0);
+    Rlock__V1__ServerMessage *m = NULL;
+    ck_assert_int_eq(h_raw_read(&raw, h_now_ms() + 5000, &m), 1);
+    const Rlock__V1__Response *r = h_raw_response(m);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->id, 1);
+    ck_assert_int_eq(r->status, RLOCK__V1__STATUS__STATUS_UNAUTHENTICATED);
+    h_raw_free(m);
+    ck_assert_int_eq(h_raw_read(&raw, h_now_ms() + 5000, &m), 0); /* EOF */
+    h_raw_close(&raw);
+}
+
+static int count_session(const struct rlock_session_entry *e, void *arg)
+{
+    (void)e;
+    (*(int *)arg)++;
+    return 0;
+}
+
+START_TEST(test_auth_refusals)
+{
+    struct tokdir t;
+    tokdir_make(&t);
+    char ini[1024];
+    snprintf(ini, sizeof ini, "[auth]\ntoken_file = %s\ntokens = admin " INLINE_TOKEN "\n",
+             t.daemon);
+    struct h_fixture f;
+    h_fixture_start_env(&f, ini);
+
+    /* An admin client; the harness's own probe (no token) may have been refused already. */
+    char err[512];
+    enum rlock_err rc;
+    struct rlock_client *admin = connect_with(&f.e, ADMIN_TOKEN, &rc, err, sizeof err);
+    ck_assert_msg(rc == RLOCK_OK, "admin token refused: %s", err);
+    struct rlock_server_info in0, in1;
+    for (int i = 0; i < 500; i++) {
+        server_info_or_fail(admin, &in0);
+        if (in0.redis_up)
+            break;
+        h_sleep_ms(10);
+    }
+    ck_assert(in0.redis_up && in0.auth);
+    ck_assert_uint_eq(in0.admin_tokens, 2);
+    ck_assert_uint_eq(in0.client_tokens, 1);
+
+    /* 1-2: no token, a wrong token. */
+    ck_assert_ptr_null(connect_with(&f.e, NULL, &rc, err, sizeof err));
+    ck_assert_int_eq(rc, RLOCK_ERR_UNAUTHENTICATED);
+    ck_assert_msg(strstr(err, "requires an auth token") != NULL, "%s", err);
+    ck_assert_ptr_null(connect_with(&f.e, WRONG_TOKEN, &rc, err, sizeof err));
+    ck_assert_int_eq(rc, RLOCK_ERR_UNAUTHENTICATED);
+    ck_assert_msg(strstr(err, "not valid") != NULL, "%s", err);
+    ck_assert(!shows_token(err));
+    raw_hello_refused(&f.e);
+    char *out = NULL, *cerr = NULL;
+    ck_assert_int_eq(actl_run(&f.e, NULL, &out, &cerr, "ping", NULL), 77);
+    ck_assert_ptr_nonnull(strstr(cerr, "UNAUTHENTICATED"));
+    free(out);
+    free(cerr);
+    ck_assert_int_eq(actl_run(&f.e, t.wrong, &out, &cerr, "sessions", NULL), 77);
+    ck_assert(!shows_token(cerr) && !shows_token(out));
+    free(out);
+    free(cerr);
+    const int refused_hellos = 5;
+
+    /* 3: a client token: locks yes, admin requests no (the session goes on). */
+    struct rlock_client *client = connect_with(&f.e, CLIENT_TOKEN, &rc, err, sizeof err);
+    ck_assert_msg(rc == RLOCK_OK, "client token refused: %s", err);
+    struct rlock_lock *l = h_acquire_ok(client, "auth/x", NULL);
+    char next[RLOCK_CURSOR_BYTES];
+    ck_assert_int_eq(rlock_list_locks(client, NULL, NULL, 0, NULL, NULL, next, sizeof next, 0),
+                     RLOCK_ERR_PERMISSION_DENIED);
+    ck_assert_int_eq(rlock_force_release(client, "auth/x", 0, NULL),
+                     RLOCK_ERR_PERMISSION_DENIED);
+    h_assert_ok(client, rlock_ping(client, 0, NULL));
+    ck_assert_int_eq(rlock_lock_state(l), RLOCK_HELD);
+    ck_assert_int_eq(actl_run(&f.e, t.client, &out, &cerr, "locks", NULL), 77);
+    ck_assert_ptr_nonnull(strstr(cerr, "PERMISSION_DENIED"));
+    free(out);
+    free(cerr);
+    ck_assert_int_eq(actl_run(&f.e, t.client, &out, &cerr, "ping", NULL), 0);
+    free(out);
+    free(cerr);
+    const int refused_requests = 3;
+
+    /* 4: admin tokens: the file's through --token-file and RLOCK_TOKEN_FILE, the inline one. */
+    ck_assert_int_eq(actl_run(&f.e, t.admin, &out, &cerr, "sessions", "--json", NULL), 0);
+    ck_assert_ptr_nonnull(strstr(out, "\"role\": \"client\""));
+    ck_assert_ptr_nonnull(strstr(out, "\"role\": \"admin\""));
+    ck_assert(!shows_token(out));
+    free(out);
+    free(cerr);
+    setenv("RLOCK_TOKEN_FILE", t.admin, 1);
+    ck_assert_int_eq(actl_run(&f.e, NULL, &out, &cerr, "locks", "--json", NULL), 0);
+    unsetenv("RLOCK_TOKEN_FILE");
+    ck_assert_uint_eq(actl_count(out), 1);
+    free(out);
+    free(cerr);
+    struct rlock_client *inline_admin = connect_with(&f.e, INLINE_TOKEN, &rc, err, sizeof err);
+    ck_assert_msg(rc == RLOCK_OK, "inline admin token refused: %s", err);
+    int n = 0;
+    h_assert_ok(inline_admin, rlock_list_sessions(inline_admin, NULL, 0, count_session, &n,
+                                                  next, sizeof next, 0));
+    ck_assert_int_eq(n, 3);
+    rlock_close(inline_admin);
+
+    /* Counted: every refusal once. */
+    server_info_or_fail(admin, &in1);
+    printf("admin_auth: auth_failures %llu -> %llu, permission_denied %llu -> %llu\n",
+           (unsigned long long)in0.auth_failures, (unsigned long long)in1.auth_failures,
+           (unsigned long long)in0.permission_denied, (unsigned long long)in1.permission_denied);
+    ck_assert_uint_eq(in1.auth_failures - in0.auth_failures, refused_hellos);
+    ck_assert_uint_eq(in1.permission_denied - in0.permission_denied, refused_requests);
+    ck_assert_int_eq(actl_run(&f.e, t.admin, &out, &cerr, "info", NULL), 0);
+    char value[64];
+    ck_assert(actl_kv(out, "auth", value, sizeof value));
+    ck_assert_str_eq(value, "yes");
+    ck_assert(actl_kv(out, "permission_denied", value, sizeof value));
+    ck_assert_uint_eq(strtoull(value, NULL, 10), in1.permission_denied);
+    free(out);
+    free(cerr);
+
+    /* No token text anywhere: the log (which names the refusals), --dump-config. */
+    char path[320];
+    char *log = h_read_file(h_env_path(&f.e, "rlockd.log", path, sizeof path));
+    ck_assert_ptr_nonnull(log);
+    ck_assert_ptr_nonnull(strstr(log, "authentication failed: no token"));
+    ck_assert_ptr_nonnull(strstr(log, "authentication failed: wrong token"));
+    ck_assert_ptr_nonnull(strstr(log, "list_locks refused: not an admin session"));
+    ck_assert_msg(!shows_token(log), "a token is in rlockd.log");
+    free(log);
+    char bin[512], dump[320];
+    h_bin("rlockd", bin, sizeof bin);
+    h_env_path(&f.e, "dump.conf", dump, sizeof dump);
+    char *argv[] = {bin, "--dump-config", "-c", f.e.conf, NULL};
+    int status;
+    pid_t pid = h_spawn_io(argv, dump, NULL);
+    ck_assert_int_eq(h_wait_exit(pid, 10000, &status), 0);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char *text = h_read_file(dump);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_ptr_nonnull(strstr(text, "\ntokens = <hidden>\n"));
+    ck_assert_ptr_nonnull(strstr(text, t.daemon));
+    ck_assert_msg(!shows_token(text), "a token is in --dump-config");
+    free(text);
+
+    rlock_lock_free(l);
+    rlock_close(client);
+    rlock_close(admin);
+    h_fixture_stop(&f);
+    h_rm_tree(t.dir);
+}
+END_TEST
+
+START_TEST(test_auth_token_file)
+{
+    struct tokdir t;
+    tokdir_make(&t);
+    ck_assert_int_eq(chmod(t.daemon, 0644), 0);
+    char conf[320], out[320], errp[320];
+    snprintf(conf, sizeof conf, "%s/rlockd.conf", t.dir);
+    snprintf(out, sizeof out, "%s/test.out", t.dir);
+    snprintf(errp, sizeof errp, "%s/test.err", t.dir);
+    char text[512];
+    snprintf(text, sizeof text, "[auth]\ntoken_file = %s\n", t.daemon);
+    write_secret(conf, text, 0600);
+    char bin[512];
+    h_bin("rlockd", bin, sizeof bin);
+    char *argv[] = {bin, "--test-config", "-c", conf, NULL};
+    int status;
+    pid_t pid = h_spawn_io(argv, out, errp);
+    ck_assert_int_eq(h_wait_exit(pid, 10000, &status), 0);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_eq(WEXITSTATUS(status), 78);
+    char *err = h_read_file(errp);
+    ck_assert_ptr_nonnull(err);
+    printf("admin_auth: %s", err);
+    char want[1024];
+    snprintf(want, sizeof want,
+             "%s:2: auth.token_file: %s: readable or writable by others (mode 0644)", conf,
+             t.daemon);
+    ck_assert_msg(strstr(err, want) != NULL, "want \"%s\" in \"%s\"", want, err);
+    ck_assert(!shows_token(err));
+    free(err);
+
+    ck_assert_int_eq(chmod(t.daemon, 0640), 0);
+    pid = h_spawn_io(argv, out, errp);
+    ck_assert_int_eq(h_wait_exit(pid, 10000, &status), 0);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    h_rm_tree(t.dir);
+}
+END_TEST
+
+int main(void)
+{
+    const TTest *tests[] = {test_auth_refusals, test_auth_token_file};
+    return h_run_tests("admin_auth", 120, tests, H_LEN(tests));
+}
