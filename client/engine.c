@@ -213,6 +213,9 @@ static void call_complete(struct rlock_client *c, struct rlk_call *call)
         return;
     }
     atomic_uint *word = &call->state;
+    /* A leading caller polls the socket, not the futex: it sees DONE when it
+     * reads the answer itself, else it needs its poll interrupted. */
+    int leading = call == c->leader_call;
     /*
      * From here on the caller may return at any moment (it does not need mu
      * to see DONE): touch nothing of the call. The wake uses only the address,
@@ -220,7 +223,10 @@ static void call_complete(struct rlock_client *c, struct rlk_call *call)
      * sleeps there next.
      */
     atomic_fetch_or_explicit(word, RLK_CALL_DONE, memory_order_release);
-    rlk_futex_wake(word);
+    if (!leading)
+        rlk_futex_wake(word);
+    else if (!c->leader_reading)
+        rlk_reactor_wake_leader(c->leadfd);
 }
 
 void rlk_eng_complete_err(struct rlock_client *c, struct rlk_call *call, enum rlock_err err,

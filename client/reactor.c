@@ -30,6 +30,8 @@
 #include "rlock_internal.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,7 +203,10 @@ static void timer_rearm(void)
 
 /* --- serving a client ------------------------------------------------------------------ */
 
-/* c->mu held: epoll interest follows the engine (write interest, or nothing once it ended). */
+/*
+ * c->mu held: epoll interest follows the engine (write interest, or nothing
+ * once it ended) and the leader (no read interest while a caller reads).
+ */
 static void interest_update(struct rlock_client *c)
 {
     if (!c->epoll_in)
@@ -211,14 +216,21 @@ static void interest_update(struct rlock_client *c)
         epoll_ctl(R.epfd, EPOLL_CTL_DEL, c->fd, NULL);
         c->epoll_in = 0;
         c->epoll_out = 0;
+        c->epoll_rd = 0;
         return;
     }
-    int want = rlk_eng_want_write(c);
-    if (want == c->epoll_out)
+    int want_out = rlk_eng_want_write(c);
+    int want_rd = c->leader_call == NULL;
+    if (want_out == c->epoll_out && want_rd == c->epoll_rd)
         return;
-    struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0), .data.ptr = c};
-    if (epoll_ctl(R.epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
-        c->epoll_out = want;
+    struct epoll_event ev = {
+        .events = (want_rd ? EPOLLIN : 0u) | (want_out ? EPOLLOUT : 0u),
+        .data.ptr = c,
+    };
+    if (epoll_ctl(R.epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0) {
+        c->epoll_out = want_out;
+        c->epoll_rd = want_rd;
+    }
 }
 
 /* c->mu held: move c's timer earlier if its engine wants to run before wake_at says. */
@@ -249,6 +261,80 @@ static void serve(struct rlock_client *c, uint32_t events)
     rlk_unlock_client(c);
 }
 
+static void drain(int fd)
+{
+    uint64_t v;
+    ssize_t n = read(fd, &v, sizeof v);
+    (void)n; /* only the wake-up matters */
+}
+
+/* --- a caller that reads for itself ------------------------------------------------------ */
+
+/*
+ * Leader/follower: a blocking caller waiting for its answer, when no other
+ * thread reads the socket for it, takes the socket off the I/O thread's read
+ * interest and reads it itself. The answer then wakes the caller directly,
+ * instead of waking the I/O thread, which wakes the caller: one context
+ * switch instead of two on every call. Whatever it reads for other callers
+ * (threads sharing the client) or for the engine (keepalive answers, lost
+ * locks) is handled exactly as the I/O thread would, under c->mu; only one
+ * thread reads at a time since every read happens under c->mu. When it has
+ * its answer it gives the socket back.
+ */
+int rlk_reactor_lead(struct rlock_client *c, struct rlk_call *call, int64_t deadline)
+{
+    rlk_lock_client(c);
+    unsigned s = atomic_load_explicit(&call->state, memory_order_acquire);
+    if (c->leader_call != NULL || c->state != RLK_SESSION_OPEN || !c->epoll_in ||
+        c->leadfd < 0 || (s & (RLK_CALL_DONE | RLK_CALL_CANCEL_REQ))) {
+        rlk_unlock_client(c);
+        return 0;
+    }
+    c->leader_call = call;
+    atomic_store_explicit(&call->lead_fd1, c->leadfd + 1, memory_order_release);
+    interest_update(c);
+    int fd = c->fd, wake = c->leadfd;
+    rlk_unlock_client(c);
+
+    struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = wake, .events = POLLIN}};
+    for (;;) {
+        s = atomic_load_explicit(&call->state, memory_order_acquire);
+        if (s & (RLK_CALL_DONE | RLK_CALL_CANCEL_REQ))
+            break;
+        int64_t left = deadline - rlk_mono_ms();
+        if (left <= 0)
+            break;
+        if (poll(p, 2, left > INT_MAX ? INT_MAX : (int)left) <= 0)
+            continue; /* EINTR or the deadline: the checks above decide */
+        if (p[1].revents & POLLIN)
+            drain(wake);
+        if (p[0].revents == 0)
+            continue;
+        rlk_lock_client(c);
+        if (c->state == RLK_SESSION_OPEN) {
+            c->leader_reading = 1;
+            rlk_eng_read(c);
+            c->leader_reading = 0;
+            if (c->state == RLK_SESSION_OPEN)
+                timer_update(c, rlk_eng_timers(c, rlk_alive_ms()));
+        }
+        rlk_unlock_client(c);
+    }
+    rlk_lock_client(c);
+    atomic_store_explicit(&call->lead_fd1, 0, memory_order_release);
+    c->leader_call = NULL;
+    interest_update(c); /* the I/O thread reads again (at once if data is waiting) */
+    rlk_unlock_client(c);
+    return 1;
+}
+
+void rlk_reactor_wake_leader(int fd)
+{
+    uint64_t one = 1;
+    ssize_t n = write(fd, &one, sizeof one);
+    (void)n; /* a full counter still wakes the poll */
+}
+
 /* Serve every client whose timer is due. */
 static void run_timers(void)
 {
@@ -270,13 +356,6 @@ static void run_timers(void)
         interest_update(c);
         rlk_unlock_client(c);
     }
-}
-
-static void drain(int fd)
-{
-    uint64_t v;
-    ssize_t n = read(fd, &v, sizeof v);
-    (void)n; /* only the wake-up matters */
 }
 
 static void *io_main(void *arg)
@@ -391,12 +470,17 @@ int rlk_reactor_add(struct rlock_client *c)
     pthread_mutex_lock(&c->mu);
     pthread_mutex_lock(&R.mu);
     int rc = reactor_start();
+    if (rc == 0 && c->leadfd < 0) {
+        c->leadfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        rc = c->leadfd < 0 ? -1 : 0;
+    }
     if (rc == 0) {
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         rc = epoll_ctl(R.epfd, EPOLL_CTL_ADD, c->fd, &ev);
     }
     if (rc == 0) {
         c->epoll_in = 1;
+        c->epoll_rd = 1;
         c->epoll_out = 0;
         c->registered = 1;
         c->heap_idx = 0;
@@ -417,7 +501,7 @@ void rlk_reactor_remove(struct rlock_client *c)
         timer_rearm();
         if (c->epoll_in)
             epoll_ctl(R.epfd, EPOLL_CTL_DEL, c->fd, NULL);
-        c->epoll_in = c->epoll_out = 0;
+        c->epoll_in = c->epoll_out = c->epoll_rd = 0;
     }
     pthread_mutex_unlock(&c->mu);
     if (was) {
@@ -539,7 +623,8 @@ static void atfork_child(void)
     for (struct rlock_client *c = registry; c != NULL; c = c->reg_next) {
         c->registered = 0;
         c->heap_idx = 0;
-        c->epoll_in = c->epoll_out = 0;
+        c->epoll_in = c->epoll_out = c->epoll_rd = 0;
+        c->leader_call = NULL; /* its thread stayed in the parent */
         c->calls_active = 0; /* their threads stayed in the parent */
         pthread_cond_init(&c->idle_cv, NULL);
     }

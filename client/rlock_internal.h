@@ -105,6 +105,8 @@ struct rlk_call {
     rlock_done_fn done_fn;    /* asynchronous completion */
     void *done_arg;
     atomic_uint state;        /* RLK_CALL_* bits */
+    atomic_int lead_fd1;      /* its caller reads the socket itself (reactor.c): that
+                                 client's leader eventfd + 1, to interrupt its poll; 0 not */
     /* the result */
     enum rlock_err err;
     struct rlock_error detail; /* when err != RLOCK_OK */
@@ -196,6 +198,10 @@ struct rlock_client {
     pthread_cond_t idle_cv;         /* signalled when calls_active drops to 0 */
     int epoll_out;                  /* EPOLLOUT is armed (mu) */
     int epoll_in;                   /* the fd is in the reactor's epoll set (mu) */
+    int epoll_rd;                   /* ... with EPOLLIN: off while a leader reads (mu) */
+    struct rlk_call *leader_call;   /* a blocking caller reading the socket itself (mu) */
+    int leader_reading;             /* the leader is in the engine now (mu) */
+    int leadfd;                     /* eventfd that interrupts the leader's poll, or -1 */
     int64_t wake_at;                /* its key in the reactor's timer heap (reactor lock) */
     size_t heap_idx;                /* position in the heap + 1; 0 = not in it (reactor lock) */
     int registered;                 /* watched by the reactor (reactor lock) */
@@ -409,6 +415,15 @@ void rlk_reactor_remove(struct rlock_client *c);
 void rlk_reactor_want_write(struct rlock_client *c);
 /* c->mu held: c's next timer may be earlier than the reactor knows. */
 void rlk_reactor_reschedule(struct rlock_client *c, int64_t wake_at);
+/*
+ * The blocking caller of call reads c's socket itself until call is done, its
+ * cancellation is asked for or deadline (rlk_mono_ms) passes, when no other
+ * caller does so already. Returns 0 at once when it could not lead (the
+ * caller then sleeps until the reading thread completes the call), else 1.
+ */
+int rlk_reactor_lead(struct rlock_client *c, struct rlk_call *call, int64_t deadline);
+/* Interrupt the poll of a leading call (any thread; a spurious wake-up is harmless). */
+void rlk_reactor_wake_leader(int fd);
 /* Queue notes for the callback thread (takes the list). */
 void rlk_callbacks_post(struct rlock_client *c, struct rlk_note *notes);
 /*

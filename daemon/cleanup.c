@@ -36,6 +36,7 @@ struct cleanup_list {
     struct event *ev;    /* fires at the earliest attempt */
     int64_t armed_ms;    /* what ev is set for; -1 none */
     uint32_t n;          /* entries, in flight included */
+    int stopping;        /* the daemon is shutting down: one attempt each, no new entries */
 };
 
 static void cleanup_fire(evutil_socket_t fd, short what, void *arg);
@@ -113,6 +114,11 @@ void cleanup_add(struct server *srv, struct resource *res, const char *token,
                  int64_t not_before_ms, int64_t give_up_ms)
 {
     struct cleanup_list *cl = srv->cleanups;
+    if (cl->stopping) {
+        /* What fails while stopping had its attempt; its key expires by its ttl. */
+        log_debug("cleanup: shutting down: %s is left to expire by its ttl", res->key);
+        return;
+    }
     if (cl->n >= CLEANUP_MAX) {
         log_warn("cleanup list full: %s is left to expire by its ttl", res->key);
         return;
@@ -140,6 +146,28 @@ static void entry_done(struct cleanup_list *cl, struct cleanup *e)
     entry_free(e);
 }
 
+void cleanup_stop(struct cleanup_list *cl, int64_t deadline_ms)
+{
+    cl->stopping = 1;
+    uint32_t dropped = 0;
+    /* Backwards: theap_remove moves the last node into the hole, already seen. */
+    for (size_t i = cl->due.n; i-- > 0;) {
+        struct theap_node *node = cl->due.a[i];
+        if (node->at <= deadline_ms)
+            continue;
+        theap_remove(&cl->due, node);
+        entry_done(cl, ENTRY_OF(node));
+        dropped++;
+    }
+    if (dropped > 0)
+        log_warn("%u delete%s by token not yet due (a lost lock's validity still runs) left "
+                 "undone at shutdown; those keys expire by ttl",
+                 dropped, dropped == 1 ? "" : "s");
+    if (cl->n > 0)
+        log_info("%u delete%s by token to try before exiting", cl->n, cl->n == 1 ? "" : "s");
+    cleanup_rearm(cl);
+}
+
 static void cleanup_reply_cb(const redisReply *reply, const char *err, void *arg)
 {
     (void)err;
@@ -152,6 +180,17 @@ static void cleanup_reply_cb(const redisReply *reply, const char *err, void *arg
     }
     int64_t now = util_now_ms();
     enum reply_delete_kind kind = reply_delete(reply);
+    if (cl->stopping) {
+        /* One attempt each at shutdown: there is no time to settle or retry. */
+        if (kind == REPLY_DELETE_DONE)
+            log_info("cleanup: deleted %s left by an unconfirmed operation", e->res->key);
+        else if (kind == REPLY_DELETE_UNKNOWN)
+            log_warn("cleanup: delete of %s not confirmed at shutdown; it expires by ttl",
+                     e->res->key);
+        entry_done(cl, e);
+        server_check_stopped(cl->srv);
+        return;
+    }
     if (kind != REPLY_DELETE_UNKNOWN) {
         if (kind == REPLY_DELETE_DONE) {
             log_info("cleanup: deleted %s left by an unconfirmed operation", e->res->key);
@@ -193,6 +232,10 @@ static void cleanup_fire(evutil_socket_t fd, short what, void *arg)
         }
         struct resource *res = e->res;
         if (!rpool_route_ready(srv->pool, res->route)) {
+            if (cl->stopping) {
+                entry_done(cl, e);
+                continue;
+            }
             entry_at(cl, e, now + e->backoff_ms);
             continue;
         }
@@ -202,5 +245,7 @@ static void cleanup_fire(evutil_socket_t fd, short what, void *arg)
         rpool_eval(srv->pool, res->route, SCRIPT_RELEASE, 1, 3, args, lens, cleanup_reply_cb, e);
     }
     cleanup_rearm(cl);
+    if (cl->stopping)
+        server_check_stopped(srv);
 }
 

@@ -42,5 +42,12 @@ uint32_t cleanup_count(const struct cleanup_list *cl);
  */
 void cleanup_add(struct server *srv, struct resource *res, const char *token,
                  int64_t not_before_ms, int64_t give_up_ms);
+/*
+ * The daemon is shutting down and exits by deadline_ms: entries due by then
+ * get one attempt each (no settle time, no retry), later ones are dropped
+ * with a warning, and new ones are not taken (what fails while stopping has
+ * had its attempt). Their keys expire by their ttl.
+ */
+void cleanup_stop(struct cleanup_list *cl, int64_t deadline_ms);
 
 #endif

@@ -356,6 +356,8 @@ void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
                                     ? METRIC_FRAME_UNKNOWN_OP
                                     : METRIC_FRAME_NON_CANONICAL]++;
         respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
+        if (req->body_case == RLOCK__V1__REQUEST__BODY_HELLO)
+            session_close(s, "bad Hello", 1); /* as every other refused Hello */
     } else if (srv->stopping && req->body_case == RLOCK__V1__REQUEST__BODY_ACQUIRE) {
         srv->ctr.acquires++;
         metrics_acquire_answered(srv, RLOCK__V1__STATUS__STATUS_SHUTTING_DOWN);

@@ -179,6 +179,9 @@ void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
          */
         cleanup_add(srv, res, l->token, l->valid_until_ms,
                     l->max_expiry_ms + LEASE_CLEANUP_GRACE_MS);
+    } else if (reason == RLOCK__V1__LOST_REASON__LOST_MISSING) {
+        /* Redis lost the key: keep the lock taken until the promise is over. */
+        lock_tombstone(srv, res, l->token, l->valid_until_ms);
     }
     resource_ref(res);
     lease_forget(l);

@@ -265,6 +265,38 @@ void lock_release_token(struct server *srv, struct resource *res, const char *to
     relq_add(srv, res, token, 0, max_expiry_ms);
 }
 
+static void tombstone_reply_cb(const redisReply *reply, const char *err, void *arg)
+{
+    struct resource *res = arg;
+    uint64_t fence;
+    long long pttl;
+    enum reply_acquire_kind kind = reply_acquire(reply, &fence, &pttl);
+    if (kind == REPLY_ACQUIRE_ERROR || kind == REPLY_ACQUIRE_MALFORMED)
+        log_warn("tombstone for %s not confirmed: %s; the lock may be granted before its "
+                 "last holder's validity ends", res->name,
+                 reply == NULL ? err : "unexpected reply from Redis");
+    resource_unref(res);
+}
+
+void lock_tombstone(struct server *srv, struct resource *res, const char *token,
+                    int64_t until_ms)
+{
+    int64_t left = until_ms - util_now_ms();
+    if (left <= 0)
+        return;
+    /* Redis counts PX on its own clock, which may run a little fast. */
+    left += LEASE_DRIFT_MS(left);
+    char value[UTIL_UUID_LEN + 16], ttl[24], fence_ttl[16];
+    const char *args[5] = {res->key, res->fence_key, value, ttl, fence_ttl};
+    size_t lens[5] = {res->key_len, res->fence_key_len, 0, 0, 0};
+    lens[2] = (size_t)snprintf(value, sizeof value, "tombstone:%s", token);
+    lens[3] = (size_t)snprintf(ttl, sizeof ttl, "%lld", (long long)left);
+    lens[4] = (size_t)snprintf(fence_ttl, sizeof fence_ttl, "%u", srv->cfg->fence_ttl_ms);
+    resource_ref(res);
+    /* acquire.lua is SET NX PX: a key someone set meanwhile is left alone. */
+    rpool_eval(srv->pool, res->route, SCRIPT_ACQUIRE, 2, 5, args, lens, tombstone_reply_cb, res);
+}
+
 /* The longest a key set now by a command with ttl_ms may live (Redis's clock may be fast). */
 static int64_t key_life_end(uint32_t ttl_ms)
 {
@@ -391,8 +423,8 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
         lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
         answer_error(req, RLOCK__V1__STATUS__STATUS_INTERNAL,
                     text != NULL
-                        ? "redis refused the acquire script (is the lock's key of another "
-                          "type?)"
+                        ? "redis refused the acquire script (does the lock's key or its "
+                          "fence key hold another type?)"
                         : "unexpected reply from Redis");
         request_finish(req);
         return;

@@ -72,12 +72,20 @@ static void server_finish(struct server *srv)
     event_base_loopexit(srv->base, &tv);
 }
 
+void server_check_stopped(struct server *srv)
+{
+    if (!srv->stopping || srv->finishing || srv->background > 0 ||
+        cleanup_count(srv->cleanups) > 0)
+        return;
+    srv->finishing = 1;
+    log_info("all locks released");
+    server_finish(srv);
+}
+
 void server_background_done(struct server *srv)
 {
-    if (--srv->background == 0 && srv->stopping) {
-        log_info("all locks released");
-        server_finish(srv);
-    }
+    srv->background--;
+    server_check_stopped(srv);
 }
 
 static void stop_timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -85,8 +93,9 @@ static void stop_timeout_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct server *srv = arg;
+    uint32_t n = srv->background + cleanup_count(srv->cleanups);
     log_warn("shutdown_timeout passed with %u Redis call%s unanswered; their keys expire by ttl",
-             srv->background, srv->background == 1 ? "" : "s");
+             n, n == 1 ? "" : "s");
     event_base_loopbreak(srv->base);
 }
 
@@ -113,13 +122,12 @@ static void server_stop(struct server *srv, const char *why)
         session_push_event(s, &ev);
         session_close(s, "server shutting down", 1);
     }
-    if (cleanup_count(srv->cleanups) > 0)
-        log_warn("%u unconfirmed delete%s still pending; those keys expire by ttl",
-                 cleanup_count(srv->cleanups), cleanup_count(srv->cleanups) == 1 ? "" : "s");
-    if (srv->background == 0) {
-        server_finish(srv);
+    /* Deletes put off until a lost lock's validity ends (its holder was
+     * promised that much) still go out if they fall due before we must exit. */
+    cleanup_stop(srv->cleanups, util_now_ms() + srv->cfg->shutdown_timeout_ms);
+    server_check_stopped(srv);
+    if (srv->finishing)
         return;
-    }
     srv->stop_ev = evtimer_new(srv->base, stop_timeout_cb, srv);
     struct timeval tv = util_tv_ms(srv->cfg->shutdown_timeout_ms);
     if (srv->stop_ev != NULL)

@@ -91,6 +91,7 @@ struct server {
     struct event *signal_evs[3];
     struct event *stop_ev;
     int stopping;
+    int finishing;                  /* nothing left to wait for: the loop ends soon */
     int freeing;                    /* server_free runs: queues send nothing more */
     uint32_t background;            /* requests in Redis with no session to answer */
 };
@@ -103,6 +104,8 @@ void server_free(struct server *srv);
 
 /* Have the sessions on srv->flushq written once the current callbacks are done. */
 void server_schedule_flush(struct server *srv);
+/* Stopping, and no Redis work left to wait for: end the loop (at most once). */
+void server_check_stopped(struct server *srv);
 /* Ask the reaper to free closed sessions after the current loop turn. */
 void server_schedule_reap(struct server *srv);
 /* A session-less request (release, orphan) finished; shutdown waits for the last. */

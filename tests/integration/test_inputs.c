@@ -172,6 +172,7 @@ START_TEST(test_inputs_client_names)
     static const uint8_t nul[] = {0x08, 0x01, 0x12, 0x05, 0x0a, 0x03, 'a', 0x00, 'b'};
     ck_assert_int_eq(h_raw_send_body(&p.raw, nul, sizeof nul), 0);
     h_peer_expect_error(&p, 1, H_ST(INVALID), "non-canonical", p.name);
+    h_peer_expect_eof(&p, p.name); /* closed, as every other refused Hello */
     h_raw_close(&p.raw);
 
     for (size_t i = 0; i < H_LEN(good); i++) {

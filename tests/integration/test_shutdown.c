@@ -11,6 +11,9 @@
  *                               exit after the 300 ms, well before 3 s
  *   timeout_binds               command_timeout 3 s, shutdown_timeout 1 s:
  *                               exit after the 1 s, well before 3 s
+ * Deletes by token put off until a lost lock's promised validity ends are
+ * made before exiting when they fall due within shutdown_timeout
+ * (runs_due_deletes).
  */
 #include "harness.h"
 
@@ -137,10 +140,44 @@ START_TEST(test_shutdown_timeout_binds)
 }
 END_TEST
 
+/*
+ * A lock lost to max_hold keeps its key until the validity its holder was
+ * promised is over; only then does the daemon delete it by token. A SIGTERM
+ * in between must not leave that delete undone when it falls due within
+ * shutdown_timeout: the key is gone when rlockd has exited.
+ */
+START_TEST(test_shutdown_runs_due_deletes)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, "[server]\nshutdown_timeout = 10s\n");
+    struct rlock_acquire_opts o = {.ttl_ms = 4000, .max_hold_ms = 1000};
+    struct rlock_lock *l = h_acquire_ok(f.c, "sd-maxhold", &o);
+    char key[256];
+    h_lock_key(&f.e, "sd-maxhold", key, sizeof key);
+    int64_t deadline = h_now_ms() + 5000;
+    while (atomic_load(&f.lost.count) == 0 && h_now_ms() < deadline)
+        h_sleep_ms(5);
+    ck_assert_int_eq(atomic_load(&f.lost.reason), RLOCK_LOST_MAX_HOLD);
+    h_assert_key_token(f.r, key, rlock_lock_token(l)); /* kept until the promise is over */
+    long long pttl = h_pttl(f.r, key);
+    int64_t took = term_rlockd(&f.e);
+    int left = h_key_exists(f.r, key);
+    printf("shutdown: FIGURE SIGTERM with a max_hold loss's delete due in under %lld ms: "
+           "exited after %lld ms, key %s\n",
+           pttl, (long long)took, left ? "LEFT" : "deleted");
+    ck_assert_msg(!left, "rlockd exited %lld ms after SIGTERM leaving the key of a lost lock "
+                  "(its delete was due within shutdown_timeout)", (long long)took);
+    rlock_lock_free(l);
+    rlock_close(f.c);
+    redisFree(f.r);
+    h_env_stop(&f.e);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {test_shutdown_releases_locks, test_shutdown_redis_stalled,
                             test_shutdown_bounded_by_command_timeout,
-                            test_shutdown_timeout_binds};
+                            test_shutdown_timeout_binds, test_shutdown_runs_due_deletes};
     return h_run_tests("shutdown", 60, tests, H_LEN(tests));
 }
