@@ -1,7 +1,9 @@
 /*
  * test_fence.c — fencing tokens only ever grow: over 1000 sequential grants
- * of one resource, after the fence counter key is deleted, and after
- * FLUSHALL wipes every key.
+ * of one resource, after the fence counter key is deleted, after FLUSHALL
+ * wipes every key, after the fence key expires by its fence_ttl, and across
+ * a restart of redis-server (which keeps nothing: the harness runs it
+ * without persistence).
  */
 #include "harness.h"
 
@@ -22,6 +24,14 @@ static uint64_t grant_once(struct rlock_client *c)
     h_assert_ok(c, rlock_release(l, 0));
     rlock_lock_free(l);
     return fence;
+}
+
+/* Assert that a fence granted after the fence key went is above the one before. */
+static void assert_above(uint64_t fence, uint64_t before, const char *after_what)
+{
+    printf("fence: after %s: %" PRIu64 " (before %" PRIu64 ")\n", after_what, fence, before);
+    ck_assert_msg(fence > before, "after %s: fence %" PRIu64 " not above %" PRIu64, after_what,
+                  fence, before);
 }
 
 START_TEST(test_fence_monotonic)
@@ -54,18 +64,66 @@ START_TEST(test_fence_monotonic)
 
     ck_assert_int_eq(h_redis_int(f.r, "DEL %s", fence_key), 1);
     uint64_t fence = grant_once(f.c);
-    printf("fence: after DEL of %s: %" PRIu64 " (before %" PRIu64 ")\n", fence_key, fence, last);
-    ck_assert_msg(fence > last, "after DEL: fence %" PRIu64 " not above %" PRIu64, fence, last);
+    assert_above(fence, last, "DEL of the fence key");
     last = fence;
 
     redisReply *rep = redisCommand(f.r, "FLUSHALL");
     ck_assert_ptr_nonnull(rep);
     ck_assert_int_eq(rep->type, REDIS_REPLY_STATUS);
     freeReplyObject(rep);
-    fence = grant_once(f.c);
-    printf("fence: after FLUSHALL: %" PRIu64 " (before %" PRIu64 ")\n", fence, last);
-    ck_assert_msg(fence > last, "after FLUSHALL: fence %" PRIu64 " not above %" PRIu64, fence,
-                  last);
+    assert_above(grant_once(f.c), last, "FLUSHALL");
+
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/*
+ * The smallest fence_ttl (1 min, daemon/config.h) is too long to wait for: the
+ * test checks that the daemon gave the fence key that ttl, then cuts the key's
+ * life short with PEXPIRE and lets Redis expire it by itself.
+ */
+START_TEST(test_fence_after_fence_key_expired)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, "[limits]\nfence_ttl = 1m\n");
+    char fence_key[256];
+    h_fence_key(&f.e, RES, fence_key, sizeof fence_key);
+
+    uint64_t before = grant_once(f.c);
+    long long pttl = h_pttl(f.r, fence_key);
+    ck_assert_msg(pttl > 0 && pttl <= 60000, "fence key PTTL %lld, not within fence_ttl = 1m",
+                  pttl);
+    ck_assert_int_eq(h_redis_int(f.r, "PEXPIRE %s 1", fence_key), 1);
+    ck_assert_msg(h_wait_key_gone(f.r, fence_key, 30000, &f.e) >= 0,
+                  "the fence key did not expire");
+    assert_above(grant_once(f.c), before, "the fence key expired");
+
+    h_fixture_stop(&f);
+}
+END_TEST
+
+START_TEST(test_fence_after_redis_restart)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    char fence_key[256];
+    h_fence_key(&f.e, RES, fence_key, sizeof fence_key);
+
+    uint64_t before = grant_once(f.c);
+    ck_assert_int_eq(h_redis_kill(&f.e), 0);
+    ck_assert_int_eq(h_redis_start(&f.e), 0);
+    redisFree(f.r);
+    f.r = h_redis(&f.e);
+    ck_assert_ptr_nonnull(f.r);
+    ck_assert_int_eq(h_key_exists(f.r, fence_key), 0);
+
+    /* The daemon reconnects by itself; the waiter retries while it answers UNAVAILABLE. */
+    struct h_waiter w;
+    h_waiter_start(&w, &f.e, RES, 10000, 30000);
+    enum rlock_err rc = h_waiter_join(&w);
+    ck_assert_msg(rc == RLOCK_OK, "no grant within 30 s of the restart: %s", rlock_strerror(rc));
+    assert_above(rlock_lock_fence(w.l), before, "a Redis restart");
+    h_waiter_close(&w);
 
     h_fixture_stop(&f);
 }
@@ -73,6 +131,7 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = { test_fence_monotonic };
+    const TTest *tests[] = { test_fence_monotonic, test_fence_after_fence_key_expired,
+                             test_fence_after_redis_restart };
     return h_run_tests("fence", 300, tests, H_LEN(tests));
 }
