@@ -35,15 +35,22 @@ static const int fault_weight[CHAOS_NFAULTS] = {
     [CHAOS_F_rlockd_kill] = 1,
 };
 
-/* rlockd restarts are spaced so that each incarnation's memory can be measured. */
+/*
+ * rlockd restarts are spaced so that each incarnation's memory can be
+ * measured: at least 60 s apart, and at most about 8 per run (a long run gets
+ * long incarnations), none in the last 100 s.
+ */
 #define NEMESIS_RLOCKD_GAP_MS 60000
+#define NEMESIS_RLOCKD_PER_RUN 8
 #define NEMESIS_RLOCKD_TAIL_MS 100000
 
 static int rlockd_kill_allowed(struct driver *d)
 {
     int64_t now = chaos_now_ms();
-    return now - d->last_rlockd_kill_ms >= NEMESIS_RLOCKD_GAP_MS &&
-           d->end_ms - now >= NEMESIS_RLOCKD_TAIL_MS;
+    int64_t gap = (int64_t)d->seconds * 1000 / NEMESIS_RLOCKD_PER_RUN;
+    if (gap < NEMESIS_RLOCKD_GAP_MS)
+        gap = NEMESIS_RLOCKD_GAP_MS;
+    return now - d->last_rlockd_kill_ms >= gap && d->end_ms - now >= NEMESIS_RLOCKD_TAIL_MS;
 }
 
 enum chaos_fault nemesis_pick(struct driver *d, int index)
