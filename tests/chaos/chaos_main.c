@@ -227,6 +227,10 @@ static int drv_start(struct driver *d)
     chaos_log(d->log, "SEED %" PRIu64 " %d %d %d", d->seed, d->seconds, d->nworkers, d->nres);
     chaos_log(d->log, "WORKAROUNDS shutdown_keys=%d redis_delayed_restart=%d", d->workaround_keys,
               d->workaround_redis);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    /* rlockd comes from the same build: its RSS then holds the sanitizer's quarantine. */
+    chaos_log(d->log, "SANITIZED_BUILD 1");
+#endif
     if (h_redis_start(&d->e) != 0 || h_rlockd_start(&d->e) != 0)
         return -1;
     chaos_log(d->log, "RLOCKD_START %d", (int)d->e.rlockd_pid);
