@@ -28,6 +28,9 @@ max_locks = 1000000
 [limits]
 max_locks = 4000000
 max_waiters = 100000
+
+[metrics]
+listen = unix:$BENCH_DIR/metrics.sock
 CONF
 }
 

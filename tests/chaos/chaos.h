@@ -1,0 +1,170 @@
+/*
+ * chaos.h — the chaos test of rlockd and librlock (rlock-chaos): what its
+ * processes share.
+ *
+ * One executable plays four parts, chosen by its first argument:
+ *
+ *   rlock-chaos [options]           the driver: starts redis-server, rlockd,
+ *                                   the fenced store and the workers, runs the
+ *                                   nemesis, then the offline check
+ *   rlock-chaos --worker ...        one worker (exec'd by the driver)
+ *   rlock-chaos --store ...         the fenced store (exec'd by the driver)
+ *   rlock-chaos --check DIR         the offline check alone, on a kept run
+ *
+ * Workers and the store are exec'd, not merely forked: the driver uses
+ * librlock (to see that rlockd serves), and a fork of a process running the
+ * library's threads is no place to open new clients.
+ *
+ * They share one file, DIR/chaos.shm, mapped MAP_SHARED: the referee (who is
+ * inside which resource's critical section), the nemesis's marks (who was
+ * paused during which hold, who is being killed) and live counters. Every
+ * field two processes touch is atomic. Everything else goes through history
+ * files, one line per event, written with write(2) on O_APPEND so that a
+ * kill -9 loses nothing that was logged; the offline check (chaos_check.c)
+ * reads them back. See README.md beside this file for the design.
+ */
+#ifndef RLOCK_CHAOS_H
+#define RLOCK_CHAOS_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CHAOS_MAX_WORKERS 32
+#define CHAOS_MAX_RES 16
+#define CHAOS_SHM_MAGIC 0x43484153u /* "CHAS" */
+
+/*
+ * Timing of the whole run. The session timeout and the ttls are short so that
+ * every fault bites within seconds; command_timeout stays below min_ttl/3 as
+ * the daemon's configuration requires.
+ */
+#define CHAOS_SESSION_TIMEOUT_MS 1500u
+#define CHAOS_TTL_MIN_MS 1500u
+#define CHAOS_TTL_MAX_MS 3000u
+#define CHAOS_COMMAND_TIMEOUT_MS 300u
+/* The lock_delay asked for on odd-numbered resources (see the worker). */
+#define CHAOS_LOCK_DELAY_MS 1000u
+/* max_hold asked for on the last resource, which is sometimes held longer. */
+#define CHAOS_MAX_HOLD_MS 1000u
+
+/*
+ * How much validity a worker wants left before it acts on a lock: enough for
+ * the gap before a write, the write itself and a slice of work, with room
+ * for the scheduling of a loaded two-core machine.
+ */
+#define CHAOS_VALID_MARGIN_MS 250
+
+/* Phases of a worker, in its shared slot (what the nemesis aims at). */
+enum chaos_phase {
+    CHAOS_PH_IDLE = 0,    /* not holding anything (connecting, acquiring, released) */
+    CHAOS_PH_INSIDE = 1,  /* inside the referee: holding, working */
+    CHAOS_PH_CHECKED = 2, /* inside, state checked, the write not yet sent: the gap a
+                             paused writer turns into a stale write */
+};
+
+/* Classes of an overlap seen by the referee, as the entrant judged the occupant. */
+enum chaos_overlap {
+    CHAOS_OV_PAUSED = 0,    /* the occupant was paused by the nemesis during this hold */
+    CHAOS_OV_KILLED = 1,    /* the occupant was being killed by the nemesis (it is dead) */
+    CHAOS_OV_VIOLATION = 2, /* neither: two live holders at once */
+    CHAOS_OV_REDIS_LOST = 3, /* two live holders, the occupant's key lost with a Redis restart
+                                during its hold: a violation too, told apart for its cause */
+};
+#define CHAOS_OV_KINDS 4
+
+/* One worker's shared slot. pid 0: the slot is empty (between incarnations). */
+struct chaos_slot {
+    _Atomic int pid;
+    _Atomic int phase;           /* enum chaos_phase */
+    _Atomic int inside;          /* the resource it is inside, or -1 */
+    _Atomic uint64_t hold_seq;   /* the referee's sequence number of its current hold */
+    _Atomic uint64_t fence;      /* of its current hold */
+    _Atomic uint64_t paused_seq; /* the hold during which the nemesis paused it (0: none) */
+    _Atomic int killed;          /* set by the nemesis before SIGKILL, cleared at respawn */
+    _Atomic int64_t valid_until_ms; /* the validity its latest check relied on */
+    _Atomic int long_hold;       /* its current hold is a long one (what server faults aim at) */
+    _Atomic uint64_t enter_epoch; /* redis_epoch when it entered its current hold */
+};
+
+struct chaos_shm {
+    uint32_t magic;
+    int nworkers;
+    int nres;
+    _Atomic int stop;              /* workers finish their hold and exit */
+    _Atomic uint64_t seq;          /* referee sequence: one number per entry, all resources */
+    _Atomic uint64_t redis_epoch;  /* bumped when the nemesis restarts Redis (keys lost) */
+    _Atomic uint64_t occupants[CHAOS_MAX_RES]; /* bit i: worker slot i is inside */
+    struct chaos_slot slots[CHAOS_MAX_WORKERS];
+    /* Live counters (the offline check recounts from the histories). */
+    _Atomic uint64_t grants;
+    _Atomic uint64_t overlaps[CHAOS_OV_KINDS]; /* by enum chaos_overlap */
+    _Atomic uint64_t writes_accepted;
+    _Atomic uint64_t writes_refused; /* stale writes the store refused */
+    _Atomic uint64_t writes_bad;     /* accepted though stale, or a fence reused: must stay 0 */
+};
+
+/* Map DIR/chaos.shm (create = 1: create and size it). NULL after printing why. */
+struct chaos_shm *chaos_shm_map(const char *dir, int create);
+
+/* Microseconds on CLOCK_MONOTONIC: one clock for every process of the run. */
+int64_t chaos_now_us(void);
+static inline int64_t chaos_now_ms(void)
+{
+    return chaos_now_us() / 1000;
+}
+void chaos_sleep_ms(int ms);
+
+/* A small xorshift generator; each process seeds its own. */
+struct chaos_rng {
+    uint64_t s;
+};
+void chaos_rng_seed(struct chaos_rng *r, uint64_t seed);
+uint64_t chaos_rng_next(struct chaos_rng *r);
+/* Uniform in [lo, hi]. */
+uint32_t chaos_rng_range(struct chaos_rng *r, uint32_t lo, uint32_t hi);
+
+/*
+ * A history file: open DIR/name for appending (O_APPEND, no buffering) and
+ * write one line per call, "<us> <text>\n", in one write(2) so that lines of
+ * several threads or processes never interleave.
+ */
+int chaos_log_open(const char *dir, const char *name);
+void chaos_log(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void chaos_vlog(int fd, const char *fmt, va_list ap);
+
+/* The resource name of index i ("chaos/r<i>"), written into buf. */
+const char *chaos_res_name(int i, char *buf, size_t len);
+
+/* --- the fenced store's wire format (SOCK_SEQPACKET on DIR/store.sock) --- */
+
+struct chaos_write {
+    uint32_t slot;
+    int32_t pid;
+    uint32_t res;
+    int32_t believed;  /* enum rlock_lock_state the writer saw at its last check */
+    uint64_t fence;
+    uint64_t hold_seq; /* identifies the hold: two holds never share a fence */
+};
+
+enum chaos_verdict {
+    CHAOS_W_ACCEPTED = 1, /* fence >= the highest seen for the resource */
+    CHAOS_W_REFUSED = 2,  /* fence below the highest seen: a stale write, refused */
+};
+
+struct chaos_reply {
+    int32_t verdict;      /* enum chaos_verdict */
+    uint32_t pad;
+    uint64_t highest;     /* the store's highest fence for the resource after this write */
+};
+
+/* --- the parts --------------------------------------------------------------- */
+
+int chaos_worker_main(int argc, char **argv);
+int chaos_store_main(int argc, char **argv);
+/* Check the histories in dir; print the report to stdout. 0 when every rule held. */
+int chaos_check_run(const char *dir, int verbose);
+
+#endif

@@ -1,0 +1,683 @@
+/*
+ * chaos_check.c — the offline check of a chaos run: reads the histories a
+ * run left in its dir (run.log, w<N>.log, store.log), recounts everything
+ * from them, checks the rules and prints the summary.
+ *
+ * Rules (each printed as passed or failed):
+ *   faults      every fault kind happened at least once
+ *   overlaps    no overlap in the referee other than with a holder the
+ *               nemesis paused (or was killing) during that hold
+ *   fences      per resource, fences strictly increase in referee entry order,
+ *               and no fence was granted twice
+ *   stale       the store accepted no stale write (a fence below the highest,
+ *               or an equal fence from another hold)
+ *   refused     every stale write attempted (found by replaying store.log)
+ *               was refused, and the store's own counters agree
+ *   keys        no lock key left in Redis once the workers exited and rlockd
+ *               stopped cleanly (fence keys are allowed)
+ *   memory      rlockd's VmRSS grew less than 10% from warm-up (20 s after
+ *               each start) to the end of that incarnation, for every
+ *               incarnation measured over at least 60 s
+ *   processes   no process died by itself, the workers stopped when asked,
+ *               rlockd exited 0 on SIGTERM, no sanitizer report in any
+ *               process's output (for runs of sanitizer builds)
+ *   liveness    locks were still granted in the fault-free tail of the run
+ *
+ * Informational: accepted writes whose fence a newer grant had already
+ * overtaken (the newer holder had not written yet, so the store could not
+ * know): split by whether the writer was paused by the nemesis in that hold.
+ */
+#include "chaos_driver.h"
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CK_WARMUP_MS 20000
+#define CK_MEASURE_MIN_MS 60000
+#define CK_GROWTH_LIMIT_PCT 10.0
+#define CK_TAIL_MS 10000
+#define CK_MAX_NAMES 16
+#define CK_MAX_INC 256
+
+/* A growable array of T. */
+#define VEC(T)                                                                                \
+    struct {                                                                                  \
+        T *v;                                                                                 \
+        size_t n, cap;                                                                        \
+    }
+#define VEC_PUSH(a, x)                                                                        \
+    do {                                                                                      \
+        if ((a).n == (a).cap) {                                                               \
+            size_t nc_ = (a).cap ? (a).cap * 2 : 256;                                         \
+            void *nv_ = realloc((a).v, nc_ * sizeof *(a).v);                                  \
+            if (!nv_) {                                                                       \
+                fprintf(stderr, "chaos check: out of memory\n");                              \
+                exit(2);                                                                      \
+            }                                                                                 \
+            (a).v = nv_;                                                                      \
+            (a).cap = nc_;                                                                    \
+        }                                                                                     \
+        (a).v[(a).n++] = (x);                                                                 \
+    } while (0)
+
+struct ck_entry { /* one referee entry, or one grant */
+    int64_t t;
+    uint64_t seq;
+    uint64_t fence;
+    int res;
+};
+
+struct ck_names { /* a small counted set of words */
+    char name[CK_MAX_NAMES][32];
+    uint64_t count[CK_MAX_NAMES];
+    int n;
+};
+
+struct ck_inc { /* one incarnation of rlockd */
+    int pid;
+    int64_t start;
+    int64_t base_t, last_t;
+    long base_kb, last_kb, max_kb;
+};
+
+struct ck {
+    const char *dir;
+    int verbose;
+    uint64_t seed;
+    int seconds, nworkers, nres;
+    int64_t t_first, t_last;
+    /* run.log */
+    int faults[CHAOS_NFAULTS];
+    int pauses_in_gap, pauses_outside;
+    VEC(uint64_t) paused_seqs;
+    struct ck_inc inc[CK_MAX_INC];
+    int ninc;
+    int crashes, workers_stuck, workers_failed, rlockd_clean, keys_left, results_seen;
+    char fault_failed[64];
+    int workaround_keys; /* lock keys still there when the workaround began waiting; -1: off */
+    int workaround_redis; /* --workaround-redis-delayed-restart was on */
+    int sanitized_build;  /* ASan/TSan: memory growth is the sanitizer's, not judged */
+    /* workers */
+    VEC(struct ck_entry) grants;
+    VEC(struct ck_entry) enters;
+    uint64_t overlaps[CHAOS_OV_KINDS];
+    uint64_t acq_fail[128];
+    uint64_t skips, voids, notices, uncertain, drops, releases, release_fail, session_ends;
+    uint64_t connects_failed, worker_starts, worker_writes[3];
+    int64_t last_acq_t;          /* of the current history file's latest ACQ */
+    uint64_t long_waits;         /* grants after a wait longer than the session timeout */
+    uint64_t stale_grants;       /* grants whose validity was over when they returned */
+    uint64_t stale_grants_short; /* ... of which after a wait shorter than the session timeout */
+    int64_t stale_grant_min_wait_ms;
+    struct ck_names lost, noticed;
+    VEC(char *) violations;
+    /* store.log */
+    uint64_t st_accepted, st_refused, st_stale, st_bad, st_refused_believed_held;
+    uint64_t st_counter_acc, st_counter_ref, st_counter_bad;
+    int st_stopped;
+    uint64_t late_paused, late_other;
+    VEC(char *) late_lines;
+};
+
+static void names_add(struct ck_names *s, const char *name)
+{
+    for (int i = 0; i < s->n; i++) {
+        if (strcmp(s->name[i], name) == 0) {
+            s->count[i]++;
+            return;
+        }
+    }
+    if (s->n < CK_MAX_NAMES) {
+        snprintf(s->name[s->n], sizeof s->name[s->n], "%s", name);
+        s->count[s->n++] = 1;
+    }
+}
+
+static int fault_index(const char *name)
+{
+    for (int f = 0; f < CHAOS_NFAULTS; f++)
+        if (strcmp(chaos_fault_names[f], name) == 0)
+            return f;
+    return -1;
+}
+
+/* Read dir/name line by line; fn gets the timestamp and the rest of the line. */
+static int ck_read(struct ck *k, const char *name, void (*fn)(struct ck *, int64_t, char *))
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", k->dir, name);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[2048];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *rest;
+        long long t = strtoll(line, &rest, 10);
+        if (rest == line || *rest != ' ')
+            continue;
+        if (k->t_first == 0 || t < k->t_first)
+            k->t_first = t;
+        if (t > k->t_last)
+            k->t_last = t;
+        fn(k, t, rest + 1);
+    }
+    fclose(f);
+    return 0;
+}
+
+static struct ck_inc *inc_of(struct ck *k, int pid)
+{
+    for (int i = k->ninc - 1; i >= 0; i--)
+        if (k->inc[i].pid == pid)
+            return &k->inc[i];
+    return NULL;
+}
+
+static void ck_run_line(struct ck *k, int64_t t, char *s)
+{
+    char word[64], arg[64];
+    int pid;
+    long kb;
+    if (sscanf(s, "SEED %" SCNu64 " %d %d %d", &k->seed, &k->seconds, &k->nworkers, &k->nres) ==
+        4)
+        return;
+    if (sscanf(s, "WORKAROUNDS shutdown_keys=%*d redis_delayed_restart=%d", &k->workaround_redis) ==
+        1)
+        return;
+    if (strncmp(s, "SANITIZED_BUILD", 15) == 0) {
+        k->sanitized_build = 1;
+        return;
+    }
+    if (sscanf(s, "RLOCKD_START %d", &pid) == 1) {
+        if (k->ninc < CK_MAX_INC)
+            k->inc[k->ninc++] = (struct ck_inc){ .pid = pid, .start = t };
+        return;
+    }
+    if (sscanf(s, "RSS %d %ld", &pid, &kb) == 2) {
+        struct ck_inc *c = inc_of(k, pid);
+        if (!c)
+            return;
+        if (c->base_kb == 0 && t - c->start >= (int64_t)CK_WARMUP_MS * 1000) {
+            c->base_kb = kb;
+            c->base_t = t;
+        }
+        if (c->base_kb) {
+            c->last_kb = kb;
+            c->last_t = t;
+            if (kb > c->max_kb)
+                c->max_kb = kb;
+        }
+        return;
+    }
+    if (sscanf(s, "FAULT %63s", word) == 1) {
+        int f = fault_index(word);
+        if (f >= 0)
+            k->faults[f]++;
+        if (f == CHAOS_F_worker_pause) {
+            int inside = -1, phase = 0;
+            uint64_t seq = 0;
+            const char *p = strstr(s, "inside=");
+            if (p)
+                sscanf(p, "inside=%d phase=%d seq=%" SCNu64, &inside, &phase, &seq);
+            if (inside >= 0)
+                VEC_PUSH(k->paused_seqs, seq);
+            if (inside >= 0 && phase == CHAOS_PH_CHECKED)
+                k->pauses_in_gap++;
+            else if (inside < 0)
+                k->pauses_outside++;
+        }
+        return;
+    }
+    if (strncmp(s, "CRASH ", 6) == 0) {
+        k->crashes++;
+        char *line = strdup(s);
+        if (line)
+            VEC_PUSH(k->violations, line);
+        return;
+    }
+    if (strncmp(s, "KEYLEFT ", 8) == 0) {
+        char *line = strdup(s);
+        if (line)
+            VEC_PUSH(k->violations, line);
+        return;
+    }
+    int v;
+    if (sscanf(s, "RESULT %63s %63s", word, arg) == 2) {
+        k->results_seen++;
+        v = atoi(arg);
+        if (strcmp(word, "workers_stuck") == 0)
+            k->workers_stuck = v;
+        else if (strcmp(word, "workers_failed") == 0)
+            k->workers_failed = v;
+        else if (strcmp(word, "rlockd_clean_exit") == 0)
+            k->rlockd_clean = v;
+        else if (strcmp(word, "lock_keys_left") == 0)
+            k->keys_left = v;
+        else if (strcmp(word, "workaround_keys_before_stop") == 0)
+            k->workaround_keys = v;
+        else if (strcmp(word, "fault_failed") == 0)
+            snprintf(k->fault_failed, sizeof k->fault_failed, "%s", arg);
+    }
+}
+
+static void ck_worker_line(struct ck *k, int64_t t, char *s)
+{
+    int pid, res, a, b;
+    uint64_t fence, seq;
+    char ev[32], word[64];
+    if (sscanf(s, "%d %31s", &pid, ev) != 2)
+        return;
+    const char *p = strchr(s, ' ') + 1 + strlen(ev);
+    if (strcmp(ev, "ACQ") == 0) {
+        k->last_acq_t = t;
+    } else if (strcmp(ev, "GRANT") == 0 &&
+               sscanf(p, "%d %" SCNu64 " %d %d", &res, &fence, &a, &b) == 4) {
+        VEC_PUSH(k->grants, ((struct ck_entry){ .t = t, .fence = fence, .res = res }));
+        int64_t wait_ms = k->last_acq_t ? (t - k->last_acq_t) / 1000 : 0;
+        if (wait_ms > (int64_t)CHAOS_SESSION_TIMEOUT_MS)
+            k->long_waits++;
+        if (b <= 0) { /* valid_until - now at the grant, in ms */
+            k->stale_grants++;
+            if (wait_ms <= (int64_t)CHAOS_SESSION_TIMEOUT_MS)
+                k->stale_grants_short++;
+            if (k->stale_grant_min_wait_ms == 0 || wait_ms < k->stale_grant_min_wait_ms)
+                k->stale_grant_min_wait_ms = wait_ms;
+        }
+    } else if (strcmp(ev, "ENTER") == 0 &&
+               sscanf(p, "%d %" SCNu64 " %" SCNu64, &res, &fence, &seq) == 3) {
+        VEC_PUSH(k->enters, ((struct ck_entry){ .t = t, .seq = seq, .fence = fence, .res = res }));
+    } else if (strcmp(ev, "OVERLAP") == 0 &&
+               sscanf(p, "%d %" SCNu64 " %" SCNu64 " %d %d %*u %d", &res, &fence, &seq, &a, &b,
+                      &pid) == 6) {
+        if (pid >= 0 && pid < CHAOS_OV_KINDS)
+            k->overlaps[pid]++;
+        if (pid == CHAOS_OV_VIOLATION || pid == CHAOS_OV_REDIS_LOST) {
+            char *line = malloc(strlen(s) + 32);
+            if (line) {
+                sprintf(line, "overlap at %lld: %s", (long long)t, s);
+                VEC_PUSH(k->violations, line);
+            }
+        }
+    } else if (strcmp(ev, "ACQFAIL") == 0 && sscanf(p, "%d %d", &res, &a) == 2) {
+        k->acq_fail[a >= 0 && a < 128 ? a : 127]++;
+    } else if (strcmp(ev, "WRITE") == 0 && sscanf(p, "%d %" SCNu64 " %d", &res, &fence, &a) == 3) {
+        k->worker_writes[a == CHAOS_W_ACCEPTED ? 0 : a == CHAOS_W_REFUSED ? 1 : 2]++;
+    } else if (strcmp(ev, "LOSTCB") == 0 && sscanf(p, "%*s %*u %63s", word) == 1) {
+        names_add(&k->lost, word);
+    } else if (strcmp(ev, "NOTICE") == 0 && sscanf(p, "%*d %*u %*d %63s", word) == 1) {
+        k->notices++;
+        names_add(&k->noticed, word);
+    } else if (strcmp(ev, "SKIP") == 0) {
+        k->skips++;
+    } else if (strcmp(ev, "VOID") == 0) {
+        k->voids++;
+    } else if (strcmp(ev, "UNCERTAIN") == 0) {
+        k->uncertain++;
+    } else if (strcmp(ev, "DROP") == 0) {
+        k->drops++;
+    } else if (strcmp(ev, "RELEASE") == 0 && sscanf(p, "%*d %*u %d", &a) == 1) {
+        k->releases++;
+        if (a != 0)
+            k->release_fail++;
+    } else if (strcmp(ev, "SESSION_END") == 0) {
+        k->session_ends++;
+    } else if (strcmp(ev, "CONNECT") == 0 && sscanf(p, "%d", &a) == 1) {
+        if (a != 0)
+            k->connects_failed++;
+    } else if (strcmp(ev, "START") == 0) {
+        k->worker_starts++;
+    }
+}
+
+/* The store's decisions, replayed in its own order. */
+struct ck_store_state {
+    uint64_t highest[CHAOS_MAX_RES];
+    uint64_t hold[CHAOS_MAX_RES];
+    uint64_t granted[CHAOS_MAX_RES]; /* highest fence granted before the write in hand */
+    size_t next_grant;               /* grants are sorted by time; store.log is in time order */
+};
+static struct ck_store_state ck_store;
+
+static int paused_hold(const struct ck *k, uint64_t seq)
+{
+    for (size_t i = 0; i < k->paused_seqs.n; i++)
+        if (k->paused_seqs.v[i] == seq)
+            return 1;
+    return 0;
+}
+
+static void ck_store_line(struct ck *k, int64_t t, char *s)
+{
+    unsigned res;
+    uint64_t fence, seq, highest;
+    int verdict, believed, slot, pid;
+    unsigned long long acc, ref, bad;
+    if (sscanf(s, "STOP accepted=%llu refused=%llu bad=%llu", &acc, &ref, &bad) == 3) {
+        k->st_counter_acc = acc;
+        k->st_counter_ref = ref;
+        k->st_counter_bad = bad;
+        k->st_stopped = 1;
+        return;
+    }
+    if (sscanf(s, "STORE %u %" SCNu64 " %d %d %d %d %" SCNu64 " %" SCNu64, &res, &fence, &verdict,
+               &believed, &slot, &pid, &seq, &highest) != 8 ||
+        res >= CHAOS_MAX_RES)
+        return;
+    uint64_t *hi = &ck_store.highest[res];
+    int stale = fence < *hi || (fence == *hi && seq != ck_store.hold[res] && *hi != 0);
+    if (stale)
+        k->st_stale++;
+    if (verdict == CHAOS_W_REFUSED) {
+        k->st_refused++;
+        if (believed == 0) /* RLOCK_HELD */
+            k->st_refused_believed_held++;
+    } else {
+        k->st_accepted++;
+        if (stale) {
+            k->st_bad++;
+            char *line = malloc(strlen(s) + 48);
+            if (line) {
+                sprintf(line, "stale write accepted at %lld: %s", (long long)t, s);
+                VEC_PUSH(k->violations, line);
+            }
+        }
+        *hi = fence;
+        ck_store.hold[res] = seq;
+        /* Informational: a newer grant existed already (the store could not know). */
+        while (ck_store.next_grant < k->grants.n && k->grants.v[ck_store.next_grant].t < t) {
+            const struct ck_entry *g = &k->grants.v[ck_store.next_grant++];
+            if (g->res >= 0 && g->res < CHAOS_MAX_RES && g->fence > ck_store.granted[g->res])
+                ck_store.granted[g->res] = g->fence;
+        }
+        uint64_t newest = ck_store.granted[res];
+        if (newest > fence) {
+            if (paused_hold(k, seq)) {
+                k->late_paused++;
+            } else {
+                k->late_other++;
+                char *line = malloc(strlen(s) + 96);
+                if (line) {
+                    sprintf(line, "at %lld (newer fence %" PRIu64 " granted): %s", (long long)t,
+                            newest, s);
+                    VEC_PUSH(k->late_lines, line);
+                }
+            }
+        }
+    }
+}
+
+static int cmp_entry_t(const void *a, const void *b)
+{
+    const struct ck_entry *x = a, *y = b;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+static int cmp_entry_seq(const void *a, const void *b)
+{
+    const struct ck_entry *x = a, *y = b;
+    if (x->res != y->res)
+        return x->res - y->res;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int cmp_entry_fence(const void *a, const void *b)
+{
+    const struct ck_entry *x = a, *y = b;
+    if (x->res != y->res)
+        return x->res - y->res;
+    return x->fence < y->fence ? -1 : x->fence > y->fence;
+}
+
+/* Fences out of order in entry order, plus fences granted twice. */
+static uint64_t ck_fences(struct ck *k, uint64_t *dups)
+{
+    uint64_t bad = 0;
+    qsort(k->enters.v, k->enters.n, sizeof *k->enters.v, cmp_entry_seq);
+    for (size_t i = 1; i < k->enters.n; i++) {
+        const struct ck_entry *a = &k->enters.v[i - 1], *b = &k->enters.v[i];
+        if (a->res == b->res && b->fence <= a->fence) {
+            bad++;
+            char *line = malloc(160);
+            if (line) {
+                snprintf(line, 160, "fence order: resource %d entry %" PRIu64 " fence %" PRIu64
+                         " after entry %" PRIu64 " fence %" PRIu64, b->res, b->seq, b->fence,
+                         a->seq, a->fence);
+                VEC_PUSH(k->violations, line);
+            }
+        }
+    }
+    struct ck_entry *g = malloc((k->grants.n + 1) * sizeof *g);
+    if (!g)
+        return bad;
+    memcpy(g, k->grants.v, k->grants.n * sizeof *g);
+    qsort(g, k->grants.n, sizeof *g, cmp_entry_fence);
+    *dups = 0;
+    for (size_t i = 1; i < k->grants.n; i++)
+        if (g[i].res == g[i - 1].res && g[i].fence == g[i - 1].fence)
+            (*dups)++;
+    free(g);
+    return bad;
+}
+
+/*
+ * Sanitizer reports in the processes' output (a run of an ASan or TSan build):
+ * the number of files with one; the first report's line is printed.
+ */
+static int ck_sanitizer_reports(const struct ck *k)
+{
+    static const char *const markers[] = { "Sanitizer", "runtime error:" };
+    int found = 0;
+    for (int i = -2; i < CHAOS_MAX_WORKERS; i++) {
+        char path[512];
+        if (i == -2)
+            snprintf(path, sizeof path, "%s/rlockd.log", k->dir);
+        else if (i == -1)
+            snprintf(path, sizeof path, "%s/store.out", k->dir);
+        else
+            snprintf(path, sizeof path, "%s/w%d.out", k->dir, i);
+        char *text = h_read_file(path);
+        const char *hit = NULL;
+        for (size_t m = 0; text && m < sizeof markers / sizeof markers[0] && !hit; m++)
+            hit = strstr(text, markers[m]);
+        if (hit) {
+            while (hit > text && hit[-1] != '\n')
+                hit--;
+            printf("  sanitizer report in %s: %.*s\n", path, (int)strcspn(hit, "\n"), hit);
+            found++;
+        }
+        free(text);
+    }
+    return found;
+}
+
+static int rule(int *passed, int *failed, int ok, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int rule(int *passed, int *failed, int ok, const char *name, const char *fmt, ...)
+{
+    char text[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    printf("  %-5s %-10s %s\n", ok ? "ok" : "FAIL", name, text);
+    if (ok)
+        (*passed)++;
+    else
+        (*failed)++;
+    return ok;
+}
+
+int chaos_check_run(const char *dir, int verbose)
+{
+    static struct ck k;
+    memset(&k, 0, sizeof k);
+    memset(&ck_store, 0, sizeof ck_store);
+    k.dir = dir;
+    k.verbose = verbose;
+    k.rlockd_clean = -1;
+    k.keys_left = -1;
+    k.workaround_keys = -1;
+    if (ck_read(&k, "run.log", ck_run_line) != 0) {
+        fprintf(stderr, "chaos check: no run.log in %s\n", dir);
+        return -1;
+    }
+    int64_t run_first = k.t_first;
+    for (int i = 0; i < CHAOS_MAX_WORKERS; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "w%d.log", i);
+        k.last_acq_t = 0;
+        ck_read(&k, name, ck_worker_line);
+    }
+    /* The store replay looks up grants by time. */
+    qsort(k.grants.v, k.grants.n, sizeof *k.grants.v, cmp_entry_t);
+    ck_read(&k, "store.log", ck_store_line);
+    uint64_t dups = 0;
+    uint64_t order_bad = ck_fences(&k, &dups);
+    /* The nemesis stops CK_TAIL_MS before the end: grants there show the system recovered. */
+    int64_t tail_start = run_first + ((int64_t)k.seconds * 1000 - CK_TAIL_MS) * 1000;
+    uint64_t tail_grants = 0;
+    for (size_t i = 0; i < k.grants.n; i++)
+        if (k.grants.v[i].t >= tail_start)
+            tail_grants++;
+
+    printf("chaos summary: seed %" PRIu64 ", %d s, %d workers, %d resources (%.0f s measured)\n",
+           k.seed, k.seconds, k.nworkers, k.nres, (double)(k.t_last - run_first) / 1e6);
+    if (k.workaround_redis)
+        printf("  WORKAROUND on: Redis kept down longer than any lease when restarted\n");
+    printf("  faults:\n");
+    int all_faults = 1, nfaults = 0;
+    for (int f = 0; f < CHAOS_NFAULTS; f++) {
+        printf("    %-13s %5d   %s\n", chaos_fault_names[f], k.faults[f], chaos_fault_texts[f]);
+        all_faults &= k.faults[f] > 0;
+        nfaults += k.faults[f];
+    }
+    printf("    (worker pauses: %d in the check-to-write gap, %d found no holder)\n",
+           k.pauses_in_gap, k.pauses_outside);
+    printf("  locks:\n");
+    printf("    grants %zu, referee entries %zu, void entries %" PRIu64 ", skipped grants %" PRIu64
+           "\n", k.grants.n, k.enters.n, k.voids, k.skips);
+    printf("    grants after waiting longer than the session timeout %" PRIu64
+           "; grants already past their validity when returned %" PRIu64 " (shortest wait %lld ms,"
+           " %" PRIu64 " after shorter waits)\n", k.long_waits, k.stale_grants,
+           (long long)k.stale_grant_min_wait_ms, k.stale_grants_short);
+    printf("    releases %" PRIu64 " (%" PRIu64 " failed), dropped as lost %" PRIu64
+           ", uncertain waits %" PRIu64 "\n", k.releases, k.release_fail, k.drops, k.uncertain);
+    printf("    sessions ended %" PRIu64 ", failed connects %" PRIu64 ", worker starts %" PRIu64
+           "\n", k.session_ends, k.connects_failed, k.worker_starts);
+    printf("    acquire failures:");
+    int any = 0;
+    for (int i = 0; i < 128; i++) {
+        if (k.acq_fail[i]) {
+            printf(" %s %" PRIu64 ";", rlock_strerror((enum rlock_err)i), k.acq_fail[i]);
+            any = 1;
+        }
+    }
+    printf("%s\n", any ? "" : " none");
+    printf("    losses (on_lost) by reason:");
+    for (int i = 0; i < k.lost.n; i++)
+        printf(" %s %" PRIu64 ";", k.lost.name[i], k.lost.count[i]);
+    printf("%s\n", k.lost.n ? "" : " none");
+    printf("    holds a worker stopped acting on, by what it saw:");
+    for (int i = 0; i < k.noticed.n; i++)
+        printf(" %s %" PRIu64 ";", k.noticed.name[i], k.noticed.count[i]);
+    printf("%s\n", k.noticed.n ? "" : " none");
+    printf("  referee: overlaps with a paused holder %" PRIu64 ", with a killed holder %" PRIu64
+           ", between live holders %" PRIu64 " (of which %" PRIu64 " after Redis lost the "
+           "earlier holder's key)\n", k.overlaps[CHAOS_OV_PAUSED], k.overlaps[CHAOS_OV_KILLED],
+           k.overlaps[CHAOS_OV_VIOLATION] + k.overlaps[CHAOS_OV_REDIS_LOST],
+           k.overlaps[CHAOS_OV_REDIS_LOST]);
+    printf("  fenced store: writes %" PRIu64 ", accepted %" PRIu64 ", stale attempted %" PRIu64
+           ", stale refused %" PRIu64 " (%" PRIu64 " by writers that believed they held the "
+           "lock), stale accepted %" PRIu64 "\n", k.st_accepted + k.st_refused, k.st_accepted,
+           k.st_stale, k.st_refused, k.st_refused_believed_held, k.st_bad);
+    printf("    accepted although a newer fence was already granted (the newer holder had not "
+           "written yet): %" PRIu64 " by paused writers, %" PRIu64 " by others\n",
+           k.late_paused, k.late_other);
+    printf("  rlockd memory (VmRSS, from %d s after each start):\n", CK_WARMUP_MS / 1000);
+    int mem_ok = 1, measured = 0;
+    for (int i = 0; i < k.ninc; i++) {
+        struct ck_inc *c = &k.inc[i];
+        if (!c->base_kb) {
+            printf("    pid %-8d too short to measure\n", c->pid);
+            continue;
+        }
+        double span = (double)(c->last_t - c->base_t) / 1e6;
+        double growth = 100.0 * (double)(c->last_kb - c->base_kb) / (double)c->base_kb;
+        int judged = span * 1000 >= CK_MEASURE_MIN_MS;
+        printf("    pid %-8d %ld kB -> %ld kB (max %ld kB) over %.0f s: %+.1f%%%s\n", c->pid,
+               c->base_kb, c->last_kb, c->max_kb, span, growth, judged ? "" : " (not judged)");
+        if (judged) {
+            measured++;
+            mem_ok &= growth < CK_GROWTH_LIMIT_PCT;
+        }
+    }
+    if (k.seconds >= 120 && !measured)
+        mem_ok = 0;
+    if (k.sanitized_build) {
+        printf("    (a sanitizer build: its quarantine keeps freed memory, growth not judged)\n");
+        mem_ok = 1;
+    }
+
+    printf("  rules:\n");
+    int passed = 0, failed = 0;
+    rule(&passed, &failed, all_faults, "faults", "every kind at least once (%d faults)", nfaults);
+    uint64_t live = k.overlaps[CHAOS_OV_VIOLATION] + k.overlaps[CHAOS_OV_REDIS_LOST];
+    rule(&passed, &failed, live == 0, "overlaps",
+         "%" PRIu64 " between live holders (%" PRIu64 " paused, %" PRIu64 " killed: expected)",
+         live, k.overlaps[CHAOS_OV_PAUSED], k.overlaps[CHAOS_OV_KILLED]);
+    rule(&passed, &failed, order_bad == 0 && dups == 0, "fences",
+         "%" PRIu64 " out of order in entry order, %" PRIu64 " granted twice", order_bad, dups);
+    rule(&passed, &failed, k.st_bad == 0 && k.st_counter_bad == 0, "stale",
+         "%" PRIu64 " stale writes accepted", k.st_bad);
+    rule(&passed, &failed,
+         k.st_stopped && k.st_stale == k.st_refused && k.st_counter_ref == k.st_refused &&
+             k.st_counter_acc == k.st_accepted,
+         "refused", "%" PRIu64 " stale attempted, %" PRIu64 " refused, store counted %" PRIu64,
+         k.st_stale, k.st_refused, k.st_counter_ref);
+    if (k.workaround_keys >= 0)
+        rule(&passed, &failed, k.keys_left == 0, "keys",
+             "%d lock keys left in Redis (WORKAROUND on: %d were still there when the workers "
+             "had exited; waited for them before stopping rlockd)", k.keys_left,
+             k.workaround_keys);
+    else
+        rule(&passed, &failed, k.keys_left == 0, "keys", "%d lock keys left in Redis",
+             k.keys_left);
+    rule(&passed, &failed, mem_ok, "memory", "%d incarnations judged, growth < %.0f%% each",
+         measured, CK_GROWTH_LIMIT_PCT);
+    int sanitized = ck_sanitizer_reports(&k);
+    rule(&passed, &failed,
+         k.crashes == 0 && k.workers_stuck == 0 && k.workers_failed == 0 && k.rlockd_clean == 1 &&
+             !k.fault_failed[0] && sanitized == 0,
+         "processes",
+         "%d crashes, %d workers stuck, %d failed, rlockd clean exit %s, %d sanitizer reports%s%s",
+         k.crashes, k.workers_stuck, k.workers_failed, k.rlockd_clean == 1 ? "yes" : "no",
+         sanitized, k.fault_failed[0] ? ", fault failed: " : "", k.fault_failed);
+    rule(&passed, &failed, tail_grants > 0, "liveness", "%" PRIu64 " grants in the quiet tail",
+         tail_grants);
+
+    if (k.violations.n) {
+        printf("  violations (first 20 of %zu):\n", k.violations.n);
+        for (size_t i = 0; i < k.violations.n && i < 20; i++)
+            printf("    %s\n", k.violations.v[i]);
+    }
+    if (k.late_lines.n && (verbose || k.late_lines.n <= 5)) {
+        printf("  accepted after a newer grant, writer not paused:\n");
+        for (size_t i = 0; i < k.late_lines.n && (verbose || i < 5); i++)
+            printf("    %s\n", k.late_lines.v[i]);
+    }
+    printf("chaos: %d passed, %d failed\n", passed, failed);
+    for (size_t i = 0; i < k.violations.n; i++)
+        free(k.violations.v[i]);
+    for (size_t i = 0; i < k.late_lines.n; i++)
+        free(k.late_lines.v[i]);
+    free(k.violations.v);
+    free(k.late_lines.v);
+    free(k.grants.v);
+    free(k.enters.v);
+    free(k.paused_seqs.v);
+    return failed == 0 ? 0 : 1;
+}
