@@ -72,7 +72,6 @@ struct lease *lease_new(struct session *s, struct resource *res, const struct le
     l->max_hold_at_ms = g->max_hold_ms ? now + g->max_hold_ms : 0;
     TAILQ_INSERT_TAIL(&s->leases, l, sess_link);
     s->nleases++;
-    TAILQ_INSERT_TAIL(&s->srv->leases, l, srv_link);
     s->srv->nleases++;
     res->holder = l;
     lease_schedule(l);
@@ -132,7 +131,6 @@ void lease_forget(struct lease *l)
     theap_remove(&l->srv->lease_timers, &l->timer);
     TAILQ_REMOVE(&l->sess->leases, l, sess_link);
     l->sess->nleases--;
-    TAILQ_REMOVE(&l->srv->leases, l, srv_link);
     l->srv->nleases--;
     if (l->res->holder == l)
         l->res->holder = NULL;

@@ -73,7 +73,6 @@ struct lease {
     struct theap_node timer; /* in srv->lease_timers while held */
     TAILQ_ENTRY(lease) renew_link; /* on its connection's renew queue (watchdog.c) */
     TAILQ_ENTRY(lease) sess_link;
-    TAILQ_ENTRY(lease) srv_link;
 };
 
 /* What a new lease is made of: a grant Redis confirmed. */

@@ -287,8 +287,10 @@ void lock_tombstone(struct server *srv, struct resource *res, const char *token,
     /* Redis counts PX on its own clock, which may run a little fast. */
     left += LEASE_DRIFT_MS(left);
     char value[UTIL_UUID_LEN + 16], ttl[24], fence_ttl[16];
-    const char *args[5] = {res->key, res->fence_key, value, ttl, fence_ttl};
-    size_t lens[5] = {res->key_len, res->fence_key_len, 0, 0, 0};
+    char fence_key[res->key_len + sizeof RESOURCE_FENCE_SUFFIX];
+    const char *args[5] = {res->key, fence_key, value, ttl, fence_ttl};
+    size_t lens[5] = {res->key_len, resource_fence_key(res, fence_key, sizeof fence_key), 0, 0,
+                      0};
     lens[2] = (size_t)snprintf(value, sizeof value, "tombstone:%s", token);
     lens[3] = (size_t)snprintf(ttl, sizeof ttl, "%lld", (long long)left);
     lens[4] = (size_t)snprintf(fence_ttl, sizeof fence_ttl, "%u", srv->cfg->fence_ttl_ms);
@@ -311,8 +313,10 @@ static void acquire_try(struct request *req)
 {
     struct resource *res = req->res;
     char ttl[16], fence_ttl[16];
-    const char *args[5] = {res->key, res->fence_key, req->token, ttl, fence_ttl};
-    size_t lens[5] = {res->key_len, res->fence_key_len, UTIL_UUID_LEN, 0, 0};
+    char fence_key[res->key_len + sizeof RESOURCE_FENCE_SUFFIX];
+    const char *args[5] = {res->key, fence_key, req->token, ttl, fence_ttl};
+    size_t lens[5] = {res->key_len, resource_fence_key(res, fence_key, sizeof fence_key),
+                      UTIL_UUID_LEN, 0, 0};
     lens[3] = (size_t)snprintf(ttl, sizeof ttl, "%u", req->ttl_ms);
     lens[4] = (size_t)snprintf(fence_ttl, sizeof fence_ttl, "%u", req->srv->cfg->fence_ttl_ms);
     if (req->in_queue)
@@ -321,6 +325,35 @@ static void acquire_try(struct request *req)
     req->sent_ms = util_now_ms();
     rpool_eval(req->srv->pool, res->route, SCRIPT_ACQUIRE, 2, 5, args, lens, acquire_reply_cb,
                req);
+}
+
+static void acquire_busy(struct request *req, long long pttl);
+
+/*
+ * Redis granted req although a lease of this daemon there is still valid:
+ * Redis lost that key (a restart without persistence, FLUSHALL). The old
+ * holder is told MISSING now, but it was promised the lock until its
+ * valid-until and may not have read the notice yet. So the grant is turned
+ * into a tombstone lasting until then (our token is replaced, by token), and
+ * req is answered as if the lock were still held: a try gets NOT_ACQUIRED, a
+ * waiter waits on. Returns 1 when it did so, 0 when the old lease's validity
+ * is over already (grant as usual).
+ */
+static int acquire_found_lost_key(struct request *req)
+{
+    struct resource *res = req->res;
+    int64_t until = res->holder->valid_until_ms;
+    lease_lose(res->holder, RLOCK__V1__LOST_REASON__LOST_MISSING,
+               "Redis lost the lock's key: another acquire found it free");
+    int64_t left = until - util_now_ms();
+    if (left <= 0)
+        return 0;
+    log_warn("%s: granted while this daemon's lease there was still valid for %lld ms (Redis "
+             "lost its key): kept as a tombstone until then", res->name, (long long)left);
+    uint32_t delay = (uint32_t)(left + LEASE_DRIFT_MS(left));
+    relq_add(req->srv, res, req->token, delay, key_life_end(req->ttl_ms));
+    acquire_busy(req, delay);
+    return 1;
 }
 
 static void acquire_granted(struct request *req, uint64_t fence)
@@ -333,6 +366,8 @@ static void acquire_granted(struct request *req, uint64_t fence)
         request_finish(req);
         return;
     }
+    if (res->holder != NULL && acquire_found_lost_key(req))
+        return;
     if (util_now_ms() + LEASE_MARGIN_MS(req->ttl_ms) >= req->sent_ms + req->ttl_ms) {
         /* Redis answered so late that the lease may already have run out. */
         lock_release_token(req->srv, res, req->token, key_life_end(req->ttl_ms));

@@ -117,19 +117,17 @@ struct resource *resource_find(struct server *srv, const char *name, size_t len)
     return NULL;
 }
 
-/* "PREFIX{name}SUFFIX", malloc'd. */
-static char *make_key(const char *prefix, const char *name, size_t len, const char *suffix,
-                      size_t *out_len)
+size_t resource_fence_key(const struct resource *r, char *buf, size_t cap)
 {
-    size_t n = strlen(prefix) + len + strlen(suffix) + 2;
-    char *k = malloc(n + 1);
-    if (k == NULL)
-        return NULL;
-    int m = snprintf(k, n + 1, "%s{%.*s}%s", prefix, (int)len, name, suffix);
-    *out_len = (size_t)m;
-    return k;
+    int n = snprintf(buf, cap, "%s" RESOURCE_FENCE_SUFFIX, r->key);
+    return n < 0 ? 0 : (size_t)n;
 }
 
+/*
+ * One allocation holds the struct, the key "PREFIX{name}" and the name, each
+ * NUL-terminated: with a million locks held, every allocation saved is
+ * 16 bytes or more per lock. The fence key is built when needed (acquires).
+ */
 struct resource *resource_get(struct server *srv, const char *name, size_t len)
 {
     struct resource *r = resource_find(srv, name, len);
@@ -137,20 +135,15 @@ struct resource *resource_get(struct server *srv, const char *name, size_t len)
         r->refs++;
         return r;
     }
-    r = calloc(1, sizeof *r);
+    const char *prefix = srv->cfg->key_prefix;
+    size_t key_len = strlen(prefix) + len + 2;
+    r = calloc(1, sizeof *r + key_len + 1 + len + 1);
     if (r == NULL)
         return NULL;
     r->srv = srv;
-    r->name = malloc(len + 1);
-    r->key = make_key(srv->cfg->key_prefix, name, len, "", &r->key_len);
-    r->fence_key = make_key(srv->cfg->key_prefix, name, len, ":fence", &r->fence_key_len);
-    if (r->name == NULL || r->key == NULL || r->fence_key == NULL) {
-        free(r->name);
-        free(r->key);
-        free(r->fence_key);
-        free(r);
-        return NULL;
-    }
+    r->key = (char *)(r + 1);
+    r->key_len = (size_t)snprintf(r->key, key_len + 1, "%s{%.*s}", prefix, (int)len, name);
+    r->name = r->key + key_len + 1;
     memcpy(r->name, name, len);
     r->name[len] = '\0';
     r->name_len = len;
@@ -185,8 +178,5 @@ void resource_unref(struct resource *r)
     t->count--;
     if (r->wake_ev != NULL)
         event_free(r->wake_ev);
-    free(r->name);
-    free(r->key);
-    free(r->fence_key);
     free(r);
 }

@@ -17,12 +17,10 @@ struct event;
 
 struct resource {
     struct server *srv;
-    char *name;
+    char *name;  /* in the same allocation as the struct */
     size_t name_len;
-    char *key; /* PREFIX{name} */
+    char *key;   /* PREFIX{name}; likewise */
     size_t key_len;
-    char *fence_key; /* PREFIX{name}:fence */
-    size_t fence_key_len;
     uint32_t route;             /* Redis connection for both keys */
     struct lease *holder;       /* held by a session of this daemon, or NULL */
     struct request_list waiters; /* FIFO; only the head tries */
@@ -59,6 +57,10 @@ uint64_t restable_buckets(const struct restable *t);
 
 /* Find or create the resource (one new reference). NULL when out of memory. */
 struct resource *resource_get(struct server *srv, const char *name, size_t len);
+/* The fence key: the lock key and this suffix (Redis Cluster keeps both in the slot of {name}). */
+#define RESOURCE_FENCE_SUFFIX ":fence"
+/* Write r's fence key into buf (cap >= r->key_len + sizeof RESOURCE_FENCE_SUFFIX); its length. */
+size_t resource_fence_key(const struct resource *r, char *buf, size_t cap);
 /* Find without creating or referencing. */
 struct resource *resource_find(struct server *srv, const char *name, size_t len);
 /* Take / drop a reference; the last drop frees it. */

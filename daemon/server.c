@@ -216,7 +216,6 @@ struct server *server_new(struct config *cfg, const char *config_path)
     TAILQ_INIT(&srv->draining);
     TAILQ_INIT(&srv->flushq);
     TAILQ_INIT(&srv->resumeq);
-    TAILQ_INIT(&srv->leases);
     srv->start_ms = util_now_ms();
     util_rng_init(&srv->rng);
     util_random(&srv->rng, srv->hash_key, sizeof srv->hash_key);

@@ -67,7 +67,6 @@ struct server {
     uint32_t nsessions;
     struct sessidx *sessidx;        /* live sessions by serial and id (admin requests) */
     struct restable *resources;     /* resource name -> struct resource */
-    struct lease_list leases;       /* every held lock, for the watchdog */
     struct cleanup_list *cleanups;  /* unconfirmed deletes to retry */
     struct relq *relqs;             /* releases nobody awaits, per Redis connection (relq.c) */
     uint32_t nrelqs;
