@@ -2,10 +2,11 @@
  * blocking.c — the blocking API: a thin layer over the engine.
  *
  * A call is a struct rlk_call on the caller's stack. The caller queues its
- * request and writes it (under c->mu, without blocking), then sleeps on the
- * call's own futex word until the engine — run by the reactor thread when the
- * answer arrives — marks it DONE: one wake-up per completed call, whatever
- * the number of threads sharing the client. Cancellation sets another bit of
+ * request and writes it (under c->mu, without blocking), then reads the
+ * socket itself when no other thread does (rlk_reactor_lead), or sleeps on
+ * the call's own futex word until the engine — run by whichever thread reads
+ * the answer — marks it DONE: one wake-up per completed call, whatever the
+ * number of threads sharing the client. Cancellation sets another bit of
  * the same word. At its deadline the caller gives up on the call and the
  * session with it (the outcome is unknown: RLOCK_ERR_DEADLINE).
  */

@@ -5,7 +5,9 @@
  * The I/O thread waits in epoll on every blocking client's socket and on a
  * CLOCK_BOOTTIME timerfd (a clock that keeps counting while the machine is
  * suspended, as the daemon's peers do). Readable: the engine reads and acts
- * on the frames, waking the callers whose answers came. Writable: it writes
+ * on the frames, waking the callers whose answers came. (While a blocking
+ * caller reads its client's socket itself, the I/O thread leaves it alone:
+ * see rlk_reactor_lead.) Writable: it writes
  * what callers queued but could not write themselves. Timer: the clients
  * whose keepalive or liveness check is due, kept in a min-heap keyed by that
  * time. It never runs application code, so a slow callback cannot delay a
