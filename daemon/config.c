@@ -246,6 +246,33 @@ void config_free(struct config *c)
     free(c);
 }
 
+int config_key_doc(size_t i, struct config_key_doc *out)
+{
+    static const char *const type_names[] = {
+        [CONFIG_STRING] = "string",   [CONFIG_UINT] = "number",        [CONFIG_DURATION] = "duration",
+        [CONFIG_BOOL] = "boolean",    [CONFIG_LOGLEVEL] = "log level",
+    };
+    if (i >= KEY_COUNT)
+        return -1;
+    const struct config_key *k = &config_keys[i];
+    memset(out, 0, sizeof *out);
+    out->section = k->section;
+    out->name = k->name;
+    out->type = type_names[k->type];
+    out->default_text = k->default_text;
+    out->help = k->help;
+    out->reloadable = k->reloadable;
+    out->secret = k->secret;
+    if (k->type == CONFIG_STRING) {
+        snprintf(out->min, sizeof out->min, "%u", k->min);
+        snprintf(out->max, sizeof out->max, "%u", k->max);
+    } else if (k->type == CONFIG_UINT || k->type == CONFIG_DURATION) {
+        format_number(k, k->min, out->min, sizeof out->min);
+        format_number(k, k->max, out->max, sizeof out->max);
+    }
+    return 0;
+}
+
 /* --- addresses ----------------------------------------------------------- */
 
 #define UNIX_PREFIX "unix:"

@@ -166,6 +166,25 @@ struct config *config_reload_merge(const struct config *old, const struct config
 /* Free c and its strings; accepts NULL. */
 void config_free(struct config *c);
 
+/*
+ * One key of the table as documentation shows it (rlockd.conf(5) is
+ * generated from these). Strings point into the table and live for ever.
+ */
+struct config_key_doc {
+    const char *section;
+    const char *name;
+    const char *type;         /* "string", "number", "duration", "boolean" or "log level" */
+    const char *default_text; /* as the file would spell it ("" = empty) */
+    const char *help;
+    char min[24];             /* bounds as the file would spell them (lengths in bytes for */
+    char max[24];             /* strings); both "" for booleans and levels */
+    int reloadable;           /* SIGHUP applies a change; otherwise it needs a restart */
+    int secret;
+};
+
+/* Fill *out with the i-th key, in the table's (and the file's) order; -1 past the last. */
+int config_key_doc(size_t i, struct config_key_doc *out);
+
 /* Most entries in server.listen. */
 #define CONFIG_MAX_LISTEN 8
 
