@@ -741,7 +741,8 @@ static const char *value_text(const struct config *c, const struct config_key *k
 }
 
 struct config *config_reload_merge(const struct config *old, const struct config *new,
-                                   void (*tell)(void *arg, const char *line, int restart),
+                                   void (*tell)(void *arg, const char *line,
+                                                enum config_change kind),
                                    void *arg)
 {
     struct config *c = config_defaults();
@@ -763,7 +764,7 @@ struct config *config_reload_merge(const struct config *old, const struct config
                 snprintf(msg, sizeof msg, "%s.%s: %s -> %s%s", k->section, k->name,
                          was[0] ? was : "(empty)", now[0] ? now : "(empty)",
                          k->reloadable ? "" : ": needs a restart; the running value stays");
-            tell(arg, msg, !k->reloadable);
+            tell(arg, msg, k->reloadable ? CONFIG_CHANGE_APPLIED : CONFIG_CHANGE_RESTART);
         }
         if (config_set(c, k, take, m, sizeof m) < 0) { /* the text came from a valid config */
             config_free(c);
@@ -778,7 +779,12 @@ struct config *config_reload_merge(const struct config *old, const struct config
     if (errs != NULL)
         fclose(errs);
     if (!ok) {
-        tell(arg, buf != NULL && buf[0] ? buf : "the merged configuration is not valid", 0);
+        char *save = NULL;
+        const char *line = buf != NULL ? strtok_r(buf, "\n", &save) : NULL;
+        if (line == NULL)
+            tell(arg, "the merged configuration is not valid", CONFIG_CHANGE_REFUSED);
+        for (; line != NULL; line = strtok_r(NULL, "\n", &save))
+            tell(arg, line, CONFIG_CHANGE_REFUSED);
         free(buf);
         config_free(c);
         return NULL;

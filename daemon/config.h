@@ -153,14 +153,22 @@ int config_validate(const struct config *c, const char *origin, FILE *err);
 /* Write c as an INI file; secrets are printed as "<hidden>" unless show_secrets. */
 void config_dump(const struct config *c, FILE *out, int show_secrets);
 
+/* What config_reload_merge tells of a line. */
+enum config_change {
+    CONFIG_CHANGE_APPLIED = 0, /* a reloadable key changed */
+    CONFIG_CHANGE_RESTART = 1, /* a key that needs a restart changed; its value stays */
+    CONFIG_CHANGE_REFUSED = 2, /* a problem of the merged config: the reload is refused */
+};
+
 /*
  * A reload: a new config with new's value for every reloadable key and old's
- * for the rest. tell(arg, line, restart) is told of each changed key
- * (secrets by name only); restart is 1 for those that need a restart. NULL when the merged
- * config is not valid (reported) or out of memory.
+ * for the rest. tell(arg, line, kind) is told of each changed key (secrets by
+ * name only), and of each problem, one line each, when the merged config is
+ * not valid. NULL then, or when out of memory.
  */
 struct config *config_reload_merge(const struct config *old, const struct config *new,
-                                   void (*tell)(void *arg, const char *line, int restart),
+                                   void (*tell)(void *arg, const char *line,
+                                                enum config_change kind),
                                    void *arg);
 
 /* Free c and its strings; accepts NULL. */
