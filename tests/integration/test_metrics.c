@@ -8,6 +8,7 @@
  *    those counts: gauges as they stand, counters as the difference from a
  *    scrape taken before the workload (the harness's own probe sessions
  *    come before it); the Stats reply agrees, since one list feeds both;
+ *    docs/operations.md documents every family and names no other;
  *  - /readyz turns 503 within 2 s of redis-server being stopped and 200
  *    within 5 s of its return, while /healthz stays 200.
  */
@@ -20,8 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifndef PROM_SCRAPE
-#error "PROM_SCRAPE must name tests/integration/prom_scrape.py"
+#if !defined(PROM_SCRAPE) || !defined(OPS_DOC)
+#error "PROM_SCRAPE must name tests/integration/prom_scrape.py, OPS_DOC docs/operations.md"
 #endif
 
 #define PYTHON "/usr/bin/python3" /* Debian's, where python3-prometheus-client is */
@@ -146,6 +147,55 @@ static struct rlock_client *client(struct h_env *e, const char *name, struct h_l
     return h_client_or_fail(e, &o);
 }
 
+/*
+ * docs/operations.md against the families /metrics has: each one documented, and every
+ * rlockd_ name the doc uses (its table and its alert rules) a real one.
+ */
+static void check_docs(struct h_env *e)
+{
+    struct h_http_reply r;
+    ck_assert_msg(h_http_get(e->metrics_sock, "/metrics", 5000, &r) == 0, "%s", r.error);
+    char *doc = h_read_file(OPS_DOC);
+    ck_assert_msg(doc != NULL, "cannot read %s", OPS_DOC);
+    char families[64][64];
+    char types[64][16];
+    size_t n = 0;
+    for (const char *p = strstr(r.body, "# TYPE "); p != NULL; p = strstr(p + 1, "\n# TYPE ")) {
+        if (*p == '\n')
+            p++;
+        ck_assert_uint_lt(n, H_LEN(families));
+        ck_assert_int_eq(sscanf(p, "# TYPE %63s %15s", families[n], types[n]), 2);
+        char cited[80];
+        snprintf(cited, sizeof cited, "| `%s", families[n]);
+        const char *row = strstr(doc, cited);
+        ck_assert_msg(row != NULL && (row[strlen(cited)] == '`' || row[strlen(cited)] == '{'),
+                      "%s has no row in %s", families[n], OPS_DOC);
+        n++;
+    }
+    ck_assert_uint_gt(n, 10);
+    for (const char *p = strstr(doc, "rlockd_"); p != NULL; p = strstr(p + 1, "rlockd_")) {
+        size_t len = strlen("rlockd_");
+        if (p[len] < 'a' || p[len] > 'z')
+            continue; /* rlockd_VERSION_ARCH.deb and the like */
+        while ((p[len] >= 'a' && p[len] <= 'z') || (p[len] >= '0' && p[len] <= '9') ||
+               p[len] == '_')
+            len++;
+        char name[80];
+        snprintf(name, sizeof name, "%.*s", (int)len, p);
+        int known = 0;
+        for (size_t i = 0; i < n && !known; i++) {
+            size_t fl = strlen(families[i]);
+            known = strcmp(name, families[i]) == 0 ||
+                    (strcmp(types[i], "histogram") == 0 && strncmp(name, families[i], fl) == 0 &&
+                     (strcmp(name + fl, "_bucket") == 0 || strcmp(name + fl, "_sum") == 0 ||
+                      strcmp(name + fl, "_count") == 0));
+        }
+        ck_assert_msg(known, "%s names %s, which /metrics does not have", OPS_DOC, name);
+    }
+    free(doc);
+    h_http_free(&r);
+}
+
 START_TEST(test_metrics_match_workload)
 {
     struct h_fixture f;
@@ -250,6 +300,8 @@ START_TEST(test_metrics_match_workload)
         lost_sum += sample(&s3, k);
     }
     ck_assert_double_eq(lost_sum, (double)st.locks_lost);
+
+    check_docs(&f.e);
 
     scrape_free(&s0);
     scrape_free(&s1);
