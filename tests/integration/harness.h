@@ -43,7 +43,8 @@ struct h_env {
  * address = unix:DIR/redis.sock, key_prefix = e->prefix, plus extra_ini appended
  * verbatim (may be NULL; it may add e.g. "[session]\ntimeout = 2s\n" but must not
  * repeat listen/address/key_prefix). Waits (deadline 10 s, checking the child is
- * alive) until each accepts connections. Returns 0, or -1 after printing why. */
+ * alive) until each accepts connections (rlockd: sessions served, every Redis
+ * connection ready). Returns 0, or -1 after printing why. */
 int h_env_start(struct h_env *e, const char *extra_ini);
 /* The same with redis-server requiring password (AUTH); rlockd's config and the
  * harness's own connections use it. */
