@@ -248,6 +248,33 @@ void config_free(struct config *c)
     free(c);
 }
 
+int config_key_doc(size_t i, struct config_key_doc *out)
+{
+    static const char *const type_names[] = {
+        [CONFIG_STRING] = "string",   [CONFIG_UINT] = "number",        [CONFIG_DURATION] = "duration",
+        [CONFIG_BOOL] = "boolean",    [CONFIG_LOGLEVEL] = "log level",
+    };
+    if (i >= KEY_COUNT)
+        return -1;
+    const struct config_key *k = &config_keys[i];
+    memset(out, 0, sizeof *out);
+    out->section = k->section;
+    out->name = k->name;
+    out->type = type_names[k->type];
+    out->default_text = k->default_text;
+    out->help = k->help;
+    out->reloadable = k->reloadable;
+    out->secret = k->secret;
+    if (k->type == CONFIG_STRING) {
+        snprintf(out->min, sizeof out->min, "%u", k->min);
+        snprintf(out->max, sizeof out->max, "%u", k->max);
+    } else if (k->type == CONFIG_UINT || k->type == CONFIG_DURATION) {
+        format_number(k, k->min, out->min, sizeof out->min);
+        format_number(k, k->max, out->max, sizeof out->max);
+    }
+    return 0;
+}
+
 /* --- addresses ----------------------------------------------------------- */
 
 #define UNIX_PREFIX "unix:"
@@ -740,7 +767,8 @@ static const char *value_text(const struct config *c, const struct config_key *k
 }
 
 struct config *config_reload_merge(const struct config *old, const struct config *new,
-                                   void (*tell)(void *arg, const char *line, int restart),
+                                   void (*tell)(void *arg, const char *line,
+                                                enum config_change kind),
                                    void *arg)
 {
     struct config *c = config_defaults();
@@ -762,7 +790,7 @@ struct config *config_reload_merge(const struct config *old, const struct config
                 snprintf(msg, sizeof msg, "%s.%s: %s -> %s%s", k->section, k->name,
                          was[0] ? was : "(empty)", now[0] ? now : "(empty)",
                          k->reloadable ? "" : ": needs a restart; the running value stays");
-            tell(arg, msg, !k->reloadable);
+            tell(arg, msg, k->reloadable ? CONFIG_CHANGE_APPLIED : CONFIG_CHANGE_RESTART);
         }
         if (config_set(c, k, take, m, sizeof m) < 0) { /* the text came from a valid config */
             config_free(c);
@@ -777,7 +805,12 @@ struct config *config_reload_merge(const struct config *old, const struct config
     if (errs != NULL)
         fclose(errs);
     if (!ok) {
-        tell(arg, buf != NULL && buf[0] ? buf : "the merged configuration is not valid", 0);
+        char *save = NULL;
+        const char *line = buf != NULL ? strtok_r(buf, "\n", &save) : NULL;
+        if (line == NULL)
+            tell(arg, "the merged configuration is not valid", CONFIG_CHANGE_REFUSED);
+        for (; line != NULL; line = strtok_r(NULL, "\n", &save))
+            tell(arg, line, CONFIG_CHANGE_REFUSED);
         free(buf);
         config_free(c);
         return NULL;

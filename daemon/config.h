@@ -167,18 +167,45 @@ int config_validate(const struct config *c, const char *origin, FILE *err);
 /* Write c as an INI file; secrets are printed as "<hidden>" unless show_secrets. */
 void config_dump(const struct config *c, FILE *out, int show_secrets);
 
+/* What config_reload_merge tells of a line. */
+enum config_change {
+    CONFIG_CHANGE_APPLIED = 0, /* a reloadable key changed */
+    CONFIG_CHANGE_RESTART = 1, /* a key that needs a restart changed; its value stays */
+    CONFIG_CHANGE_REFUSED = 2, /* a problem of the merged config: the reload is refused */
+};
+
 /*
  * A reload: a new config with new's value for every reloadable key and old's
- * for the rest. tell(arg, line, restart) is told of each changed key
- * (secrets by name only); restart is 1 for those that need a restart. NULL when the merged
- * config is not valid (reported) or out of memory.
+ * for the rest. tell(arg, line, kind) is told of each changed key (secrets by
+ * name only), and of each problem, one line each, when the merged config is
+ * not valid. NULL then, or when out of memory.
  */
 struct config *config_reload_merge(const struct config *old, const struct config *new,
-                                   void (*tell)(void *arg, const char *line, int restart),
+                                   void (*tell)(void *arg, const char *line,
+                                                enum config_change kind),
                                    void *arg);
 
 /* Free c and its strings; accepts NULL. */
 void config_free(struct config *c);
+
+/*
+ * One key of the table as documentation shows it (rlockd.conf(5) is
+ * generated from these). Strings point into the table and live for ever.
+ */
+struct config_key_doc {
+    const char *section;
+    const char *name;
+    const char *type;         /* "string", "number", "duration", "boolean" or "log level" */
+    const char *default_text; /* as the file would spell it ("" = empty) */
+    const char *help;
+    char min[24];             /* bounds as the file would spell them (lengths in bytes for */
+    char max[24];             /* strings); both "" for booleans and levels */
+    int reloadable;           /* SIGHUP applies a change; otherwise it needs a restart */
+    int secret;
+};
+
+/* Fill *out with the i-th key, in the table's (and the file's) order; -1 past the last. */
+int config_key_doc(size_t i, struct config_key_doc *out);
 
 /* Most entries in server.listen. */
 #define CONFIG_MAX_LISTEN 8

@@ -67,13 +67,13 @@ void log_escape(const char *s, char *out, size_t len)
         if (*p == '\\' || *p == '"') {
             out[o++] = '\\';
             out[o++] = (char)*p;
-        } else if (*p < 0x20 || *p == 0x7f) {
+        } else if (*p < 0x20 || *p >= 0x7f) {
             out[o++] = '\\';
             out[o++] = 'x';
             out[o++] = hex[*p >> 4];
             out[o++] = hex[*p & 0xf];
         } else {
-            out[o++] = (char)*p; /* UTF-8 bytes pass: the checks before logging vouch for them */
+            out[o++] = (char)*p;
         }
     }
     out[o] = '\0';

@@ -33,7 +33,12 @@ int log_enabled(int level);
 
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* s with backslash, double quote and control bytes escaped (\\, \", \xNN), cut to fit len. */
+/*
+ * s with backslash and double quote escaped (\\, \") and every byte outside
+ * printable ASCII as \xNN, cut to fit len. For text that failed its checks:
+ * it may be invalid UTF-8 or hold C1 controls (U+0085 ends a line for some
+ * readers), so no byte of it passes unescaped.
+ */
 void log_escape(const char *s, char *out, size_t len);
 
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)

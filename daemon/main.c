@@ -37,7 +37,10 @@ static void usage(FILE *out)
             "  -V, --version       print versions (rlockd and its libraries) and exit\n"
             "  -h, --help          this help\n"
             "\n"
-            "Signals: SIGTERM/SIGINT release every held lock and exit.\n"
+            "Signals: SIGTERM/SIGINT release every held lock and exit (a second one\n"
+            "exits at once). SIGHUP reloads the configuration file: reloadable keys\n"
+            "take effect, others are named as needing a restart, and a file with\n"
+            "errors is refused (logged with file:line) while the old one stays.\n"
             "Exit status: 0 after a clean shutdown, 1 on a runtime failure, 78 on a\n"
             "configuration error, 64 on a usage error.\n");
 }
@@ -85,17 +88,19 @@ int main(int argc, char **argv)
         if (cfg != NULL && !test_only && !dump)
             fprintf(stderr, "rlockd: %s not found; using built-in defaults\n", DEFAULT_CONFIG);
     } else {
-        cfg = config_load(path != NULL ? path : DEFAULT_CONFIG, stderr);
+        if (path == NULL)
+            path = DEFAULT_CONFIG; /* the file read, so that SIGHUP reads it again */
+        cfg = config_load(path, stderr);
     }
     if (cfg == NULL)
         return 78; /* EX_CONFIG; the problems were printed */
     if (test_only || dump) {
         if (dump)
             config_dump(cfg, stdout, 0);
-        else if (path == NULL && stat(DEFAULT_CONFIG, &st) != 0)
+        else if (path == NULL)
             printf("rlockd: %s not found; the built-in defaults are valid\n", DEFAULT_CONFIG);
         else
-            printf("rlockd: configuration %s is valid\n", path != NULL ? path : DEFAULT_CONFIG);
+            printf("rlockd: configuration %s is valid\n", path);
         config_free(cfg);
         return 0;
     }

@@ -134,10 +134,12 @@ static void server_stop(struct server *srv, const char *why)
         evtimer_add(srv->stop_ev, &tv);
 }
 
-static void reload_tell(void *arg, const char *line, int restart)
+static void reload_tell(void *arg, const char *line, enum config_change kind)
 {
     (void)arg;
-    if (restart)
+    if (kind == CONFIG_CHANGE_REFUSED)
+        log_error("%s", line); /* "reload: section.key: problem" */
+    else if (kind == CONFIG_CHANGE_RESTART)
         log_warn("reload: %s", line);
     else
         log_info("reload: %s", line);

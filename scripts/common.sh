@@ -4,9 +4,15 @@
 RLOCK_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RLOCK_BUILD=${RLOCK_BUILD:-$RLOCK_ROOT/build}
 
-# Debian 12 packages needed to build and test.
+# Debian 12 packages needed to build and test: the compiler and libraries;
+# scdoc for the man pages (man-db renders them in a test); redis-server for the
+# integration tests; systemd for systemd-analyze (the unit's checks; nothing
+# here boots it) and strace (the unit's system call filter against rlockd's
+# calls); dpkg-dev and file for the .deb (dpkg-shlibdeps);
+# python3-prometheus-client parses /metrics in a test.
 RLOCK_PACKAGES="build-essential cmake pkg-config libevent-dev libhiredis-dev
-libprotobuf-c-dev protobuf-c-compiler libinih-dev check redis-server"
+libprotobuf-c-dev protobuf-c-compiler libinih-dev check redis-server scdoc man-db
+systemd strace dpkg-dev file python3 python3-prometheus-client"
 
 rlock_install_deps() {
     local missing=""

@@ -236,10 +236,11 @@ static int unix_connects(const char *path)
 }
 
 /*
- * 1 when a session can be opened and the daemon reports Redis up (or does not
- * answer Stats at all, which then is not this harness's business). A daemon
- * that wants an auth token the harness does not have answers the Hello: it
- * serves, and the test waits for Redis itself.
+ * 1 when a session can be opened and the daemon reports every Redis connection
+ * ready (or does not answer Stats at all, which then is not this harness's
+ * business). One ready connection is not enough: a key routed to another one
+ * would get UNAVAILABLE. A daemon that wants an auth token the harness does
+ * not have answers the Hello: it serves, and the test waits for Redis itself.
  */
 static int rlockd_serves(struct h_env *e)
 {
@@ -256,7 +257,7 @@ static int rlockd_serves(struct h_env *e)
     enum rlock_err rc = rlock_stats(c, 1000, &st);
     rlock_close(c);
     if (rc == RLOCK_OK)
-        return st.redis_up != 0;
+        return st.redis_up != 0 && st.redis_connections_ready == st.redis_connections;
     return !(rc == RLOCK_ERR_UNAVAILABLE || rc == RLOCK_ERR_CLOSED ||
              rc == RLOCK_ERR_CONNECT || rc == RLOCK_ERR_DEADLINE);
 }
@@ -266,7 +267,7 @@ static const char *rlockd_not_ready(struct h_env *e)
     if (!unix_connects(e->rlockd_sock))
         return "accepting connections";
     if (!rlockd_serves(e))
-        return "serving sessions with Redis up";
+        return "serving sessions with every Redis connection ready";
     return NULL;
 }
 

@@ -43,7 +43,8 @@ struct h_env {
  * address = unix:DIR/redis.sock, key_prefix = e->prefix, plus extra_ini appended
  * verbatim (may be NULL; it may add e.g. "[session]\ntimeout = 2s\n" but must not
  * repeat listen/address/key_prefix). Waits (deadline 10 s, checking the child is
- * alive) until each accepts connections. Returns 0, or -1 after printing why. */
+ * alive) until each accepts connections (rlockd: sessions served, every Redis
+ * connection ready). Returns 0, or -1 after printing why. */
 int h_env_start(struct h_env *e, const char *extra_ini);
 /* The same with redis-server requiring password (AUTH); rlockd's config and the
  * harness's own connections use it. */
@@ -237,6 +238,30 @@ void h_lost_cb(struct rlock_client *c, const char *resource, const char *token, 
 /* Start an env or fail the test. */
 #define h_env_start_or_fail(e, extra)                                                         \
     ck_assert_msg(h_env_start((e), (extra)) == 0, "could not start redis-server + rlockd")
+
+/* The size of e's rlockd.log now: what is logged later starts there. */
+size_t h_log_size(const struct h_env *e);
+/*
+ * rlockd.log from offset on (malloc'd), once it contains needle; polls every 20 ms and
+ * fails the test, printing the log's tail, when timeout_ms passes first.
+ */
+char *h_log_wait(const struct h_env *e, size_t offset, const char *needle, int timeout_ms);
+
+/* --- HTTP on the metrics endpoint (harness_http.c) ------------------------ */
+
+/* One HTTP reply: head and body share one allocation; free with h_http_free. */
+struct h_http_reply {
+    int status;       /* 200, 503, ... */
+    char *head;       /* status line and headers, NUL-terminated */
+    char *body;       /* the body, NUL-terminated */
+    char error[256];  /* why h_http_get failed */
+};
+/*
+ * GET path with HTTP/1.0 from the unix socket at sock_path (e.g. e->metrics_sock), the
+ * whole exchange within timeout_ms. 0 with *out filled, or -1 with out->error set.
+ */
+int h_http_get(const char *sock_path, const char *path, int timeout_ms, struct h_http_reply *out);
+void h_http_free(struct h_http_reply *r);
 
 /* --- test bodies: fixture, assertions, holder, threads, suites ----------- */
 /* (harness_fixture.c; every function here fails the running test on error) */

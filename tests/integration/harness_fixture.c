@@ -1,7 +1,8 @@
 /*
  * harness_fixture.c — the pieces test bodies share: the usual env + client +
  * hiredis fixture, lock and key assertions, rlock-holder as a child, test
- * threads with a deadline on their end, and the Check suite builder.
+ * threads with a deadline on their end, the Check suite builder, and waits on
+ * the daemon's log.
  *
  * Everything here asserts (fails the running test) instead of returning an
  * error: it is called from test bodies only.
@@ -11,7 +12,9 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* --- fixture ------------------------------------------------------------- */
 
@@ -300,4 +303,37 @@ int h_run_tests(const char *name, int timeout_s, const TTest *const tests[], siz
         tcase_add_test(h_tcase(s, tc_name, timeout_s), tests[i]);
     }
     return h_run_suite(s);
+}
+
+/* --- the daemon's log ---------------------------------------------------- */
+
+size_t h_log_size(const struct h_env *e)
+{
+    char path[320];
+    struct stat st;
+    if (stat(h_env_path(e, "rlockd.log", path, sizeof path), &st) != 0)
+        return 0;
+    return (size_t)st.st_size;
+}
+
+char *h_log_wait(const struct h_env *e, size_t offset, const char *needle, int timeout_ms)
+{
+    char path[320];
+    h_env_path(e, "rlockd.log", path, sizeof path);
+    int64_t deadline = h_now_ms() + timeout_ms;
+    for (;;) {
+        char *text = h_read_file(path);
+        if (text != NULL && strlen(text) >= offset && strstr(text + offset, needle) != NULL) {
+            char *tail = strdup(text + offset);
+            free(text);
+            ck_assert_ptr_nonnull(tail);
+            return tail;
+        }
+        free(text);
+        if (h_now_ms() > deadline) {
+            h_print_tail(path, 30);
+            ck_abort_msg("rlockd.log: no \"%s\" within %d ms", needle, timeout_ms);
+        }
+        h_sleep_ms(20);
+    }
 }

@@ -165,7 +165,8 @@ const Rlock__V1__Response *h_raw_response(const Rlock__V1__ServerMessage *m)
     return m->body_case == RLOCK__V1__SERVER_MESSAGE__BODY_RESPONSE ? m->response : NULL;
 }
 
-uint32_t h_raw_hello(struct h_raw *c, uint64_t id, const char *name, uint32_t session_timeout_ms)
+void h_raw_send_hello(const struct h_raw *c, uint64_t id, const char *name,
+                      uint32_t session_timeout_ms)
 {
     Rlock__V1__Hello hello = RLOCK__V1__HELLO__INIT;
     hello.client_name = (char *)name;
@@ -174,6 +175,11 @@ uint32_t h_raw_hello(struct h_raw *c, uint64_t id, const char *name, uint32_t se
     struct h_raw_batch b = {.len = 0};
     h_raw_batch_add_body(&b, id, RLOCK__V1__REQUEST__BODY_HELLO, &hello);
     ck_assert_int_eq(h_raw_batch_send(c, &b), 0);
+}
+
+uint32_t h_raw_hello(struct h_raw *c, uint64_t id, const char *name, uint32_t session_timeout_ms)
+{
+    h_raw_send_hello(c, id, name, session_timeout_ms);
     Rlock__V1__ServerMessage *m;
     int got = h_raw_read(c, h_now_ms() + H_RAW_HELLO_DEADLINE_MS, &m);
     ck_assert_msg(got == 1, "Hello: %s", got == 0 ? "connection closed" : "no answer in time");

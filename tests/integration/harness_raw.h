@@ -69,6 +69,9 @@ void h_raw_free(Rlock__V1__ServerMessage *m);
 /* The response inside m, or NULL when m is an event. */
 const Rlock__V1__Response *h_raw_response(const Rlock__V1__ServerMessage *m);
 
+/* Send Hello (client_name name, protocol 1, session_timeout_ms as given) and nothing more. */
+void h_raw_send_hello(const struct h_raw *c, uint64_t id, const char *name,
+                      uint32_t session_timeout_ms);
 /*
  * Send Hello (client_name name, protocol 1, session_timeout_ms as given: 0 =
  * the daemon's default) with id, assert an OK HelloReply within 5 s and

@@ -14,9 +14,12 @@
 /* Replace the env's rlockd config by the base one plus extra, and restart rlockd. */
 static void rewrite_conf(struct h_env *e, const char *extra)
 {
-    char conf[1024];
-    snprintf(conf, sizeof conf, "[server]\nlisten = %s\n[redis]\naddress = unix:%s\nkey_prefix = %s\n%s",
-             e->rlockd_addr, e->redis_sock, e->prefix, extra);
+    char conf[1536];
+    /* The metrics endpoint stays on the env's socket: the default port may be taken. */
+    snprintf(conf, sizeof conf,
+             "[server]\nlisten = %s\n[redis]\naddress = unix:%s\nkey_prefix = %s\n%s"
+             "[metrics]\nlisten = unix:%s\n",
+             e->rlockd_addr, e->redis_sock, e->prefix, extra, e->metrics_sock);
     FILE *f = fopen(e->conf, "w");
     ck_assert_ptr_nonnull(f);
     fputs(conf, f);

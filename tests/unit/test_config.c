@@ -110,6 +110,56 @@ static int count_lines(const char *text)
     return n;
 }
 
+/* --- the table as documentation sees it ------------------------------------ */
+
+/* config_key_doc walks the same keys as the dump, in its order, with the table's facts. */
+START_TEST(test_key_doc)
+{
+    struct config *c = config_defaults();
+    char *dump = dump_string(c, 1);
+    struct config_key_doc k;
+    size_t n = 0;
+    const char *at = dump;
+    for (; config_key_doc(n, &k) == 0; n++) {
+        char line[160];
+        snprintf(line, sizeof line, "\n%s =", k.name);
+        const char *found = strstr(at, line);
+        ck_assert_msg(found != NULL, "%s.%s not in the dump after the key before it", k.section,
+                      k.name);
+        at = found + 1;
+        ck_assert_ptr_nonnull(k.help);
+        ck_assert_uint_gt(strlen(k.help), 0);
+        if (strcmp(k.section, "server") == 0 && strcmp(k.name, "listen") == 0) {
+            ck_assert_str_eq(k.type, "string");
+            ck_assert_str_eq(k.default_text, "127.0.0.1:7483");
+            ck_assert_str_eq(k.min, "1");
+            ck_assert_str_eq(k.max, "1024");
+            ck_assert_int_eq(k.reloadable, 0);
+        } else if (strcmp(k.section, "limits") == 0 && strcmp(k.name, "default_ttl") == 0) {
+            ck_assert_str_eq(k.type, "duration");
+            ck_assert_str_eq(k.min, "100ms");
+            ck_assert_str_eq(k.max, "24h");
+            ck_assert_int_eq(k.reloadable, 1);
+        } else if (strcmp(k.section, "redis") == 0 && strcmp(k.name, "password") == 0) {
+            ck_assert_int_eq(k.secret, 1);
+        } else if (strcmp(k.section, "log") == 0) {
+            ck_assert_str_eq(k.type, "log level");
+            ck_assert_str_eq(k.min, "");
+        }
+    }
+    size_t settings = 0; /* the dump's "key = value" lines */
+    for (const char *p = dump; *p != '\0'; p = strchr(p, '\n') + 1) {
+        settings += *p != '#' && *p != '[' && *p != '\n';
+        if (strchr(p, '\n') == NULL)
+            break;
+    }
+    ck_assert_uint_eq(n, settings);
+    ck_assert_int_eq(config_key_doc(n + 1, &k), -1);
+    free(dump);
+    config_free(c);
+}
+END_TEST
+
 /* --- defaults and the shipped files -------------------------------------- */
 
 START_TEST(test_defaults_validate)
@@ -181,17 +231,17 @@ START_TEST(test_conf_file_loads_as_defaults)
 }
 END_TEST
 
-/* Every key appears in the docs' table as "| `section.key` | DEFAULT |". */
+/* Every key appears in the docs' table as "| `section.key` | DEFAULT | yes-or-restart |". */
 START_TEST(test_docs_list_every_key)
 {
     char *docs = read_all(DOCS_FILE);
     ck_assert_msg(docs != NULL, "cannot read %s", DOCS_FILE);
-#define DOC_ROW(section, name, type, field, default_text, ...)                                  \
+#define DOC_ROW(section, name, type, field, default_text, min, max, reloadable, ...)            \
     do {                                                                                        \
         char row[256];                                                                          \
-        snprintf(row, sizeof row, "| `%s.%s` | %s%s%s |", section, name,                        \
+        snprintf(row, sizeof row, "| `%s.%s` | %s%s%s | %s |", section, name,                   \
                  default_text[0] ? "`" : "", default_text[0] ? default_text : "(empty)",        \
-                 default_text[0] ? "`" : "");                                                   \
+                 default_text[0] ? "`" : "", (reloadable) ? "yes" : "restart");                 \
         ck_assert_msg(strstr(docs, row) != NULL, "%s lacks the row %s", DOCS_FILE, row);        \
     } while (0);
     CONFIG_KEYS(DOC_ROW)
@@ -676,6 +726,7 @@ int main(void)
         {"defaults", test_conf_file_is_dump_of_defaults, 0},
         {"defaults", test_conf_file_loads_as_defaults, 0},
         {"defaults", test_docs_list_every_key, 0},
+        {"defaults", test_key_doc, 0},
         {"load", test_durations_with_units, 0},
         {"load", test_file_syntax_accepted, 0},
         {"load", test_dump_load_round_trip, 0},
