@@ -245,7 +245,7 @@ size_t h_log_size(const struct h_env *e);
  * rlockd.log from offset on (malloc'd), once it contains needle; polls every 20 ms and
  * fails the test, printing the log's tail, when timeout_ms passes first.
  */
-char *h_log_wait(const struct h_env *e, size_t offset, const char *needle, int timeout_ms);
+char *h_log_wait_from(const struct h_env *e, size_t offset, const char *needle, int timeout_ms);
 
 /* --- HTTP on the metrics endpoint (harness_http.c) ------------------------ */
 

@@ -316,7 +316,7 @@ size_t h_log_size(const struct h_env *e)
     return (size_t)st.st_size;
 }
 
-char *h_log_wait(const struct h_env *e, size_t offset, const char *needle, int timeout_ms)
+char *h_log_wait_from(const struct h_env *e, size_t offset, const char *needle, int timeout_ms)
 {
     char path[320];
     h_env_path(e, "rlockd.log", path, sizeof path);

@@ -59,7 +59,7 @@ START_TEST(test_client_name_escaped)
     hello_refused(&e, "evil\n2031-01-01T00:00:00.000Z error forged \x1b[31mred\x1b[0m \"q\" \\ "
                       "\xc2\x85nel",
                   "control characters");
-    char *log = h_log_wait(&e, at, "refused Hello", 5000);
+    char *log = h_log_wait_from(&e, at, "refused Hello", 5000);
     char *line = line_with(log, "refused Hello");
     const char *shown = "\"evil\\x0a2031-01-01T00:00:00.000Z error forged \\x1b[31mred\\x1b[0m "
                         "\\\"q\\\" \\\\ \\xc2\\x85nel\"";
@@ -77,7 +77,7 @@ START_TEST(test_client_name_escaped)
     /* Bytes that are not UTF-8 are refused as such, and shown as \xNN too. */
     at = h_log_size(&e);
     hello_refused(&e, "bad\xff\xfe", "not valid UTF-8");
-    log = h_log_wait(&e, at, "refused Hello", 5000);
+    log = h_log_wait_from(&e, at, "refused Hello", 5000);
     line = line_with(log, "refused Hello");
     ck_assert_msg(strstr(line, "\"bad\\xff\\xfe\"") != NULL, "not escaped: %s", line);
     ck_assert_msg(strchr(log, '\xff') == NULL, "a raw 0xff reached the log");
@@ -113,7 +113,7 @@ START_TEST(test_journald_priorities)
     size_t at = h_log_size(&e);
     restart_with_journal(&e, path, 0);
     hello_refused(&e, "x\x01", "control characters");
-    char *log = h_log_wait(&e, at, "refused Hello", 5000);
+    char *log = h_log_wait_from(&e, at, "refused Hello", 5000);
     /* The first line after `at` is the old daemon's last: start at the new one's first. */
     const char *fresh = strstr(log, "<6>listening on unix:");
     ck_assert_msg(fresh != NULL, "no \"<6>listening on\" line:\n%s", log);
@@ -131,7 +131,7 @@ START_TEST(test_journald_priorities)
     at = h_log_size(&e);
     restart_with_journal(&e, path, 1);
     hello_refused(&e, "y\x02", "control characters");
-    log = h_log_wait(&e, at, "refused Hello", 5000);
+    log = h_log_wait_from(&e, at, "refused Hello", 5000);
     char *line = line_with(log, "refused Hello");
     ck_assert_msg(strncmp(line, "20", 2) == 0 && strstr(line, " warn ") != NULL,
                   "not a timestamped warn line: %s", line);

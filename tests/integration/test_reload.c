@@ -60,7 +60,7 @@ static char *reload(struct h_env *e, const char *until)
 {
     size_t at = h_log_size(e);
     ck_assert_int_eq(kill(e->rlockd_pid, SIGHUP), 0);
-    return h_log_wait(e, at, until, 5000);
+    return h_log_wait_from(e, at, until, 5000);
 }
 
 /* Open a raw session named name and return the session timeout its Hello was granted. */
@@ -79,7 +79,7 @@ START_TEST(test_reload_log_level)
     h_env_start_or_fail(&e, "[log]\nlevel = info\n");
     size_t at = h_log_size(&e);
     hello_timeout(&e, "at-info");
-    char *log = h_log_wait(&e, at, "at-info): open", 5000);
+    char *log = h_log_wait_from(&e, at, "at-info): open", 5000);
     ck_assert_msg(strstr(log, "): accepted") == NULL, "a debug line at level info:\n%s", log);
     free(log);
 
@@ -89,7 +89,7 @@ START_TEST(test_reload_log_level)
     free(log);
     at = h_log_size(&e);
     hello_timeout(&e, "at-debug");
-    log = h_log_wait(&e, at, "at-debug): open", 5000);
+    log = h_log_wait_from(&e, at, "at-debug): open", 5000);
     ck_assert_msg(strstr(log, " debug session ") != NULL && strstr(log, "): accepted") != NULL,
                   "no debug line at level debug:\n%s", log);
     free(log);
@@ -102,7 +102,7 @@ START_TEST(test_reload_log_level)
     struct h_raw bad;
     h_raw_open(&bad, &e);
     h_raw_send_hello(&bad, 1, "warn\x01", 0);
-    log = h_log_wait(&e, at, "refused Hello", 5000); /* a warning still is logged */
+    log = h_log_wait_from(&e, at, "refused Hello", 5000); /* a warning still is logged */
     ck_assert_msg(strstr(log, "at-warn") == NULL, "an info line at level warn:\n%s", log);
     free(log);
     h_raw_close(&bad);
