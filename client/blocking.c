@@ -12,6 +12,7 @@
  */
 #include "rlock_internal.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +132,8 @@ static enum rlock_err call_enter(struct rlock_client *c)
 static void call_leave(struct rlock_client *c)
 {
     rlk_lock_client(c);
+    /* A call gives the socket back before it returns: none may be left leading. */
+    assert(c->calls_active > 1 || c->leader_call == NULL);
     if (--c->calls_active == 0 && c->closing)
         pthread_cond_broadcast(&c->idle_cv);
     rlk_unlock_client(c);
@@ -163,9 +166,14 @@ static enum rlock_err call_run(struct rlock_client *c, Rlock__V1__Request *req,
         rlk_unlock_client(c);
         return rlk_fail_with(&call->detail);
     }
+    /* Take the socket before the request goes out: the answer cannot then
+     * reach the I/O thread first, which would have to hand it over. */
+    int lead = rlk_reactor_lead_begin(c, call);
     enum rlock_err e = rlk_eng_submit(c, req, call);
     if (e == RLOCK_OK && rlk_eng_want_write(c))
         rlk_reactor_want_write(c);
+    if (e != RLOCK_OK && lead)
+        rlk_reactor_lead_end(c, call);
     rlk_unlock_client(c);
     if (e != RLOCK_OK)
         return rlk_fail_with(&call->detail);
@@ -180,6 +188,10 @@ static enum rlock_err call_run(struct rlock_client *c, Rlock__V1__Request *req,
         if (cancel || rlk_mono_ms() >= deadline) {
             char why[RLK_REASON_BYTES];
             rlk_lock_client(c);
+            if (lead) { /* cancelled before it ever waited: give the socket back */
+                rlk_reactor_lead_end(c, call);
+                lead = 0;
+            }
             snprintf(why, sizeof why, "no answer to request %llu within %llu ms (%s)",
                      (unsigned long long)call->id, (unsigned long long)budget,
                      written_text(c, call));
@@ -195,8 +207,17 @@ static enum rlock_err call_run(struct rlock_client *c, Rlock__V1__Request *req,
         }
         /* Read the answer on this thread if no other does: no hand-over from the
          * I/O thread, one wake-up less on every call. Else sleep until it comes. */
-        if (!rlk_reactor_lead(c, call, deadline))
+        if (lead) {
+            rlk_reactor_lead_wait(c, call, deadline);
+            lead = 0;
+        } else if (!rlk_reactor_lead(c, call, deadline)) {
             rlk_futex_wait(&call->state, s, deadline);
+        }
+    }
+    if (lead) { /* done before it ever waited (answered while being written) */
+        rlk_lock_client(c);
+        rlk_reactor_lead_end(c, call);
+        rlk_unlock_client(c);
     }
     if (k != NULL)
         cancel_unwatch(k, call);

@@ -283,24 +283,29 @@ static void drain(int fd)
  * thread reads at a time since every read happens under c->mu. When it has
  * its answer it gives the socket back.
  */
-int rlk_reactor_lead(struct rlock_client *c, struct rlk_call *call, int64_t deadline)
+int rlk_reactor_lead_begin(struct rlock_client *c, struct rlk_call *call)
 {
-    rlk_lock_client(c);
-    unsigned s = atomic_load_explicit(&call->state, memory_order_acquire);
     if (c->leader_call != NULL || c->state != RLK_SESSION_OPEN || !c->epoll_in ||
-        c->leadfd < 0 || (s & (RLK_CALL_DONE | RLK_CALL_CANCEL_REQ))) {
-        rlk_unlock_client(c);
+        c->leadfd < 0)
         return 0;
-    }
     c->leader_call = call;
     atomic_store_explicit(&call->lead_fd1, c->leadfd + 1, memory_order_release);
     interest_update(c);
-    int fd = c->fd, wake = c->leadfd;
-    rlk_unlock_client(c);
+    return 1;
+}
 
-    struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = wake, .events = POLLIN}};
+void rlk_reactor_lead_end(struct rlock_client *c, struct rlk_call *call)
+{
+    atomic_store_explicit(&call->lead_fd1, 0, memory_order_release);
+    c->leader_call = NULL;
+    interest_update(c); /* the I/O thread reads again (at once if data is waiting) */
+}
+
+void rlk_reactor_lead_wait(struct rlock_client *c, struct rlk_call *call, int64_t deadline)
+{
+    struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->leadfd, .events = POLLIN}};
     for (;;) {
-        s = atomic_load_explicit(&call->state, memory_order_acquire);
+        unsigned s = atomic_load_explicit(&call->state, memory_order_acquire);
         if (s & (RLK_CALL_DONE | RLK_CALL_CANCEL_REQ))
             break;
         int64_t left = deadline - rlk_mono_ms();
@@ -309,7 +314,7 @@ int rlk_reactor_lead(struct rlock_client *c, struct rlk_call *call, int64_t dead
         if (poll(p, 2, left > INT_MAX ? INT_MAX : (int)left) <= 0)
             continue; /* EINTR or the deadline: the checks above decide */
         if (p[1].revents & POLLIN)
-            drain(wake);
+            drain(c->leadfd);
         if (p[0].revents == 0)
             continue;
         rlk_lock_client(c);
@@ -323,11 +328,19 @@ int rlk_reactor_lead(struct rlock_client *c, struct rlk_call *call, int64_t dead
         rlk_unlock_client(c);
     }
     rlk_lock_client(c);
-    atomic_store_explicit(&call->lead_fd1, 0, memory_order_release);
-    c->leader_call = NULL;
-    interest_update(c); /* the I/O thread reads again (at once if data is waiting) */
+    rlk_reactor_lead_end(c, call);
     rlk_unlock_client(c);
-    return 1;
+}
+
+int rlk_reactor_lead(struct rlock_client *c, struct rlk_call *call, int64_t deadline)
+{
+    rlk_lock_client(c);
+    unsigned s = atomic_load_explicit(&call->state, memory_order_acquire);
+    int lead = !(s & (RLK_CALL_DONE | RLK_CALL_CANCEL_REQ)) && rlk_reactor_lead_begin(c, call);
+    rlk_unlock_client(c);
+    if (lead)
+        rlk_reactor_lead_wait(c, call, deadline);
+    return lead;
 }
 
 void rlk_reactor_wake_leader(int fd)

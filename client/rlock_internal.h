@@ -422,6 +422,16 @@ void rlk_reactor_reschedule(struct rlock_client *c, int64_t wake_at);
  * caller then sleeps until the reading thread completes the call), else 1.
  */
 int rlk_reactor_lead(struct rlock_client *c, struct rlk_call *call, int64_t deadline);
+/*
+ * The same in parts, for a caller that takes the socket before it writes its
+ * request (so that the I/O thread cannot read the answer first): c->mu held,
+ * begin returns 1 when call now leads; end gives the socket back (c->mu
+ * held); wait (c->mu not held) reads until call is done, cancelled or late,
+ * then ends.
+ */
+int rlk_reactor_lead_begin(struct rlock_client *c, struct rlk_call *call);
+void rlk_reactor_lead_end(struct rlock_client *c, struct rlk_call *call);
+void rlk_reactor_lead_wait(struct rlock_client *c, struct rlk_call *call, int64_t deadline);
 /* Interrupt the poll of a leading call (any thread; a spurious wake-up is harmless). */
 void rlk_reactor_wake_leader(int fd);
 /* Queue notes for the callback thread (takes the list). */

@@ -576,7 +576,15 @@ long long h_redis_int(redisContext *r, const char *fmt, ...)
     return v;
 }
 
-long long h_count_lock_keys(redisContext *r, const struct h_env *e, char *example, size_t len)
+/* 1 when key holds a tombstone (a value no holder has, expiring by itself). */
+static int is_tombstone(redisContext *r, const char *key)
+{
+    char val[128];
+    return h_get(r, key, val, sizeof val) == 1 && strncmp(val, "tombstone:", 10) == 0;
+}
+
+static long long count_keys(redisContext *r, const struct h_env *e, char *example, size_t len,
+                            int skip_tombstones)
 {
     static const char fence_suffix[] = ":fence";
     const size_t slen = sizeof fence_suffix - 1;
@@ -604,12 +612,29 @@ long long h_count_lock_keys(redisContext *r, const struct h_env *e, char *exampl
             size_t klen = (size_t)k->len;
             if (klen >= slen && memcmp(k->str + klen - slen, fence_suffix, slen) == 0)
                 continue;
+            if (skip_tombstones && is_tombstone(r, k->str))
+                continue;
             if (n++ == 0 && example && len)
                 snprintf(example, len, "%s", k->str);
         }
         freeReplyObject(rep);
     } while (strcmp(cursor, "0") != 0);
     return n;
+}
+
+long long h_count_lock_keys(redisContext *r, const struct h_env *e, char *example, size_t len)
+{
+    return count_keys(r, e, example, len, 0);
+}
+
+long long h_count_held_keys(redisContext *r, const struct h_env *e, char *example, size_t len)
+{
+    return count_keys(r, e, example, len, 1);
+}
+
+int h_key_unheld(redisContext *r, const char *key)
+{
+    return !h_key_exists(r, key) || is_tombstone(r, key);
 }
 
 /* --- rlockd.log ----------------------------------------------------------- */

@@ -187,6 +187,13 @@ int64_t h_wait_key_gone(redisContext *r, const char *key, int timeout_ms, const 
  * goes to example (may be NULL). -1 on error.
  */
 long long h_count_lock_keys(redisContext *r, const struct h_env *e, char *example, size_t len);
+/*
+ * The same less tombstones ("tombstone:..." values, which keep a lock taken
+ * until a lost holder's promise is over and expire by themselves).
+ */
+long long h_count_held_keys(redisContext *r, const struct h_env *e, char *example, size_t len);
+/* 1 when key holds no token: it is gone, or a tombstone. */
+int h_key_unheld(redisContext *r, const char *key);
 
 /* The number of threads of this process (entries of /proc/self/task); -1 on error. */
 int h_thread_count(void);
