@@ -10,10 +10,12 @@ The list is a sequence of blocks separated by blank lines:
     replace: if true then
 
 `find` must occur exactly once in `file`; `\\n` in find/replace stands for a
-newline. Lines starting with '#' are comments.
+newline. Lines starting with '#' are comments. An optional `tests:` line names
+the ctest tests (a regular expression) expected to catch it: they run first.
 
     mutate_apply.py --list FILE          id and why of every mutation
     mutate_apply.py --ids FILE           the ids, one per line
+    mutate_apply.py --tests FILE ID      its tests: regular expression (may be empty)
     mutate_apply.py --apply FILE ID DIR  apply ID under DIR (exit 1 if stale)
     mutate_apply.py --revert FILE ID DIR undo it (restores the saved file)
 """
@@ -22,6 +24,7 @@ import shutil
 import sys
 
 KEYS = ("id", "file", "why", "find", "replace")
+OPTIONAL = ("tests",)
 
 
 def parse(path):
@@ -37,8 +40,8 @@ def parse(path):
                     cur = {}
                 continue
             key, sep, value = line.partition(": ")
-            if not sep or key not in KEYS:
-                sys.exit(f"{path}:{n}: expected one of {', '.join(KEYS)}")
+            if not sep or key not in KEYS + OPTIONAL:
+                sys.exit(f"{path}:{n}: expected one of {', '.join(KEYS + OPTIONAL)}")
             cur[key] = value.replace("\\n", "\n")
     if cur:
         muts.append(cur)
@@ -64,6 +67,9 @@ def main(argv):
     if len(argv) >= 3 and argv[1] in ("--list", "--ids"):
         for m in parse(argv[2]):
             print(m["id"] if argv[1] == "--ids" else f"{m['id']}: {m['why']} ({m['file']})")
+        return 0
+    if len(argv) == 4 and argv[1] == "--tests":
+        print(find(parse(argv[2]), argv[3]).get("tests", ""))
         return 0
     if len(argv) == 5 and argv[1] in ("--apply", "--revert"):
         m = find(parse(argv[2]), argv[3])
