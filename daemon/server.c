@@ -173,9 +173,16 @@ static void server_reload(struct server *srv)
             log_error("  %s", line);
     } else {
         merged = config_reload_merge(srv->cfg, fresh, reload_tell, NULL);
-        if (merged == NULL)
+        if (merged == NULL) {
             log_error("reload of %s refused; the running configuration stays",
                       srv->config_path);
+        } else {
+            /* The tokens as read now (the [auth] keys are reloadable, and the
+             * token file may have changed under the same name): the merge
+             * rebuilds the keys' values only, not what they load. */
+            merged->auth = fresh->auth;
+            fresh->auth = NULL;
+        }
     }
     free(errs);
     config_free(fresh);

@@ -15,6 +15,7 @@
 #include "harness.h"
 #include "harness_raw.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,8 +293,59 @@ START_TEST(test_auth_token_file)
 }
 END_TEST
 
+/* SIGHUP rlockd and wait until its log says the reload is done (the count-th time). */
+static void reload(struct h_env *e, int count)
+{
+    ck_assert_int_eq(kill(e->rlockd_pid, SIGHUP), 0);
+    int64_t deadline = h_now_ms() + 5000;
+    while (h_log_count(e, "reloaded ") < count && h_now_ms() < deadline)
+        h_sleep_ms(10);
+    ck_assert_int_eq(h_log_count(e, "reloaded "), count);
+}
+
+/*
+ * SIGHUP re-reads the tokens: authentication stays on across a reload of an
+ * unchanged file, and a token added to the file works at the next Hello while
+ * one removed from it is refused.
+ */
+START_TEST(test_auth_reload)
+{
+    struct tokdir t;
+    tokdir_make(&t);
+    char ini[512];
+    snprintf(ini, sizeof ini, "[auth]\ntoken_file = %s\n", t.daemon);
+    struct h_fixture f;
+    h_fixture_start_env(&f, ini);
+    enum rlock_err rc;
+    char err[512];
+
+    reload(&f.e, 1);
+    raw_hello_refused(&f.e);
+    struct rlock_client *c = connect_with(&f.e, CLIENT_TOKEN, &rc, err, sizeof err);
+    ck_assert_msg(rc == RLOCK_OK, "client token after a reload: %s", err);
+    rlock_close(c);
+
+    write_secret(t.daemon, "admin " ADMIN_TOKEN "\nclient " WRONG_TOKEN "\n", 0600);
+    reload(&f.e, 2);
+    c = connect_with(&f.e, WRONG_TOKEN, &rc, err, sizeof err);
+    ck_assert_msg(rc == RLOCK_OK, "a token added to the file, after a reload: %s", err);
+    rlock_close(c);
+    c = connect_with(&f.e, CLIENT_TOKEN, &rc, err, sizeof err);
+    ck_assert_msg(rc == RLOCK_ERR_UNAUTHENTICATED, "a token removed from the file: %s",
+                  rlock_strerror(rc));
+    rlock_close(c);
+    raw_hello_refused(&f.e);
+    char *log = h_read_file(h_env_path(&f.e, "rlockd.log", err, sizeof err));
+    ck_assert_ptr_nonnull(log);
+    ck_assert_msg(!shows_token(log), "a token appears in the log");
+    free(log);
+    h_fixture_stop(&f);
+    h_rm_tree(t.dir);
+}
+END_TEST
+
 int main(void)
 {
-    const TTest *tests[] = {test_auth_refusals, test_auth_token_file};
+    const TTest *tests[] = {test_auth_refusals, test_auth_token_file, test_auth_reload};
     return h_run_tests("admin_auth", 120, tests, H_LEN(tests));
 }
