@@ -41,9 +41,9 @@ RLOCK_API void rlock_cancel(struct rlock_cancel *k)
     k->fired = 1;
     /* A watcher unlinks itself under k->mu before returning: each one here is alive. */
     for (struct rlk_call *w = k->watchers; w != NULL; w = w->knext) {
-        atomic_fetch_or_explicit(&w->state, RLK_CALL_CANCEL_REQ, memory_order_release);
+        atomic_fetch_or_explicit(&w->state, RLK_CALL_CANCEL_REQ, memory_order_seq_cst);
         rlk_futex_wake(&w->state);
-        int fd1 = atomic_load_explicit(&w->lead_fd1, memory_order_acquire);
+        int fd1 = atomic_load_explicit(&w->lead_fd1, memory_order_seq_cst);
         if (fd1 > 0)
             rlk_reactor_wake_leader(fd1 - 1); /* it polls the socket, not the futex */
     }
@@ -180,6 +180,7 @@ static enum rlock_err call_run(struct rlock_client *c, Rlock__V1__Request *req,
     if (k != NULL)
         cancel_watch(k, call);
 
+    int no_lead = 0;
     for (;;) {
         unsigned s = atomic_load_explicit(&call->state, memory_order_acquire);
         if (s & RLK_CALL_DONE)
@@ -196,6 +197,8 @@ static enum rlock_err call_run(struct rlock_client *c, Rlock__V1__Request *req,
                      (unsigned long long)call->id, (unsigned long long)budget,
                      written_text(c, call));
             int completed = rlk_eng_abandon(c, call, cancel, why);
+            if (rlk_eng_want_write(c)) /* a Cancel the socket did not take at once */
+                rlk_reactor_want_write(c);
             rlk_unlock_client(c);
             if (completed)
                 break;
@@ -208,11 +211,15 @@ static enum rlock_err call_run(struct rlock_client *c, Rlock__V1__Request *req,
         /* Read the answer on this thread if no other does: no hand-over from the
          * I/O thread, one wake-up less on every call. Else sleep until it comes. */
         if (lead) {
-            rlk_reactor_lead_wait(c, call, deadline);
+            no_lead = rlk_reactor_lead_wait(c, call, deadline) < 0;
             lead = 0;
-        } else if (!rlk_reactor_lead(c, call, deadline)) {
-            rlk_futex_wait(&call->state, s, deadline);
+            continue;
         }
+        int r = no_lead ? 0 : rlk_reactor_lead(c, call, deadline);
+        if (r < 0)
+            no_lead = 1; /* poll failed: from now on the I/O thread reads for us */
+        if (r <= 0)
+            rlk_futex_wait(&call->state, s, deadline);
     }
     if (lead) { /* done before it ever waited (answered while being written) */
         rlk_lock_client(c);

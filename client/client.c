@@ -27,7 +27,6 @@ struct rlock_client *rlk_client_new(const struct rlock_options *opts, enum rlk_m
     c->mode = mode;
     c->fd = -1;
     c->lost_fd = -1;
-    c->leadfd = -1;
     c->async_wake = -1;
     c->state = RLK_SESSION_ENDED; /* until the engine has a connection */
     c->done_tail = &c->done_head;
@@ -59,8 +58,6 @@ void rlk_client_free(struct rlock_client *c)
     pthread_mutex_lock(&c->mu);
     rlk_lock_free_all(c);
     rlk_eng_free(c);
-    if (c->leadfd >= 0)
-        close(c->leadfd);
     pthread_mutex_unlock(&c->mu);
     pthread_cond_destroy(&c->idle_cv);
     pthread_mutex_destroy(&c->mu);

@@ -215,7 +215,9 @@ static void call_complete(struct rlock_client *c, struct rlk_call *call)
     atomic_uint *word = &call->state;
     /* A leading caller polls the socket, not the futex: it sees DONE when it
      * reads the answer itself, else it needs its poll interrupted. */
-    int leading = call == c->leader_call;
+    int leadfd1 = call == c->leader_call
+                      ? atomic_load_explicit(&call->lead_fd1, memory_order_relaxed)
+                      : 0;
     /*
      * From here on the caller may return at any moment (it does not need mu
      * to see DONE): touch nothing of the call. The wake uses only the address,
@@ -223,10 +225,11 @@ static void call_complete(struct rlock_client *c, struct rlk_call *call)
      * sleeps there next.
      */
     atomic_fetch_or_explicit(word, RLK_CALL_DONE, memory_order_release);
-    if (!leading)
+    if (leadfd1 == 0)
         rlk_futex_wake(word);
-    else if (!c->leader_reading)
-        rlk_reactor_wake_leader(c->leadfd);
+    else if (!c->leader_reading) /* the leader holds off its exit (and its thread's
+                                  * eventfd stays open) until we drop c->mu */
+        rlk_reactor_wake_leader(leadfd1 - 1);
 }
 
 void rlk_eng_complete_err(struct rlock_client *c, struct rlk_call *call, enum rlock_err err,

@@ -283,27 +283,77 @@ static void drain(int fd)
  * thread reads at a time since every read happens under c->mu. When it has
  * its answer it gives the socket back.
  */
+
+/*
+ * What interrupts a leader's poll (its call completed by another thread, a
+ * cancellation) is an eventfd of the leader's thread, not of the client: a
+ * thread driving ten thousand clients needs one descriptor, not ten
+ * thousand. Made on first use, closed when the thread exits; a forked child
+ * makes its own (the inherited one is shared with the parent, whose drains
+ * would eat the child's wake-ups).
+ */
+static pthread_key_t leadfd_key;
+static pthread_once_t leadfd_once = PTHREAD_ONCE_INIT;
+static int leadfd_key_ok;
+static __thread int leadfd = -1;
+static __thread unsigned leadfd_gen;
+
+static void leadfd_close(void *v)
+{
+    close((int)(intptr_t)v - 1);
+}
+
+static void leadfd_key_make(void)
+{
+    leadfd_key_ok = pthread_key_create(&leadfd_key, leadfd_close) == 0;
+}
+
+static int thread_leadfd(void)
+{
+    unsigned gen = rlk_fork_gen();
+    if (leadfd >= 0 && leadfd_gen == gen)
+        return leadfd;
+    pthread_once(&leadfd_once, leadfd_key_make);
+    if (!leadfd_key_ok)
+        return -1;
+    if (leadfd >= 0)
+        close(leadfd); /* the parent's, inherited by this child */
+    leadfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    leadfd_gen = gen;
+    if (leadfd >= 0 && pthread_setspecific(leadfd_key, (void *)(intptr_t)(leadfd + 1)) != 0) {
+        close(leadfd);
+        leadfd = -1;
+    }
+    return leadfd;
+}
+
 int rlk_reactor_lead_begin(struct rlock_client *c, struct rlk_call *call)
 {
-    if (c->leader_call != NULL || c->state != RLK_SESSION_OPEN || !c->epoll_in ||
-        c->leadfd < 0)
+    if (c->leader_call != NULL || c->state != RLK_SESSION_OPEN || !c->epoll_in)
+        return 0;
+    int fd = thread_leadfd();
+    if (fd < 0)
         return 0;
     c->leader_call = call;
-    atomic_store_explicit(&call->lead_fd1, c->leadfd + 1, memory_order_release);
+    /* seq_cst, as rlock_cancel's store of the state and load of this: one of
+     * the two sides sees the other's store. */
+    atomic_store_explicit(&call->lead_fd1, fd + 1, memory_order_seq_cst);
     interest_update(c);
     return 1;
 }
 
 void rlk_reactor_lead_end(struct rlock_client *c, struct rlk_call *call)
 {
-    atomic_store_explicit(&call->lead_fd1, 0, memory_order_release);
+    atomic_store_explicit(&call->lead_fd1, 0, memory_order_seq_cst);
     c->leader_call = NULL;
     interest_update(c); /* the I/O thread reads again (at once if data is waiting) */
 }
 
-void rlk_reactor_lead_wait(struct rlock_client *c, struct rlk_call *call, int64_t deadline)
+int rlk_reactor_lead_wait(struct rlock_client *c, struct rlk_call *call, int64_t deadline)
 {
-    struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->leadfd, .events = POLLIN}};
+    int wakefd = atomic_load_explicit(&call->lead_fd1, memory_order_relaxed) - 1;
+    struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = wakefd, .events = POLLIN}};
+    int rc = 0;
     for (;;) {
         unsigned s = atomic_load_explicit(&call->state, memory_order_acquire);
         if (s & (RLK_CALL_DONE | RLK_CALL_CANCEL_REQ))
@@ -311,10 +361,15 @@ void rlk_reactor_lead_wait(struct rlock_client *c, struct rlk_call *call, int64_
         int64_t left = deadline - rlk_mono_ms();
         if (left <= 0)
             break;
-        if (poll(p, 2, left > INT_MAX ? INT_MAX : (int)left) <= 0)
+        int n = poll(p, 2, left > INT_MAX ? INT_MAX : (int)left);
+        if (n < 0 && errno != EINTR) {
+            rc = -1; /* cannot poll: the I/O thread reads instead */
+            break;
+        }
+        if (n <= 0)
             continue; /* EINTR or the deadline: the checks above decide */
         if (p[1].revents & POLLIN)
-            drain(c->leadfd);
+            drain(wakefd);
         if (p[0].revents == 0)
             continue;
         rlk_lock_client(c);
@@ -325,21 +380,29 @@ void rlk_reactor_lead_wait(struct rlock_client *c, struct rlk_call *call, int64_
             if (c->state == RLK_SESSION_OPEN)
                 timer_update(c, rlk_eng_timers(c, rlk_alive_ms()));
         }
+        /* What reading queued (a held-back request, a keepalive) may wait for
+         * the socket: the I/O thread writes it. */
+        interest_update(c);
         rlk_unlock_client(c);
     }
     rlk_lock_client(c);
     rlk_reactor_lead_end(c, call);
     rlk_unlock_client(c);
+    return rc;
 }
 
 int rlk_reactor_lead(struct rlock_client *c, struct rlk_call *call, int64_t deadline)
 {
     rlk_lock_client(c);
-    unsigned s = atomic_load_explicit(&call->state, memory_order_acquire);
-    int lead = !(s & (RLK_CALL_DONE | RLK_CALL_CANCEL_REQ)) && rlk_reactor_lead_begin(c, call);
+    int lead = rlk_reactor_lead_begin(c, call);
+    unsigned s = atomic_load_explicit(&call->state, memory_order_seq_cst);
+    if (lead && (s & (RLK_CALL_DONE | RLK_CALL_CANCEL_REQ))) {
+        rlk_reactor_lead_end(c, call);
+        lead = 0;
+    }
     rlk_unlock_client(c);
-    if (lead)
-        rlk_reactor_lead_wait(c, call, deadline);
+    if (lead && rlk_reactor_lead_wait(c, call, deadline) < 0)
+        return -1;
     return lead;
 }
 
@@ -485,10 +548,6 @@ int rlk_reactor_add(struct rlock_client *c)
     pthread_mutex_lock(&c->mu);
     pthread_mutex_lock(&R.mu);
     int rc = reactor_start();
-    if (rc == 0 && c->leadfd < 0) {
-        c->leadfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        rc = c->leadfd < 0 ? -1 : 0;
-    }
     if (rc == 0) {
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         rc = epoll_ctl(R.epfd, EPOLL_CTL_ADD, c->fd, &ev);

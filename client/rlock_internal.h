@@ -201,7 +201,6 @@ struct rlock_client {
     int epoll_rd;                   /* ... with EPOLLIN: off while a leader reads (mu) */
     struct rlk_call *leader_call;   /* a blocking caller reading the socket itself (mu) */
     int leader_reading;             /* the leader is in the engine now (mu) */
-    int leadfd;                     /* eventfd that interrupts the leader's poll, or -1 */
     int64_t wake_at;                /* its key in the reactor's timer heap (reactor lock) */
     size_t heap_idx;                /* position in the heap + 1; 0 = not in it (reactor lock) */
     int registered;                 /* watched by the reactor (reactor lock) */
@@ -419,7 +418,9 @@ void rlk_reactor_reschedule(struct rlock_client *c, int64_t wake_at);
  * The blocking caller of call reads c's socket itself until call is done, its
  * cancellation is asked for or deadline (rlk_mono_ms) passes, when no other
  * caller does so already. Returns 0 at once when it could not lead (the
- * caller then sleeps until the reading thread completes the call), else 1.
+ * caller then sleeps until the reading thread completes the call), 1 once
+ * it led, -1 when it could not poll (it gave the socket back; do not try
+ * again for this call).
  */
 int rlk_reactor_lead(struct rlock_client *c, struct rlk_call *call, int64_t deadline);
 /*
@@ -427,11 +428,11 @@ int rlk_reactor_lead(struct rlock_client *c, struct rlk_call *call, int64_t dead
  * request (so that the I/O thread cannot read the answer first): c->mu held,
  * begin returns 1 when call now leads; end gives the socket back (c->mu
  * held); wait (c->mu not held) reads until call is done, cancelled or late,
- * then ends.
+ * then ends (-1 when poll failed: the I/O thread reads again).
  */
 int rlk_reactor_lead_begin(struct rlock_client *c, struct rlk_call *call);
 void rlk_reactor_lead_end(struct rlock_client *c, struct rlk_call *call);
-void rlk_reactor_lead_wait(struct rlock_client *c, struct rlk_call *call, int64_t deadline);
+int rlk_reactor_lead_wait(struct rlock_client *c, struct rlk_call *call, int64_t deadline);
 /* Interrupt the poll of a leading call (any thread; a spurious wake-up is harmless). */
 void rlk_reactor_wake_leader(int fd);
 /* Queue notes for the callback thread (takes the list). */
