@@ -74,7 +74,8 @@ void cleanup_free(struct cleanup_list *cl)
         theap_remove(&cl->due, node);
         entry_free(ENTRY_OF(node));
     }
-    /* Entries in flight are freed by their callbacks, which see list == NULL. */
+    /* Entries in flight are not in the heap: rpool_free, which server_free runs
+     * first, has already answered (and so freed) them. */
     theap_free(&cl->due);
     event_free(cl->ev);
     free(cl);
@@ -149,15 +150,36 @@ static void entry_done(struct cleanup_list *cl, struct cleanup *e)
 void cleanup_stop(struct cleanup_list *cl, int64_t deadline_ms)
 {
     cl->stopping = 1;
+    /* Collect first, remove after: removing reorders the heap's array. */
+    size_t late = 0;
+    for (size_t i = 0; i < cl->due.n; i++)
+        late += cl->due.a[i]->at > deadline_ms;
+    struct theap_node **drop = late > 0 ? malloc(late * sizeof *drop) : NULL;
     uint32_t dropped = 0;
-    /* Backwards: theap_remove moves the last node into the hole, already seen. */
-    for (size_t i = cl->due.n; i-- > 0;) {
-        struct theap_node *node = cl->due.a[i];
-        if (node->at <= deadline_ms)
-            continue;
-        theap_remove(&cl->due, node);
-        entry_done(cl, ENTRY_OF(node));
-        dropped++;
+    if (drop != NULL) {
+        size_t k = 0;
+        for (size_t i = 0; i < cl->due.n; i++)
+            if (cl->due.a[i]->at > deadline_ms)
+                drop[k++] = cl->due.a[i];
+        for (size_t i = 0; i < k; i++) {
+            theap_remove(&cl->due, drop[i]);
+            entry_done(cl, ENTRY_OF(drop[i]));
+            dropped++;
+        }
+        free(drop);
+    } else {
+        /* Out of memory: take the latest one at a time (each pass re-reads the heap). */
+        for (;;) {
+            struct theap_node *late_one = NULL;
+            for (size_t i = 0; i < cl->due.n; i++)
+                if (cl->due.a[i]->at > deadline_ms)
+                    late_one = cl->due.a[i];
+            if (late_one == NULL)
+                break;
+            theap_remove(&cl->due, late_one);
+            entry_done(cl, ENTRY_OF(late_one));
+            dropped++;
+        }
     }
     if (dropped > 0)
         log_warn("%u delete%s by token not yet due (a lost lock's validity still runs) left "

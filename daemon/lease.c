@@ -15,6 +15,7 @@
 #include "resource.h"
 #include "server.h"
 #include "session.h"
+#include "tombstone.h"
 #include "watchdog.h"
 
 /*
@@ -37,6 +38,16 @@ void lease_unref(struct lease *l)
     free(l);
 }
 
+/* Keep l's place in its session's validity heap (watchdog leases only). */
+static void lease_track_validity(struct lease *l)
+{
+    if (!l->watchdog || l->sess == NULL || l->forgotten)
+        return;
+    if (theap_set(&l->sess->valid_heap, &l->vnode,
+                  l->valid_until_ms - LEASE_MARGIN_MS(l->ttl_ms)) != 0)
+        l->sess->valid_heap_broken = 1;
+}
+
 struct lease *lease_new(struct session *s, struct resource *res, const struct lease_grant *g)
 {
     if (res->holder != NULL) {
@@ -53,7 +64,6 @@ struct lease *lease_new(struct session *s, struct resource *res, const struct le
     if (l == NULL)
         return NULL;
     int64_t now = util_now_ms();
-    l->srv = s->srv;
     l->sess = s;
     l->res = res;
     resource_ref(res);
@@ -72,6 +82,7 @@ struct lease *lease_new(struct session *s, struct resource *res, const struct le
     l->max_hold_at_ms = g->max_hold_ms ? now + g->max_hold_ms : 0;
     TAILQ_INSERT_TAIL(&s->leases, l, sess_link);
     s->nleases++;
+    lease_track_validity(l);
     s->srv->nleases++;
     res->holder = l;
     lease_schedule(l);
@@ -81,8 +92,10 @@ struct lease *lease_new(struct session *s, struct resource *res, const struct le
 void lease_confirmed(struct lease *l, int64_t sent_ms, uint32_t ttl_ms)
 {
     /* The key expires no sooner than sent + ttl (renew.lua never shortens it). */
-    if (sent_ms + ttl_ms > l->valid_until_ms)
+    if (sent_ms + ttl_ms > l->valid_until_ms) {
         l->valid_until_ms = sent_ms + ttl_ms;
+        lease_track_validity(l);
+    }
     int64_t latest = util_now_ms() + ttl_ms + LEASE_DRIFT_MS(ttl_ms);
     if (latest > l->max_expiry_ms)
         l->max_expiry_ms = latest;
@@ -108,7 +121,7 @@ uint32_t lease_valid_ms(const struct lease *l, int64_t from_ms)
 
 void lease_schedule(struct lease *l)
 {
-    struct server *srv = l->srv;
+    struct server *srv = l->res->srv;
     if (l->forgotten) {
         theap_remove(&srv->lease_timers, &l->timer);
         return;
@@ -128,10 +141,11 @@ void lease_forget(struct lease *l)
     if (l->forgotten)
         return;
     l->forgotten = 1;
-    theap_remove(&l->srv->lease_timers, &l->timer);
+    theap_remove(&l->res->srv->lease_timers, &l->timer);
+    theap_remove(&l->sess->valid_heap, &l->vnode);
     TAILQ_REMOVE(&l->sess->leases, l, sess_link);
     l->sess->nleases--;
-    l->srv->nleases--;
+    l->res->srv->nleases--;
     if (l->res->holder == l)
         l->res->holder = NULL;
     l->sess = NULL;
@@ -144,7 +158,7 @@ void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
         return;
     struct session *s = l->sess;
     struct resource *res = l->res;
-    struct server *srv = l->srv;
+    struct server *srv = l->res->srv;
     log_info("session %s (%s): lost lock %s (fence %llu): %s", s->id, s->peer, res->name,
              (unsigned long long)l->fence, why);
     Rlock__V1__LockLost lost = RLOCK__V1__LOCK_LOST__INIT;
@@ -179,7 +193,7 @@ void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
                     l->max_expiry_ms + LEASE_CLEANUP_GRACE_MS);
     } else if (reason == RLOCK__V1__LOST_REASON__LOST_MISSING) {
         /* Redis lost the key: keep the lock taken until the promise is over. */
-        lock_tombstone(srv, res, l->token, l->valid_until_ms);
+        tombstone_set(srv, res, l->token, l->valid_until_ms);
     }
     resource_ref(res);
     lease_forget(l);

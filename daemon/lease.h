@@ -50,27 +50,28 @@ struct resource;
 /* A lease is treated as lost this long before its validity ends. */
 #define LEASE_MARGIN_MS(ttl_ms) (LEASE_LATENESS_MS + LEASE_DRIFT_MS(ttl_ms))
 
+/* One per held lock: with a million locks held, each byte here is a megabyte. */
 struct lease {
-    struct server *srv;
     struct session *sess;
-    struct resource *res; /* counted reference */
+    struct resource *res; /* counted reference (its srv is the server) */
     char token[UTIL_UUID_LEN + 1];
+    uint8_t watchdog;
+    uint8_t renewing;  /* a renew is queued (watchdog.c) or in Redis */
+    uint8_t extending; /* an Extend is in Redis (one at a time bounds a client's Redis load) */
+    uint8_t forgotten; /* released or lost; only in-flight renews still point here */
     uint64_t fence;
     uint64_t owner;       /* who in the session holds it (Acquire.owner) */
     uint32_t ttl_ms;      /* the lease renewals carry */
     uint32_t holds;       /* re-entry count of that owner */
     uint32_t lock_delay_ms; /* tombstone time if the session ends uncleanly; 0 = none */
-    int watchdog;
+    uint32_t refs;
     int64_t granted_ms;
     int64_t valid_until_ms;
     int64_t max_expiry_ms;
     int64_t next_renew_ms;
     int64_t max_hold_at_ms; /* 0 = no max_hold */
-    int renewing;  /* a renew is queued (watchdog.c) or in Redis */
-    int extending; /* an Extend is in Redis (one at a time bounds a client's Redis load) */
-    int forgotten; /* released or lost; only in-flight renews still point here */
-    uint32_t refs;
     struct theap_node timer; /* in srv->lease_timers while held */
+    struct theap_node vnode; /* in sess->valid_heap (watchdog on) */
     TAILQ_ENTRY(lease) renew_link; /* on its connection's renew queue (watchdog.c) */
     TAILQ_ENTRY(lease) sess_link;
 };

@@ -24,6 +24,7 @@
 #include "relq.h"
 #include "reply.h"
 #include "resource.h"
+#include "tombstone.h"
 
 #define WAKE_POLL_MS 1000 /* retry period when the holder's key has no expiry */
 /*
@@ -83,6 +84,11 @@ static void respond_error(struct session *s, uint64_t id, Rlock__V1__Status st, 
 
 uint32_t lock_session_valid_ms(const struct session *s, int64_t from_ms)
 {
+    if (!s->valid_heap_broken) {
+        const struct theap_node *first = theap_first(&s->valid_heap);
+        int64_t left = first != NULL ? first->at - from_ms : 0;
+        return left <= 0 ? 0 : left > UINT32_MAX ? UINT32_MAX : (uint32_t)left;
+    }
     uint32_t min = 0;
     int any = 0;
     const struct lease *l;
@@ -265,40 +271,6 @@ void lock_release_token(struct server *srv, struct resource *res, const char *to
     relq_add(srv, res, token, 0, max_expiry_ms);
 }
 
-static void tombstone_reply_cb(const redisReply *reply, const char *err, void *arg)
-{
-    struct resource *res = arg;
-    uint64_t fence;
-    long long pttl;
-    enum reply_acquire_kind kind = reply_acquire(reply, &fence, &pttl);
-    if (kind == REPLY_ACQUIRE_ERROR || kind == REPLY_ACQUIRE_MALFORMED)
-        log_warn("tombstone for %s not confirmed: %s; the lock may be granted before its "
-                 "last holder's validity ends", res->name,
-                 reply == NULL ? err : "unexpected reply from Redis");
-    resource_unref(res);
-}
-
-void lock_tombstone(struct server *srv, struct resource *res, const char *token,
-                    int64_t until_ms)
-{
-    int64_t left = until_ms - util_now_ms();
-    if (left <= 0)
-        return;
-    /* Redis counts PX on its own clock, which may run a little fast. */
-    left += LEASE_DRIFT_MS(left);
-    char value[UTIL_UUID_LEN + 16], ttl[24], fence_ttl[16];
-    char fence_key[res->key_len + sizeof RESOURCE_FENCE_SUFFIX];
-    const char *args[5] = {res->key, fence_key, value, ttl, fence_ttl};
-    size_t lens[5] = {res->key_len, resource_fence_key(res, fence_key, sizeof fence_key), 0, 0,
-                      0};
-    lens[2] = (size_t)snprintf(value, sizeof value, "tombstone:%s", token);
-    lens[3] = (size_t)snprintf(ttl, sizeof ttl, "%lld", (long long)left);
-    lens[4] = (size_t)snprintf(fence_ttl, sizeof fence_ttl, "%u", srv->cfg->fence_ttl_ms);
-    resource_ref(res);
-    /* acquire.lua is SET NX PX: a key someone set meanwhile is left alone. */
-    rpool_eval(srv->pool, res->route, SCRIPT_ACQUIRE, 2, 5, args, lens, tombstone_reply_cb, res);
-}
-
 /* The longest a key set now by a command with ttl_ms may live (Redis's clock may be fast). */
 static int64_t key_life_end(uint32_t ttl_ms)
 {
@@ -350,9 +322,10 @@ static int acquire_found_lost_key(struct request *req)
         return 0;
     log_warn("%s: granted while this daemon's lease there was still valid for %lld ms (Redis "
              "lost its key): kept as a tombstone until then", res->name, (long long)left);
-    uint32_t delay = (uint32_t)(left + LEASE_DRIFT_MS(left));
-    relq_add(req->srv, res, req->token, delay, key_life_end(req->ttl_ms));
-    acquire_busy(req, delay);
+    /* Straight to the pool, not the paced release queue: it must be in place
+     * before the grant's own ttl could run out. */
+    tombstone_swap(req->srv, res, req->token, until);
+    acquire_busy(req, left + LEASE_DRIFT_MS(left));
     return 1;
 }
 
@@ -746,10 +719,20 @@ void lock_cancel(struct session *s, uint64_t id, const Rlock__V1__Cancel *c)
 
 /* --- session end ------------------------------------------------------------ */
 
-void lock_session_end(struct session *s, int clean)
+uint32_t lock_session_end(struct session *s, int clean, uint32_t *budget)
 {
+    struct request *req;
+    while ((req = TAILQ_FIRST(&s->requests)) != NULL) {
+        if (req->state == REQUEST_IN_REDIS) {
+            /* Orphan: its reply still arrives; a grant is then released by token. */
+            request_orphan(req);
+        } else {
+            request_finish(req);
+        }
+    }
     struct lease *l;
-    while ((l = TAILQ_FIRST(&s->leases)) != NULL) {
+    while (*budget > 0 && (l = TAILQ_FIRST(&s->leases)) != NULL) {
+        (*budget)--;
         struct resource *res = l->res;
         char token[UTIL_UUID_LEN + 1];
         uint32_t delay = clean ? 0 : l->lock_delay_ms;
@@ -761,13 +744,5 @@ void lock_session_end(struct session *s, int clean)
         relq_add(s->srv, res, token, delay, max_expiry);
         resource_unref(res);
     }
-    struct request *req;
-    while ((req = TAILQ_FIRST(&s->requests)) != NULL) {
-        if (req->state == REQUEST_IN_REDIS) {
-            /* Orphan: its reply still arrives; a grant is then released by token. */
-            request_orphan(req);
-        } else {
-            request_finish(req);
-        }
-    }
+    return s->nleases;
 }

@@ -36,10 +36,12 @@ void lock_cancel(struct session *s, uint64_t id, const Rlock__V1__Cancel *c);
 
 /*
  * The session ends: drop its waiters, orphan its requests in Redis, and free
- * its leases — released by token when clean, tombstoned for their lock_delay
- * when not (a connection lost without Goodbye, a keepalive timeout).
+ * up to *budget of its leases (taken off *budget) — released by token when
+ * clean, tombstoned for their lock_delay when not (a connection lost without
+ * Goodbye, a keepalive timeout). Returns the leases left (server.c lets go
+ * of them over the next loop turns).
  */
-void lock_session_end(struct session *s, int clean);
+uint32_t lock_session_end(struct session *s, int clean, uint32_t *budget);
 
 /*
  * How long every watchdog lease of s stays valid, at least, counted from
@@ -57,16 +59,6 @@ void lock_kick(struct resource *res);
  * cleanup.h) until the key, whose longest possible life ends at
  * max_expiry_ms, surely cannot hold the token any more.
  */
-/*
- * res's key vanished while its holder (token) was still promised the lock
- * until until_ms: Redis lost it (a restart without persistence, FLUSHALL, an
- * eviction). Put a tombstone there (SET NX, value "tombstone:TOKEN", expiring
- * at until_ms), so that no one — here, in another daemon or an application
- * using Redis directly — takes the lock while the old holder may still act.
- * It goes out on res's connection before any try that follows.
- */
-void lock_tombstone(struct server *srv, struct resource *res, const char *token,
-                    int64_t until_ms);
 void lock_release_token(struct server *srv, struct resource *res, const char *token,
                         int64_t max_expiry_ms);
 

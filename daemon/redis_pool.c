@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/queue.h>
 
 #include <event2/event.h>
@@ -54,7 +55,7 @@ struct rcall {
     int nargs;
     char **args;
     size_t *lens;
-    int64_t deadline; /* sent: the reply is due; waiting: give up unsent */
+    int64_t stamp;    /* sent: when written; waiting: when queued (deadline: + command_timeout) */
     const char *fail_err; /* why a refused call fails (answered by fail_ev) */
     int waiting; /* on conn->waiting (unsent), not conn->calls */
     int done;    /* the caller's callback has run */
@@ -78,6 +79,7 @@ struct rconn {
     struct rcall_list waiting; /* accepted, not sent yet (calls is full), oldest first */
     uint32_t nwaiting;         /* length of waiting */
     int dirty;               /* commands queued this loop turn, not written yet */
+    struct rcall *unflushed; /* the first of them (calls from it on are stamped at the write) */
 };
 
 struct rpool {
@@ -97,6 +99,22 @@ struct rpool {
 };
 
 static void conn_connect(struct rconn *c);
+/*
+ * Read what the socket holds and the loop has not read yet: 1 if there was
+ * anything. A loop busy past a deadline (a session ending with a hundred
+ * thousand locks) may run this timer before the read event that is ready in
+ * the same pass; the answers are then on the socket, not late, and calling
+ * the connection stuck would turn every call on it into an unknown outcome.
+ */
+static int conn_read_pending(struct rconn *c)
+{
+    int n = 0;
+    if (c->ac == NULL || ioctl(c->ac->c.fd, FIONREAD, &n) != 0 || n <= 0)
+        return 0;
+    redisAsyncHandleRead(c->ac);
+    return 1;
+}
+
 static void conn_timer_cb(evutil_socket_t fd, short what, void *arg);
 
 static const char *state_name(enum rconn_state s)
@@ -167,6 +185,8 @@ static void call_unlink(struct rcall *call)
         c->nwaiting--;
         call->waiting = 0;
     } else {
+        if (c->unflushed == call)
+            c->unflushed = TAILQ_NEXT(call, link);
         TAILQ_REMOVE(&c->calls, call, link);
         c->npending--;
     }
@@ -183,11 +203,19 @@ static void call_refuse(struct rpool *p, struct rcall *call, const char *why)
 }
 
 /*
- * The connection timer is armed lazily: every deadline is "now + timeout"
- * when set, so a timer already pending fires no later than any deadline on
- * the connection, and conn_timer_cb re-aims it at the oldest one. Keeping it
- * out of the reply path saves an event_add per reply.
+ * A call's deadline is its stamp plus the command timeout in force now (a
+ * reload may change it): the lists stay in deadline order, stamps only grow.
+ * The connection timer is armed lazily: a deadline set now is never earlier
+ * than one set before, so a timer already pending fires no later than any
+ * deadline on the connection, and conn_timer_cb re-aims it at the oldest
+ * one (rpool_set_config re-aims every timer, as a lower timeout breaks that
+ * rule once). Keeping it out of the reply path saves an event_add per reply.
  */
+static int64_t call_deadline(const struct rcall *call)
+{
+    return call->stamp + call->pool->cfg->command_timeout_ms;
+}
+
 static void conn_arm_lazy(struct rconn *c, int64_t delay_ms)
 {
     if (!evtimer_pending(c->timer, NULL))
@@ -260,9 +288,11 @@ static int conn_send_call(struct rconn *c, struct rcall *call)
         return -1;
     call->conn = c;
     call->waiting = 0;
-    call->deadline = util_now_ms() + cfg->command_timeout_ms;
+    call->stamp = util_now_ms();
     TAILQ_INSERT_TAIL(&c->calls, call, link);
     c->npending++;
+    if (c->unflushed == NULL)
+        c->unflushed = call;
     conn_arm_lazy(c, cfg->command_timeout_ms);
     if (!c->dirty) {
         c->dirty = 1;
@@ -279,7 +309,7 @@ static void conn_pump(struct rconn *c)
     struct rcall *call;
     while (c->npending < RPOOL_INFLIGHT_MAX && (call = TAILQ_FIRST(&c->waiting)) != NULL) {
         call_unlink(call);
-        if (call->deadline <= now)
+        if (call_deadline(call) <= now)
             call_refuse(c->pool, call, "redis busy: command not sent in time");
         else if (conn_send_call(c, call) != 0)
             call_refuse(c->pool, call, "redis unavailable");
@@ -313,19 +343,32 @@ static void fail_drain(struct rpool *p)
  * End of the loop turn's callbacks: write every connection's queued commands
  * now, in one write each, instead of waiting for the loop to report the
  * socket writable (hiredis's way), which costs a turn and two epoll_ctl.
+ *
+ * A call's deadline counts from this write, not from when it was queued: a
+ * turn that ran long (a session ending with a hundred thousand locks) would
+ * otherwise spend the command timeout before Redis even saw the command, and
+ * the reset that follows would turn every call on the connection into an
+ * unknown outcome.
  */
+static void conn_flush(struct rconn *c, int64_t now)
+{
+    c->dirty = 0;
+    for (struct rcall *call = c->unflushed; call != NULL; call = TAILQ_NEXT(call, link))
+        call->stamp = now;
+    c->unflushed = NULL;
+    if (c->ac != NULL && c->state == RCONN_READY && !c->reset_requested)
+        redisAsyncHandleWrite(c->ac);
+}
+
 static void flush_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct rpool *p = arg;
+    int64_t now = util_now_ms();
     for (uint32_t i = 0; i < p->n; i++) {
-        struct rconn *c = &p->conns[i];
-        if (!c->dirty)
-            continue;
-        c->dirty = 0;
-        if (c->ac != NULL && c->state == RCONN_READY && !c->reset_requested)
-            redisAsyncHandleWrite(c->ac);
+        if (p->conns[i].dirty)
+            conn_flush(&p->conns[i], now);
     }
 }
 
@@ -390,7 +433,7 @@ void rpool_eval(struct rpool *p, uint32_t route, enum script_id script, int nkey
      * never saw it) if no room opens within the command timeout. */
     call->conn = c;
     call->waiting = 1;
-    call->deadline = util_now_ms() + p->cfg->command_timeout_ms;
+    call->stamp = util_now_ms();
     TAILQ_INSERT_TAIL(&c->waiting, call, link);
     c->nwaiting++;
     conn_arm_lazy(c, p->cfg->command_timeout_ms);
@@ -466,22 +509,33 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
         break;
     case RCONN_READY: {
         int64_t now = util_now_ms();
+        /* This turn's commands are not written yet (the turn ran long, and
+         * flush_cb comes after this timer): they are not late, write them. */
+        if (c->dirty)
+            conn_flush(c, now);
         struct rcall *head = TAILQ_FIRST(&c->calls);
-        if (head == NULL || head->deadline > now) {
+        if (head == NULL || call_deadline(head) > now) {
             /* Not stuck. Give up waiting calls that are out of time, and
              * re-aim at the oldest deadline left. */
             struct rcall *w;
-            while ((w = TAILQ_FIRST(&c->waiting)) != NULL && w->deadline <= now) {
+            while ((w = TAILQ_FIRST(&c->waiting)) != NULL && call_deadline(w) <= now) {
                 call_unlink(w);
                 call_refuse(c->pool, w, "redis busy: command not sent in time");
             }
             int64_t next = INT64_MAX;
             if (head != NULL)
-                next = head->deadline;
-            if (w != NULL && w->deadline < next)
-                next = w->deadline;
+                next = call_deadline(head);
+            if (w != NULL && call_deadline(w) < next)
+                next = call_deadline(w);
             if (next != INT64_MAX)
                 conn_arm(c, next - now);
+            break;
+        }
+        /* Answers already here complete the oldest call first (Redis answers
+         * in order): look again once they are read. */
+        if (conn_read_pending(c)) {
+            if (c->state == RCONN_READY && !c->reset_requested)
+                conn_arm(c, 0);
             break;
         }
         /* The oldest call is late: the connection is presumed stuck. Fail
@@ -747,6 +801,12 @@ uint32_t rpool_route(const struct rpool *p, const char *key, size_t len)
 void rpool_set_config(struct rpool *p, const struct config *cfg)
 {
     p->cfg = cfg; /* the address and pool size stay: changing them needs a restart */
+    /* command_timeout may have shrunk: the lazily armed timers may now be late. */
+    for (uint32_t i = 0; i < p->n; i++) {
+        struct rconn *c = &p->conns[i];
+        if (c->state == RCONN_READY && !c->reset_requested && evtimer_pending(c->timer, NULL))
+            conn_arm(c, 0);
+    }
 }
 
 uint32_t rpool_size(const struct rpool *p)

@@ -1,6 +1,13 @@
 /*
  * resource.c — chained hash table of resources, growing by doubling, with a
  * cursor scan for the admin listings.
+ *
+ * Growing moves the chains a few buckets at a time (on each insert and
+ * removal), not all at once: at 600k resources a full rehash held the event
+ * loop for 170 ms, long enough to send a LockLost after the key was gone.
+ * While it moves, a resource whose old bucket has not moved yet is still in
+ * the old table (chain_of says where), and the scan walks the new table's
+ * cursor space, filtering an old bucket to the new bucket it stands for.
  */
 #include "resource.h"
 
@@ -13,10 +20,17 @@
 #include "config.h"
 #include "redis_pool.h"
 
+/* Old buckets moved per insert or removal while growing: the move ends
+ * long before the table is due to grow again (after nbuckets / 2 inserts). */
+#define RESTABLE_MOVE_STEP 16
+
 struct restable {
     uint8_t key[UTIL_HASH_KEY_BYTES];
     struct resource **buckets;
     size_t nbuckets; /* power of two */
+    struct resource **old; /* the table being emptied into buckets, or NULL */
+    size_t nold;
+    size_t moved; /* old[0 .. moved) are empty */
     uint64_t count;
 };
 
@@ -39,6 +53,7 @@ void restable_free(struct restable *t)
 {
     if (t == NULL)
         return;
+    free(t->old);
     free(t->buckets);
     free(t);
 }
@@ -48,16 +63,34 @@ uint64_t restable_count(const struct restable *t)
     return t->count;
 }
 
-static size_t bucket_of(const struct restable *t, const char *name, size_t len)
+/* The chain a resource of this hash is in (or goes in). */
+static struct resource **chain_of(struct restable *t, uint64_t hash)
 {
-    return (size_t)util_hash(t->key, name, len) & (t->nbuckets - 1);
+    if (t->old != NULL && (hash & (t->nold - 1)) >= t->moved)
+        return &t->old[hash & (t->nold - 1)];
+    return &t->buckets[hash & (t->nbuckets - 1)];
+}
+
+static uint64_t hash_of(const struct restable *t, const char *name, size_t len)
+{
+    return util_hash(t->key, name, len);
 }
 
 void restable_scan_bucket(const struct restable *t, uint64_t cursor,
                           void (*fn)(struct resource *r, uint64_t hash, void *arg), void *arg)
 {
-    for (struct resource *r = t->buckets[cursor & (t->nbuckets - 1)]; r != NULL; r = r->next)
-        fn(r, util_hash(t->key, r->name, r->name_len), arg);
+    size_t b = cursor & (t->nbuckets - 1);
+    if (t->old != NULL && (b & (t->nold - 1)) >= t->moved) {
+        /* Not moved yet: the old bucket holds this bucket's share and its sibling's. */
+        for (struct resource *r = t->old[b & (t->nold - 1)]; r != NULL; r = r->next) {
+            uint64_t h = hash_of(t, r->name, r->name_len);
+            if ((h & (t->nbuckets - 1)) == b)
+                fn(r, h, arg);
+        }
+        return;
+    }
+    for (struct resource *r = t->buckets[b]; r != NULL; r = r->next)
+        fn(r, hash_of(t, r->name, r->name_len), arg);
 }
 
 static uint64_t reverse_bits(uint64_t v)
@@ -88,22 +121,34 @@ uint64_t restable_buckets(const struct restable *t)
     return t->nbuckets;
 }
 
+/* Move up to RESTABLE_MOVE_STEP old buckets into the table. */
+static void restable_move(struct restable *t)
+{
+    for (int i = 0; i < RESTABLE_MOVE_STEP && t->old != NULL; i++) {
+        struct resource *r = t->old[t->moved], *next;
+        for (; r != NULL; r = next) {
+            next = r->next;
+            size_t k = hash_of(t, r->name, r->name_len) & (t->nbuckets - 1);
+            r->next = t->buckets[k];
+            t->buckets[k] = r;
+        }
+        t->old[t->moved] = NULL;
+        if (++t->moved == t->nold) {
+            free(t->old);
+            t->old = NULL;
+        }
+    }
+}
+
 static void restable_grow(struct restable *t)
 {
     size_t n = t->nbuckets * 2;
     struct resource **b = calloc(n, sizeof *b);
     if (b == NULL)
         return; /* keep the longer chains; still correct */
-    for (size_t i = 0; i < t->nbuckets; i++) {
-        struct resource *r = t->buckets[i], *next;
-        for (; r != NULL; r = next) {
-            next = r->next;
-            size_t k = (size_t)util_hash(t->key, r->name, r->name_len) & (n - 1);
-            r->next = b[k];
-            b[k] = r;
-        }
-    }
-    free(t->buckets);
+    t->old = t->buckets;
+    t->nold = t->nbuckets;
+    t->moved = 0;
     t->buckets = b;
     t->nbuckets = n;
 }
@@ -111,7 +156,7 @@ static void restable_grow(struct restable *t)
 struct resource *resource_find(struct server *srv, const char *name, size_t len)
 {
     struct restable *t = srv->resources;
-    for (struct resource *r = t->buckets[bucket_of(t, name, len)]; r != NULL; r = r->next)
+    for (struct resource *r = *chain_of(t, hash_of(t, name, len)); r != NULL; r = r->next)
         if (r->name_len == len && memcmp(r->name, name, len) == 0)
             return r;
     return NULL;
@@ -152,11 +197,12 @@ struct resource *resource_get(struct server *srv, const char *name, size_t len)
     r->refs = 1;
 
     struct restable *t = srv->resources;
-    if (t->count >= t->nbuckets)
+    restable_move(t);
+    if (t->old == NULL && t->count >= t->nbuckets)
         restable_grow(t);
-    size_t b = bucket_of(t, name, len);
-    r->next = t->buckets[b];
-    t->buckets[b] = r;
+    struct resource **chain = chain_of(t, hash_of(t, name, len));
+    r->next = *chain;
+    *chain = r;
     t->count++;
     return r;
 }
@@ -171,7 +217,8 @@ void resource_unref(struct resource *r)
     if (r == NULL || --r->refs > 0)
         return;
     struct restable *t = r->srv->resources;
-    struct resource **pp = &t->buckets[bucket_of(t, r->name, r->name_len)];
+    restable_move(t);
+    struct resource **pp = chain_of(t, hash_of(t, r->name, r->name_len));
     while (*pp != r)
         pp = &(*pp)->next;
     *pp = r->next;

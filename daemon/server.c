@@ -39,11 +39,55 @@ static void reap_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct server *srv = arg;
-    struct session *s;
-    while ((s = TAILQ_FIRST(&srv->closed)) != NULL) {
+    struct session *s, *next;
+    for (s = TAILQ_FIRST(&srv->closed); s != NULL; s = next) {
+        next = TAILQ_NEXT(s, link);
+        if (s->ending)
+            continue; /* end_some reaps it once its leases are gone */
         TAILQ_REMOVE(&srv->closed, s, link);
         session_free(s);
     }
+}
+
+#define SERVER_END_BATCH 4096u
+
+/* Let go of up to budget leases of ending sessions, oldest session first. */
+static void end_some(struct server *srv, uint32_t budget)
+{
+    struct session *s;
+    while ((s = TAILQ_FIRST(&srv->ending)) != NULL && budget > 0) {
+        if (lock_session_end(s, s->end_clean, &budget) > 0)
+            break;
+        TAILQ_REMOVE(&srv->ending, s, end_link);
+        s->ending = 0;
+        server_schedule_reap(srv);
+    }
+    if (!TAILQ_EMPTY(&srv->ending)) {
+        /* A timer, not event_active: it runs on the next turn, after the I/O
+         * that turn finds, instead of again in this one. */
+        struct timeval now = {0, 0};
+        evtimer_add(srv->end_ev, &now);
+    }
+}
+
+static void end_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct server *srv = arg;
+    end_some(srv, SERVER_END_BATCH);
+    server_check_stopped(srv);
+}
+
+void server_end_session(struct server *srv, struct session *s)
+{
+    uint32_t budget = srv->stopping ? UINT32_MAX : SERVER_END_BATCH;
+    if (lock_session_end(s, s->end_clean, &budget) == 0)
+        return;
+    s->ending = 1;
+    TAILQ_INSERT_TAIL(&srv->ending, s, end_link);
+    struct timeval now = {0, 0};
+    evtimer_add(srv->end_ev, &now);
 }
 
 static void flush_cb(evutil_socket_t fd, short what, void *arg)
@@ -75,7 +119,7 @@ static void server_finish(struct server *srv)
 void server_check_stopped(struct server *srv)
 {
     if (!srv->stopping || srv->finishing || srv->background > 0 ||
-        cleanup_count(srv->cleanups) > 0)
+        cleanup_count(srv->cleanups) > 0 || !TAILQ_EMPTY(&srv->ending))
         return;
     srv->finishing = 1;
     log_info("all locks released");
@@ -96,6 +140,7 @@ static void stop_timeout_cb(evutil_socket_t fd, short what, void *arg)
     uint32_t n = srv->background + cleanup_count(srv->cleanups);
     log_warn("shutdown_timeout passed with %u Redis call%s unanswered; their keys expire by ttl",
              n, n == 1 ? "" : "s");
+    srv->finishing = 1; /* not "every lock released": the exit path must not say so */
     event_base_loopbreak(srv->base);
 }
 
@@ -103,6 +148,7 @@ static void server_stop(struct server *srv, const char *why)
 {
     if (srv->stopping) {
         log_warn("%s again: exiting now", why);
+        srv->finishing = 1;
         event_base_loopbreak(srv->base);
         return;
     }
@@ -122,6 +168,7 @@ static void server_stop(struct server *srv, const char *why)
         session_push_event(s, &ev);
         session_close(s, "server shutting down", 1);
     }
+    end_some(srv, UINT32_MAX); /* sessions that ended before: the rest of their leases */
     /* Deletes put off until a lost lock's validity ends (its holder was
      * promised that much) still go out if they fall due before we must exit. */
     cleanup_stop(srv->cleanups, util_now_ms() + srv->cfg->shutdown_timeout_ms);
@@ -223,6 +270,7 @@ struct server *server_new(struct config *cfg, const char *config_path)
     TAILQ_INIT(&srv->sessions);
     TAILQ_INIT(&srv->closed);
     TAILQ_INIT(&srv->draining);
+    TAILQ_INIT(&srv->ending);
     TAILQ_INIT(&srv->flushq);
     TAILQ_INIT(&srv->resumeq);
     srv->start_ms = util_now_ms();
@@ -242,12 +290,14 @@ struct server *server_new(struct config *cfg, const char *config_path)
     if (srv->base == NULL)
         goto fail;
     srv->reap_ev = event_new(srv->base, -1, 0, reap_cb, srv);
+    srv->end_ev = evtimer_new(srv->base, end_cb, srv);
     srv->flush_ev = event_new(srv->base, -1, 0, flush_cb, srv);
     srv->resume_ev = evtimer_new(srv->base, session_resume_cb, srv);
     srv->resources = restable_new(srv->hash_key);
     srv->sessidx = sessidx_new(srv->hash_key);
     srv->cleanups = cleanup_new(srv);
-    if (srv->reap_ev == NULL || srv->flush_ev == NULL || srv->resume_ev == NULL ||
+    if (srv->reap_ev == NULL || srv->end_ev == NULL || srv->flush_ev == NULL ||
+        srv->resume_ev == NULL ||
         srv->resources == NULL || srv->sessidx == NULL || srv->cleanups == NULL)
         goto fail;
     srv->pool = rpool_new(srv->base, cfg, srv->hash_key);
@@ -287,6 +337,7 @@ void server_free(struct server *srv)
     struct session *s;
     while ((s = TAILQ_FIRST(&srv->sessions)) != NULL)
         session_close(s, "exiting", 0);
+    end_some(srv, UINT32_MAX);
     /* From here the pool answers its calls with errors: nothing more is worth sending. */
     srv->freeing = 1;
     while ((s = TAILQ_FIRST(&srv->draining)) != NULL)
@@ -305,6 +356,8 @@ void server_free(struct server *srv)
         event_free(srv->stop_ev);
     if (srv->reap_ev != NULL)
         event_free(srv->reap_ev);
+    if (srv->end_ev != NULL)
+        event_free(srv->end_ev);
     if (srv->flush_ev != NULL)
         event_free(srv->flush_ev);
     if (srv->resume_ev != NULL)

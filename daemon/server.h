@@ -58,6 +58,8 @@ struct server {
     struct session_list sessions;   /* live sessions */
     struct session_list closed;     /* ended, freed by reap_ev after this loop turn */
     struct session_list draining;   /* ended, still writing their last reply */
+    struct session_list ending;     /* ended with more leases than one turn lets go of */
+    struct event *end_ev;           /* lets go of the next SERVER_END_BATCH of them */
     struct session_list flushq;     /* with replies to write at the end of this loop turn */
     struct event *flush_ev;
     struct session_list resumeq;    /* stopped by the frame cap, go on next loop turn */
@@ -83,6 +85,7 @@ struct server {
     struct event *watchdog_ev;      /* the lease timers' timerfd (watchdog.c) */
     int watchdog_fd;
     int64_t watchdog_armed_ms;
+    int watchdog_firing;           /* in watchdog_fire: re-armed once, at its end */
     struct theap lease_timers;      /* every held lease, at its next event */
     struct renewq *renewqs;         /* leases due for renewal, per Redis connection */
     uint32_t nrenewqs;
@@ -107,6 +110,15 @@ void server_schedule_flush(struct server *srv);
 void server_check_stopped(struct server *srv);
 /* Ask the reaper to free closed sessions after the current loop turn. */
 void server_schedule_reap(struct server *srv);
+/*
+ * s has ended: let go of its leases, SERVER_END_BATCH now and as many on each
+ * later loop turn (all at once while stopping). A session ending with a
+ * hundred thousand locks would otherwise hold the loop for a tenth of a
+ * second or more: keepalives, renewals and loss notices of every other
+ * session wait behind it, and a notice sent late is a notice sent after the
+ * key is gone.
+ */
+void server_end_session(struct server *srv, struct session *s);
 /* A session-less request (release, orphan) finished; shutdown waits for the last. */
 void server_background_done(struct server *srv);
 

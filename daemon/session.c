@@ -83,7 +83,8 @@ void session_close(struct session *s, const char *reason, int flush)
     log_info("session %s (%s, %s): closed: %s; releasing %u lock%s", s->id, s->peer,
              s->name[0] ? s->name : "-", reason, s->nleases, s->nleases == 1 ? "" : "s");
     /* Clean: the client said Goodbye, or the daemon itself is stopping. */
-    lock_session_end(s, s->goodbye || s->srv->stopping);
+    s->end_clean = s->goodbye || s->srv->stopping;
+    server_end_session(s->srv, s);
     TAILQ_REMOVE(&s->srv->sessions, s, link);
     sessidx_remove(s->srv->sessidx, s);
     s->srv->nsessions--;
@@ -119,6 +120,7 @@ void session_free(struct session *s)
         evutil_closesocket(s->fd);
     iobuf_free(&s->rx);
     iobuf_free(&s->tx);
+    theap_free(&s->valid_heap);
     free(s);
 }
 
@@ -451,6 +453,7 @@ struct session *session_new(struct server *srv, int fd, const char *peer)
     s->role = AUTH_ROLE_NONE; /* until Hello says otherwise: nothing is allowed */
     TAILQ_INIT(&s->requests);
     TAILQ_INIT(&s->leases);
+    theap_init(&s->valid_heap);
     util_uuid(&srv->rng, s->id);
     snprintf(s->peer, sizeof s->peer, "%s", peer);
     s->opened_ms = s->last_frame_ms = util_now_ms();

@@ -68,6 +68,9 @@ struct session {
     int resume_queued;     /* on srv->resumeq: frames left by the per-event cap */
     uint64_t resume_turn;  /* srv->resume_turn when queued */
     TAILQ_ENTRY(session) resume_link;
+    int ending;            /* on srv->ending: closed, leases still being let go of */
+    int end_clean;         /* how they go (lock_session_end's clean) */
+    TAILQ_ENTRY(session) end_link;
     enum session_state state;
     char id[UTIL_UUID_LEN + 1];
     char peer[128];
@@ -79,6 +82,10 @@ struct session {
     struct request_list requests; /* in Redis or waiting */
     struct lease_list leases;     /* held locks */
     uint32_t nleases;
+    /* Its watchdog leases by the end of their validity (margin taken off):
+     * the keepalive answer's valid_ms without a walk over every lease. */
+    struct theap valid_heap;
+    int valid_heap_broken; /* a push failed (out of memory): walk instead */
     uint32_t nrequests;
     int flush_then_close; /* closing, but the last reply is still being written */
     int goodbye;          /* the client said Goodbye: its end is clean (no lock_delay) */

@@ -168,6 +168,9 @@ static void watchdog_fire(evutil_socket_t fd, short what, void *arg)
         (void)got; /* only the wake-up matters */
     }
     srv->watchdog_armed_ms = -1;
+    /* Each lease handled re-arms its own timer: the timerfd is set once, at
+     * the end, not once per lease (up to WATCHDOG_FIRE_MAX system calls). */
+    srv->watchdog_firing = 1;
     struct theap_node *node;
     int handled = 0;
     while ((node = theap_first(&srv->lease_timers)) != NULL && handled < WATCHDOG_FIRE_MAX) {
@@ -183,6 +186,7 @@ static void watchdog_fire(evutil_socket_t fd, short what, void *arg)
      * at the next poll, behind the I/O that poll finds. (event_active from
      * here would run this callback again in the same pass, before any
      * socket is looked at.) */
+    srv->watchdog_firing = 0;
     watchdog_rearm(srv);
 }
 
@@ -190,7 +194,7 @@ void watchdog_rearm(struct server *srv)
 {
     struct theap_node *first = theap_first(&srv->lease_timers);
     int64_t at = first != NULL ? first->at : -1;
-    if (at == srv->watchdog_armed_ms || srv->watchdog_fd < 0)
+    if (at == srv->watchdog_armed_ms || srv->watchdog_fd < 0 || srv->watchdog_firing)
         return;
     struct itimerspec its = {0};
     if (at >= 0) {

@@ -863,7 +863,10 @@ static void sweep_base(const char *base)
         snprintf(log, sizeof log, "%s/rlockd.log", dir);
         fprintf(stderr, "harness: env %s was not stopped (its test failed or timed out)\n", dir);
         h_print_tail(log, H_LOG_TAIL_LINES);
-        h_rm_tree(dir);
+        if (getenv("RLIT_KEEP") != NULL)
+            fprintf(stderr, "harness: kept %s (RLIT_KEEP)\n", dir);
+        else
+            h_rm_tree(dir);
     }
     closedir(d);
     rmdir(base);

@@ -88,6 +88,24 @@ void h_rm_tree(const char *dir)
         nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* The first warnings and errors of an rlockd log: the tail alone may be a
+ * flood of routine lines printed after what went wrong. */
+static void print_first_problems(const char *text, const char *path, int max)
+{
+    int shown = 0;
+    for (const char *line = text; *line && shown < max;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        const char *lvl = memchr(line, 'Z', len < 32 ? len : 32);
+        if (lvl && (strncmp(lvl, "Z warn ", 7) == 0 || strncmp(lvl, "Z error ", 8) == 0)) {
+            if (shown++ == 0)
+                fprintf(stderr, "---- first warnings and errors of %s:\n", path);
+            fprintf(stderr, "%.*s\n", (int)len, line);
+        }
+        line += len + (end != NULL);
+    }
+}
+
 void h_print_tail(const char *path, int lines)
 {
     char *text = h_read_file(path);
@@ -95,6 +113,7 @@ void h_print_tail(const char *path, int lines)
         fprintf(stderr, "---- %s: (none)\n", path);
         return;
     }
+    print_first_problems(text, path, 20);
     size_t n = strlen(text);
     const char *start = text + n;
     int seen = 0;

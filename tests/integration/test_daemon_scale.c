@@ -239,10 +239,35 @@ START_TEST(test_many_locks)
     int64_t p99 = h_pinger_stop(&pg, "scale: with many locks held").p99_us;
     ck_assert_msg(p99 < PING_P99_MAX_MS * 1000, "Ping p99 %lld us with %d locks held",
                   (long long)p99, MANY_LOCKS);
-    /* Closing the holders frees every key, paced, long before the leases would end. */
+    /*
+     * Closing the holders frees every key, paced, long before the leases
+     * would end; and letting go of 600k leases must not hold up the daemon:
+     * a last probe falls due while the holders' sessions end, and its holder
+     * is still told before the application can take the key.
+     */
+    h_pinger_start(&pg, &f.e, PING_EVERY_MS);
+    int lost_before = atomic_load(&f.lost.count);
+    struct rlock_acquire_opts po = {.ttl_ms = PROBE_TTL_MS, .watchdog_off = 1};
+    struct rlock_lock *last = h_acquire_ok(f.c, "probe/closing", &po);
+    struct spinner sp = {.e = &f.e};
+    h_lock_key(&f.e, "probe/closing", sp.key, sizeof sp.key);
+    fill_keep(&f.e, &fl, (int)PROBE_TTL_MS - 250);
+    struct h_thread st;
+    h_thread_start(&st, spinner_main, &sp);
     int64_t t_close = h_now_ms();
     for (int i = 0; i < MANY_CLIENTS; i++)
         rlock_close(fl.c[i]);
+    h_thread_join(&st, h_now_ms() + 15000, "the spinning application never won");
+    ck_assert_int_eq(sp.error, 0);
+    int told_now = atomic_load(&f.lost.count) > lost_before;
+    int64_t told = atomic_load(&f.lost.first_ms), taken = atomic_load(&sp.taken_ms);
+    printf("scale: probe due while the holders' sessions end: holder told %s, key taken %lld "
+           "ms %s\n", told_now ? "(LockLost)" : "(no LockLost!)",
+           (long long)(taken > told ? taken - told : told - taken),
+           taken > told ? "after the notice" : "BEFORE the notice");
+    ck_assert_msg(told_now && taken > told, "the last probe's holder was told late or never");
+    rlock_lock_free(last);
+    h_pinger_stop(&pg, "scale: while 600k leases are let go of");
     long long left;
     while ((left = h_count_lock_keys(f.r, &f.e, NULL, 0)) > 0 && h_now_ms() - t_close < 20000)
         h_sleep_ms(100);

@@ -687,6 +687,16 @@ START_TEST(test_protocol_valid_ms)
     ck_assert_uint_eq(v, 0);
     h_peer_release_ok(&s, RES_VALID_OFF, g1.token, 1, "first release of the watchdog-off lock");
     h_peer_release_ok(&s, RES_VALID_OFF, g1.token, 0, "last release of the watchdog-off lock");
+    /* Renewals carry the bound along: after more than a ttl it is still about
+     * a ttl less one renewal interval, not counting down from the grant. */
+    struct h_grant gr;
+    h_peer_acquire_ok(&s, &on, &gr, "the watchdog acquire held past its ttl");
+    h_sleep_ms(VALID_TTL_MS + VALID_SLEEP_MS);
+    v = h_peer_ping(&s, "Ping after the watchdog renewed");
+    printf("protocol: FIGURE valid_ms: Ping %u ms after the grant: %u\n",
+           VALID_TTL_MS + VALID_SLEEP_MS, v);
+    ck_assert_msg(v > VALID_TTL_MS / 3 && v <= VALID_TTL_MS, "PingReply.valid_ms %u", v);
+    h_peer_release_ok(&s, RES_VALID_ON, gr.token, 0, "release of the renewed lock");
     fflush(stdout);
 
     h_raw_close(&s.raw);

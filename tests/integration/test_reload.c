@@ -213,9 +213,42 @@ START_TEST(test_reload_merged_conflict)
 }
 END_TEST
 
+/*
+ * A reload that lowers redis.command_timeout applies to calls at once: a
+ * connection timer armed for the old, longer timeout must not hide a stall.
+ */
+START_TEST(test_reload_lower_command_timeout)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, "[redis]\ncommand_timeout = 20s\n[limits]\nmin_ttl = 60s\n"
+                        "default_ttl = 60s\n");
+    /* A call on the resource's connection arms its timer for 20 s from now. */
+    struct rlock_lock *l = h_acquire_ok(f.c, "reload/timeout", NULL);
+    h_release_gone(&f, f.c, l);
+    rlock_lock_free(l);
+    conf_edit(&f.e, "command_timeout = 20s", "command_timeout = 300ms");
+    conf_edit(&f.e, "min_ttl = 60s", "min_ttl = 1s");
+    free(reload(&f.e, "reloaded"));
+
+    h_sigstop(f.e.redis_pid, "redis-server");
+    struct rlock_acquire_opts o = {.ttl_ms = 60000};
+    int64_t t0 = h_now_ms();
+    enum rlock_err rc = rlock_acquire(f.c, "reload/timeout", &o, 5000, &l);
+    int64_t took = h_now_ms() - t0;
+    h_sigcont(f.e.redis_pid, "redis-server");
+    printf("reload: FIGURE acquire on a stalled Redis after command_timeout 20 s -> 300 ms: "
+           "%s after %lld ms\n", rlock_strerror(rc), (long long)took);
+    ck_assert_msg(rc == RLOCK_ERR_UNAVAILABLE && took < 3000,
+                  "want UNAVAILABLE after about 300 ms, got %s after %lld ms",
+                  rlock_strerror(rc), (long long)took);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {test_reload_log_level, test_reload_broken_file_keeps_config,
-                            test_reload_restart_keys_and_metrics, test_reload_merged_conflict};
+                            test_reload_restart_keys_and_metrics, test_reload_merged_conflict,
+                            test_reload_lower_command_timeout};
     return h_run_tests("reload", 120, tests, H_LEN(tests));
 }
