@@ -35,7 +35,7 @@ CONF
 }
 
 bench_redis_ping() {
-    redis-cli -h 127.0.0.1 -p "$BENCH_REDIS_PORT" ping 2>/dev/null | grep -q PONG
+    redis-cli -h 127.0.0.1 -p "$BENCH_REDIS_PORT" ping 2>/dev/null | grep PONG >/dev/null
 }
 
 bench_redis_start() {

@@ -17,7 +17,7 @@ systemd strace dpkg-dev file python3 python3-prometheus-client"
 rlock_install_deps() {
     local missing=""
     for p in $RLOCK_PACKAGES; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "ok installed" >/dev/null || missing="$missing $p"
     done
     [ -z "$missing" ] && return 0
     echo "installing:$missing" >&2

@@ -38,7 +38,7 @@ for page in "$usr"/share/man/man*/*.gz; do
     errs=$(MANWIDTH=80 man -l "$page" 2>&1 >/dev/null) || fail "man -l $page failed: $errs"
     [ -z "$errs" ] || fail "man -l $page: $errs"
     name=$(basename "$page" .gz)
-    MANWIDTH=80 man -l "$page" 2>/dev/null | grep -q "^NAME" || fail "$name has no NAME section"
+    MANWIDTH=80 man -l "$page" 2>/dev/null | grep "^NAME" >/dev/null || fail "$name has no NAME section"
 done
 conf_page=$(MANWIDTH=200 man -l "$usr/share/man/man5/rlockd.conf.5.gz" 2>/dev/null)
 keys=$("$usr/sbin/rlockd" --dump-config -c "$root/etc/rlockd/rlockd.conf" |
@@ -46,7 +46,7 @@ keys=$("$usr/sbin/rlockd" --dump-config -c "$root/etc/rlockd/rlockd.conf" |
                    /^[a-z_]+ *=/ { print s "." $1 }')
 [ "$(echo "$keys" | wc -l)" -gt 20 ] || fail "--dump-config listed too few keys: $keys"
 for k in $keys; do
-    echo "$conf_page" | grep -q "^ *$k = " || fail "rlockd.conf(5) lacks $k"
+    echo "$conf_page" | grep "^ *$k = " >/dev/null || fail "rlockd.conf(5) lacks $k"
 done
 
 # The shared library exports the public API and nothing else.
@@ -66,7 +66,8 @@ cc -std=c11 -Wall -Wextra -Werror "$example" $(pkg-config --cflags rlock) \
     -o "$tmp/ex-static"
 "$tmp/ex-shared" --help >/dev/null
 "$tmp/ex-static" --help >/dev/null
-ldd "$tmp/ex-shared" | grep -q "$libdir/librlock.so.0" || fail "ex-shared does not load the installed librlock"
+ldd "$tmp/ex-shared" | grep "$libdir/librlock.so.0" >/dev/null ||
+    fail "ex-shared does not load the installed librlock: $(ldd "$tmp/ex-shared")"
 
 # client/examples/ through find_package(rlock), shared and static.
 cmake -S "$src/client/examples" -B "$tmp/examples" -DCMAKE_PREFIX_PATH="$usr" \
@@ -76,9 +77,9 @@ cmake --build "$tmp/examples" >>"$tmp/examples.log" 2>&1 ||
     { cat "$tmp/examples.log"; fail "building client/examples against the install"; }
 "$tmp/examples/rlock-example" --help >/dev/null
 "$tmp/examples/rlock-example-static" --help >/dev/null
-ldd "$tmp/examples/rlock-example" | grep -q "$libdir/librlock.so.0" ||
-    fail "rlock-example (find_package) does not load the installed librlock"
-if ldd "$tmp/examples/rlock-example-static" | grep -q librlock; then
+ldd "$tmp/examples/rlock-example" | grep "$libdir/librlock.so.0" >/dev/null ||
+    fail "rlock-example (find_package) does not load the installed librlock: $(ldd "$tmp/examples/rlock-example")"
+if ldd "$tmp/examples/rlock-example-static" | grep librlock >/dev/null; then
     fail "rlock-example-static loads librlock.so"
 fi
 grep -q "$usr/include" "$tmp/examples/CMakeFiles/rlock-example.dir/flags.make" ||

@@ -39,7 +39,7 @@ echo "$depends" | tr ',' '\n' | sed 's/^ *//' | while read -r dep; do
         dpkg --compare-versions "${have##* }" "$op" "$ver" || fail "$name ${have##* } does not satisfy $dep"
     fi
 done
-field Recommends | grep -q redis-server || fail "redis-server is not recommended"
+field Recommends | grep redis-server >/dev/null || fail "redis-server is not recommended"
 
 # The conffile, and the files.
 dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles > "$tmp/conffiles"
@@ -75,11 +75,11 @@ root=$tmp/root
 mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates" "$root/var/lib/dpkg/triggers"
 touch "$root/var/lib/dpkg/status" "$root/var/lib/dpkg/available"
 dpkg --root="$root" --unpack "$deb" >"$tmp/dpkg.log" 2>&1 || { cat "$tmp/dpkg.log"; fail "dpkg --unpack"; }
-dpkg --root="$root" -L rlockd | grep -qx /usr/sbin/rlockd || fail "dpkg does not list /usr/sbin/rlockd"
+dpkg --root="$root" -L rlockd | grep -x /usr/sbin/rlockd >/dev/null || fail "dpkg does not list /usr/sbin/rlockd"
 [ -e "$root/etc/rlockd/rlockd.conf" ] || [ -e "$root/etc/rlockd/rlockd.conf.dpkg-new" ] ||
     fail "rlockd.conf not unpacked"
-if ldd "$root/usr/sbin/rlockd" | grep -q 'not found'; then fail "rlockd: $(ldd "$root/usr/sbin/rlockd")"; fi
-"$root/usr/sbin/rlockd" --version | grep -q "^rlockd $version" || fail "the packaged rlockd does not run"
+if ldd "$root/usr/sbin/rlockd" | grep 'not found' >/dev/null; then fail "rlockd: $(ldd "$root/usr/sbin/rlockd")"; fi
+"$root/usr/sbin/rlockd" --version | grep "^rlockd $version" >/dev/null || fail "the packaged rlockd does not run"
 "$root/usr/bin/rlockctl" --version >/dev/null || fail "the packaged rlockctl does not run"
 [ "$(file -b "$root/usr/sbin/rlockd" | grep -c 'not stripped')" -eq 0 ] || fail "rlockd is not stripped"
 echo "package check: ok"

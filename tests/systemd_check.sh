@@ -59,7 +59,7 @@ ms() {
         print (f < 0) ? -1 : n * f }'
 }
 [ "$(key Type)" = notify ] || fail "Type= is not notify"
-key ExecStartPre | grep -q -- '--test-config' || fail "ExecStartPre= does not test the config"
+key ExecStartPre | grep -- '--test-config' >/dev/null || fail "ExecStartPre= does not test the config"
 key ExecReload | grep -Eq 'kill (-HUP|-s HUP|-SIGHUP) \$MAINPID' || fail "ExecReload= does not send SIGHUP"
 [ "$(key Restart)" = on-failure ] || fail "Restart= is not on-failure"
 ttl=$("$root/usr/sbin/rlockd" --dump-config -c "$root/etc/rlockd/rlockd.conf" |
