@@ -276,14 +276,14 @@ static const struct op {
     op_fn *fn;
     int admin;
 } ops[] = {
-    [RLOCK__V1__REQUEST__BODY_HELLO] = {"hello", op_hello},
-    [RLOCK__V1__REQUEST__BODY_ACQUIRE] = {"acquire", op_acquire},
-    [RLOCK__V1__REQUEST__BODY_RELEASE] = {"release", op_release},
-    [RLOCK__V1__REQUEST__BODY_EXTEND] = {"extend", op_extend},
-    [RLOCK__V1__REQUEST__BODY_PING] = {"ping", op_ping},
-    [RLOCK__V1__REQUEST__BODY_STATS] = {"stats", op_stats},
-    [RLOCK__V1__REQUEST__BODY_CANCEL] = {"cancel", op_cancel},
-    [RLOCK__V1__REQUEST__BODY_GOODBYE] = {"goodbye", op_goodbye},
+    [RLOCK__V1__REQUEST__BODY_HELLO] = {"hello", op_hello, 0},
+    [RLOCK__V1__REQUEST__BODY_ACQUIRE] = {"acquire", op_acquire, 0},
+    [RLOCK__V1__REQUEST__BODY_RELEASE] = {"release", op_release, 0},
+    [RLOCK__V1__REQUEST__BODY_EXTEND] = {"extend", op_extend, 0},
+    [RLOCK__V1__REQUEST__BODY_PING] = {"ping", op_ping, 0},
+    [RLOCK__V1__REQUEST__BODY_STATS] = {"stats", op_stats, 0},
+    [RLOCK__V1__REQUEST__BODY_CANCEL] = {"cancel", op_cancel, 0},
+    [RLOCK__V1__REQUEST__BODY_GOODBYE] = {"goodbye", op_goodbye, 0},
     [RLOCK__V1__REQUEST__BODY_LIST_SESSIONS] = {"list_sessions", op_list_sessions, 1},
     [RLOCK__V1__REQUEST__BODY_LIST_LOCKS] = {"list_locks", op_list_locks, 1},
     [RLOCK__V1__REQUEST__BODY_FORCE_RELEASE] = {"force_release", op_force_release, 1},
