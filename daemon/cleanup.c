@@ -153,14 +153,14 @@ void cleanup_stop(struct cleanup_list *cl, int64_t deadline_ms)
     /* Collect first, remove after: removing reorders the heap's array. */
     size_t late = 0;
     for (size_t i = 0; i < cl->due.n; i++)
-        late += cl->due.a[i]->at > deadline_ms;
+        late += theap_at(&cl->due, i)->at > deadline_ms;
     struct theap_node **drop = late > 0 ? malloc(late * sizeof *drop) : NULL;
     uint32_t dropped = 0;
     if (drop != NULL) {
         size_t k = 0;
         for (size_t i = 0; i < cl->due.n; i++)
-            if (cl->due.a[i]->at > deadline_ms)
-                drop[k++] = cl->due.a[i];
+            if (theap_at(&cl->due, i)->at > deadline_ms)
+                drop[k++] = theap_at(&cl->due, i);
         for (size_t i = 0; i < k; i++) {
             theap_remove(&cl->due, drop[i]);
             entry_done(cl, ENTRY_OF(drop[i]));
@@ -172,8 +172,8 @@ void cleanup_stop(struct cleanup_list *cl, int64_t deadline_ms)
         for (;;) {
             struct theap_node *late_one = NULL;
             for (size_t i = 0; i < cl->due.n; i++)
-                if (cl->due.a[i]->at > deadline_ms)
-                    late_one = cl->due.a[i];
+                if (theap_at(&cl->due, i)->at > deadline_ms)
+                    late_one = theap_at(&cl->due, i);
             if (late_one == NULL)
                 break;
             theap_remove(&cl->due, late_one);

@@ -12,25 +12,29 @@ void theap_init(struct theap *h)
 void theap_free(struct theap *h)
 {
     for (size_t i = 0; i < h->n; i++)
-        h->a[i]->idx = 0;
+        h->a[i].node->idx = 0;
     free(h->a);
     theap_init(h);
 }
 
+#define ARITY 4
+
 static void put(struct theap *h, size_t i, struct theap_node *node)
 {
-    h->a[i] = node;
+    h->a[i].at = node->at;
+    h->a[i].node = node;
     node->idx = i + 1;
 }
 
 static void sift_up(struct theap *h, size_t i)
 {
-    struct theap_node *node = h->a[i];
+    struct theap_node *node = h->a[i].node;
+    int64_t at = node->at;
     while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (h->a[parent]->at <= node->at)
+        size_t parent = (i - 1) / ARITY;
+        if (h->a[parent].at <= at)
             break;
-        put(h, i, h->a[parent]);
+        put(h, i, h->a[parent].node);
         i = parent;
     }
     put(h, i, node);
@@ -38,19 +42,21 @@ static void sift_up(struct theap *h, size_t i)
 
 static void sift_down(struct theap *h, size_t i)
 {
-    struct theap_node *node = h->a[i];
+    struct theap_node *node = h->a[i].node;
+    int64_t at = node->at;
     for (;;) {
-        size_t left = 2 * i + 1, best = i;
-        int64_t at = node->at;
-        if (left < h->n && h->a[left]->at < at) {
-            best = left;
-            at = h->a[left]->at;
+        size_t first = ARITY * i + 1, best = i;
+        int64_t best_at = at;
+        size_t end = first + ARITY < h->n ? first + ARITY : h->n;
+        for (size_t c = first; c < end; c++) {
+            if (h->a[c].at < best_at) {
+                best = c;
+                best_at = h->a[c].at;
+            }
         }
-        if (left + 1 < h->n && h->a[left + 1]->at < at)
-            best = left + 1;
         if (best == i)
             break;
-        put(h, i, h->a[best]);
+        put(h, i, h->a[best].node);
         i = best;
     }
     put(h, i, node);
@@ -61,6 +67,7 @@ int theap_set(struct theap *h, struct theap_node *node, int64_t at)
     if (node->idx != 0) {
         int64_t old = node->at;
         node->at = at;
+        h->a[node->idx - 1].at = at;
         if (at < old)
             sift_up(h, node->idx - 1);
         else if (at > old)
@@ -69,7 +76,7 @@ int theap_set(struct theap *h, struct theap_node *node, int64_t at)
     }
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 256;
-        struct theap_node **a = realloc(h->a, cap * sizeof *a);
+        struct theap_slot *a = realloc(h->a, cap * sizeof *a);
         if (a == NULL)
             return -1;
         h->a = a;
@@ -87,7 +94,7 @@ void theap_remove(struct theap *h, struct theap_node *node)
         return;
     size_t i = node->idx - 1;
     node->idx = 0;
-    struct theap_node *last = h->a[--h->n];
+    struct theap_node *last = h->a[--h->n].node;
     if (last == node)
         return;
     put(h, i, last);
@@ -97,5 +104,5 @@ void theap_remove(struct theap *h, struct theap_node *node)
 
 struct theap_node *theap_first(const struct theap *h)
 {
-    return h->n > 0 ? h->a[0] : NULL;
+    return h->n > 0 ? h->a[0].node : NULL;
 }
