@@ -19,6 +19,8 @@
  */
 #include "harness.h"
 #include "harness_peer.h"
+#include "harness_raw.h"
+#include "wire.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -325,11 +327,52 @@ START_TEST(test_inputs_wrongtype_held_key)
 }
 END_TEST
 
+/*
+ * A client that sends and never reads: once its unread answers pass
+ * max_output_bytes (beyond what the kernel's socket buffers hold), the daemon
+ * closes that connection instead of buffering for it without bound; another
+ * session and its lock are untouched.
+ */
+START_TEST(test_inputs_slow_reader)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, "[server]\nmax_output_bytes = 65536\n");
+    struct rlock_lock *l = h_acquire_ok(f.c, "inputs/bystander", NULL);
+    struct h_raw r;
+    h_raw_session(&r, &f.e, "slow-reader");
+    /* Request{ping{}} (32 00) framed, many to a write: answers ~20 bytes each. */
+    uint8_t batch[6 * 1000];
+    for (size_t i = 0; i < sizeof batch; i += 6) {
+        wire_put_len(batch + i, 2);
+        batch[i + 4] = 0x32;
+        batch[i + 5] = 0x00;
+    }
+    int sent = 0, closed = 0;
+    int64_t give_up = h_now_ms() + 30000;
+    while (!closed && h_now_ms() < give_up && sent < 2000) {
+        closed = h_raw_send_bytes(&r, batch, sizeof batch) != 0;
+        sent += !closed;
+        if (sent % 50 == 0)
+            closed = closed || h_log_find(&f.e, "disconnecting slow reader", NULL);
+    }
+    printf("inputs: FIGURE slow reader: %d pings sent unread before the close\n", sent * 1000);
+    ck_assert_msg(h_log_wait(&f.e, "disconnecting slow reader", 10000, NULL) == 0,
+                  "a client that never reads was never disconnected (%d pings sent)",
+                  sent * 1000);
+    h_raw_close(&r);
+    ck_assert_int_eq(rlock_lock_state(l), RLOCK_HELD);
+    h_assert_ok(f.c, rlock_release(l, 5000));
+    rlock_lock_free(l);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {
         test_inputs_resource_names, test_inputs_client_names, test_inputs_wrongtype_lock_key,
         test_inputs_wrongtype_fence_key, test_inputs_wrongtype_held_key,
+        test_inputs_slow_reader,
     };
     return h_run_tests("inputs", 60, tests, H_LEN(tests));
 }
