@@ -8,6 +8,7 @@
 
 #include "lock.h"
 #include "log.h"
+#include "pubsub.h"
 #include "redis_pool.h"
 #include "reply.h"
 #include "resource.h"
@@ -261,8 +262,11 @@ static void cleanup_fire(evutil_socket_t fd, short what, void *arg)
             entry_at(cl, e, now + e->backoff_ms);
             continue;
         }
-        const char *args[3] = {res->key, e->token, ""};
-        size_t lens[3] = {res->key_len, strlen(e->token), 0};
+        /* A delete that takes the key tells the other daemons' waiters, as a release does. */
+        char channel[res->key_len + sizeof PUBSUB_CHANNEL_SUFFIX];
+        size_t clen = pubsub_channel(srv, res, channel, sizeof channel);
+        const char *args[3] = {res->key, e->token, channel};
+        size_t lens[3] = {res->key_len, strlen(e->token), clen};
         e->sending = 1;
         rpool_eval(srv->pool, res->route, SCRIPT_RELEASE, 1, 3, args, lens, cleanup_reply_cb, e);
     }

@@ -62,6 +62,9 @@ enum config_type {
       "First reconnect delay; doubles per failure, with jitter")                               \
     X("redis", "reconnect_max", CONFIG_DURATION, reconnect_max_ms, "1s", 1, 300000, 1, 0,        \
       "Largest reconnect delay")                                                               \
+    X("redis", "notify", CONFIG_BOOL, redis_notify, "yes", 0, 0, 0, 0,                          \
+      "Release notices between rlockd on one Redis: publish one per freed lock, subscribe for " \
+      "resources with local waiters (woken at once); no = they wake at the holder's ttl")      \
     X("session", "timeout", CONFIG_DURATION, session_timeout_ms, "10s", 500, 3600000, 1, 0,      \
       "A session with no frame for this long ends and its locks are released")                 \
     X("session", "min_timeout", CONFIG_DURATION, session_min_timeout_ms, "1s", 100, 3600000, 1,  \
@@ -125,6 +128,7 @@ struct config {
     uint32_t command_timeout_ms;
     uint32_t reconnect_min_ms;
     uint32_t reconnect_max_ms;
+    int redis_notify;
     uint32_t session_timeout_ms;
     uint32_t session_min_timeout_ms;
     uint32_t session_max_timeout_ms;

@@ -20,6 +20,7 @@
 #include "cleanup.h"
 #include "config.h"
 #include "log.h"
+#include "pubsub.h"
 #include "redis_pool.h"
 #include "relq.h"
 #include "reply.h"
@@ -132,6 +133,10 @@ static int waitq_remove(struct request *req)
     req->srv->nwaiters--;
     if (was_head)
         res->head_trying = 0;
+    if (res->nwaiters == 0) {
+        res->wake_pending = 0;
+        pubsub_watch(req->srv, res, 0); /* nobody here wants its release notices now */
+    }
     return was_head;
 }
 
@@ -189,6 +194,19 @@ void lock_kick(struct resource *res)
         resource_unref(res);
     }
     resource_unref(res);
+}
+
+void lock_wake(struct resource *res)
+{
+    if (TAILQ_EMPTY(&res->waiters) || res->holder != NULL)
+        return; /* nobody waits, or it is held here: its release or loss kicks the queue */
+    if (res->head_trying) {
+        /* The try's answer may predate the release this is about: it came on another
+         * connection. A busy answer then tries once more (acquire_busy). */
+        res->wake_pending = 1;
+        return;
+    }
+    lock_kick(res);
 }
 
 static void wake_cb(evutil_socket_t fd, short what, void *arg)
@@ -257,8 +275,10 @@ static void release_send(struct request *req, const char *token, int64_t max_exp
 {
     req->max_expiry_ms = max_expiry_ms;
     struct resource *res = req->res;
-    const char *args[3] = {res->key, token, ""};
-    size_t lens[3] = {res->key_len, strlen(token), 0};
+    char channel[res->key_len + sizeof PUBSUB_CHANNEL_SUFFIX];
+    size_t clen = pubsub_channel(req->srv, res, channel, sizeof channel);
+    const char *args[3] = {res->key, token, channel};
+    size_t lens[3] = {res->key_len, strlen(token), clen};
     memcpy(req->token, token, sizeof req->token);
     req->state = REQUEST_IN_REDIS;
     rpool_eval(req->srv->pool, res->route, SCRIPT_RELEASE, 1, 3, args, lens, release_reply_cb,
@@ -291,8 +311,10 @@ static void acquire_try(struct request *req)
                       UTIL_UUID_LEN, 0, 0};
     lens[3] = (size_t)snprintf(ttl, sizeof ttl, "%u", req->ttl_ms);
     lens[4] = (size_t)snprintf(fence_ttl, sizeof fence_ttl, "%u", req->srv->cfg->fence_ttl_ms);
-    if (req->in_queue)
+    if (req->in_queue) {
         res->head_trying = 1;
+        res->wake_pending = 0; /* this try sees whatever woke the queue before */
+    }
     req->state = REQUEST_IN_REDIS;
     req->sent_ms = util_now_ms();
     rpool_eval(req->srv->pool, res->route, SCRIPT_ACQUIRE, 2, 5, args, lens, acquire_reply_cb,
@@ -392,6 +414,12 @@ static void acquire_busy(struct request *req, long long pttl)
         /* Busy because this session's own earlier acquire won: a re-entry for the same
          * owner, else a wait for that owner's release. */
         lock_kick(res);
+        return;
+    }
+    /* From now on a release through another daemon wakes the head too. */
+    pubsub_watch(req->srv, res, 1);
+    if (res->wake_pending) {
+        lock_kick(res); /* a notice came during the try, perhaps of a release it missed */
         return;
     }
     waitq_arm(res, pttl >= 0 ? pttl : pttl == -1 ? WAKE_POLL_MS : 1);

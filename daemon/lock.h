@@ -3,8 +3,9 @@
  * leases (lease.h), resources, local wait queues and the Lua scripts.
  *
  * Waiting: waiters for a resource queue FIFO on the resource and only the
- * head tries Redis; it is woken by a release through this daemon, by a timer
- * at the holder's remaining lease, or when the head before it leaves.
+ * head tries Redis; it is woken by a release through this daemon, by a
+ * release notice from another daemon (pubsub.h), by a timer at the holder's
+ * remaining lease, or when the head before it leaves.
  * Re-entry is per owner within a session.
  */
 #ifndef RLOCKD_LOCK_H
@@ -52,6 +53,14 @@ uint32_t lock_session_valid_ms(const struct session *s, int64_t from_ms);
 
 /* The head of res's queue may have a chance now: let it try. */
 void lock_kick(struct resource *res);
+/*
+ * A notice from outside (pubsub.c): res's key may have been freed by another
+ * daemon. The head tries at once; if its try is in Redis already, a busy
+ * answer to it is retried at once instead of sleeping (the notice and the
+ * answer come on different connections, in no set order). Nothing happens
+ * while res is held here.
+ */
+void lock_wake(struct resource *res);
 
 /*
  * Compare-and-delete token on res with nobody to answer (session end,

@@ -9,6 +9,7 @@
 
 #include "cleanup.h"
 #include "dispatch.h"
+#include "pubsub.h"
 #include "redis_pool.h"
 #include "relq.h"
 #include "server.h"
@@ -94,6 +95,9 @@ READER(read_redis_reloads)
 }
 READER(read_redis_timeouts) { one(m, sample, ctx, (double)rpool_stats(srv->pool)->timeouts); }
 READER(read_redis_errors) { one(m, sample, ctx, (double)rpool_stats(srv->pool)->errors); }
+READER(read_pubsub_connected) { one(m, sample, ctx, pubsub_connected(srv)); }
+READER(read_pubsub_subscriptions) { one(m, sample, ctx, pubsub_subscriptions(srv)); }
+READER(read_pubsub_notifications) { one(m, sample, ctx, (double)pubsub_notifications(srv)); }
 
 READER(read_acquires)
 {
@@ -199,6 +203,15 @@ READER(read_latency)
       read_redis_timeouts)                                                                      \
     X("rlockd_redis_errors_total", "counter", "Redis calls that ended without a reply.",          \
       read_redis_errors)                                                                        \
+    X("rlockd_redis_pubsub_connected", "gauge",                                                  \
+      "1 while the connection for other daemons' release notices is ready (0 also when "        \
+      "[redis] notify is off).", read_pubsub_connected)                                         \
+    X("rlockd_redis_subscriptions", "gauge",                                                     \
+      "Resources whose release notices this daemon is subscribed to (local waiters sleep).",    \
+      read_pubsub_subscriptions)                                                                \
+    X("rlockd_redis_notifications_total", "counter",                                             \
+      "Release notices received (each wakes the resource's head waiter).",                     \
+      read_pubsub_notifications)                                                                \
     X("rlockd_cleanup_pending", "gauge",                                                         \
       "Deletes by token not yet confirmed by Redis, being retried.", read_cleanup_pending)      \
     X("rlockd_release_queue", "gauge", "Releases queued or in Redis with nobody waiting.",       \

@@ -43,8 +43,6 @@
  * calls are refused (UNAVAILABLE). */
 #define RPOOL_MAX_PENDING 65536
 
-enum rconn_state { RCONN_DOWN, RCONN_CONNECTING, RCONN_READY };
-
 struct rcall {
     struct rpool *pool;
     struct rconn *conn; /* NULL once the connection dropped it */
@@ -66,12 +64,9 @@ TAILQ_HEAD(rcall_list, rcall);
 
 struct rconn {
     struct rpool *pool;
-    uint32_t idx;
-    enum rconn_state state;
+    struct rpool_link link; /* state, backoff */
     redisAsyncContext *ac;
     struct event *timer;
-    uint32_t backoff_ms;
-    uint32_t failures;      /* connect attempts failed since the last READY */
     int setup_pending;      /* replies still due before READY */
     int reset_requested;    /* the timer should reset the connection */
     struct rcall_list calls; /* sent and not yet answered, oldest first */
@@ -117,38 +112,54 @@ static int conn_read_pending(struct rconn *c)
 
 static void conn_timer_cb(evutil_socket_t fd, short what, void *arg);
 
-static const char *state_name(enum rconn_state s)
+static const char *link_state_name(enum rpool_link_state s)
 {
     static const char *const names[] = {"down", "connecting", "ready"};
     return names[s];
 }
 
-/* The one function that changes a connection's state. */
-static void conn_set_state(struct rconn *c, enum rconn_state s)
+void rpool_link_set(struct rpool_link *l, enum rpool_link_state s)
 {
-    if (c->state == s)
+    if (l->state == s)
         return;
-    log_debug("redis[%u]: %s -> %s", c->idx, state_name(c->state), state_name(s));
-    if (s == RCONN_READY) {
-        c->backoff_ms = 0;
-        c->pool->stats.connects++;
-        if (c->failures > 0)
-            log_info("redis[%u]: ready after %u failed attempt%s", c->idx, c->failures,
-                     c->failures == 1 ? "" : "s");
+    log_debug("%s: %s -> %s", l->name, link_state_name(l->state), link_state_name(s));
+    if (s == RPOOL_READY) {
+        l->backoff_ms = 0;
+        if (l->failures > 0)
+            log_info("%s: ready after %u failed attempt%s", l->name, l->failures,
+                     l->failures == 1 ? "" : "s");
         else
-            log_info("redis[%u]: ready", c->idx);
-        c->failures = 0;
+            log_info("%s: ready", l->name);
+        l->failures = 0;
     }
-    c->state = s;
+    l->state = s;
 }
 
 /* While Redis stays down, say so once, not at every retry. */
-static void conn_log_failure(struct rconn *c, const char *what, const char *why)
+void rpool_link_failure(struct rpool_link *l, const char *what, const char *why)
 {
-    if (c->failures++ == 0)
-        log_warn("redis[%u]: %s: %s (retrying with backoff)", c->idx, what, why);
+    if (l->failures++ == 0)
+        log_warn("%s: %s: %s (retrying with backoff)", l->name, what, why);
     else
-        log_debug("redis[%u]: %s: %s (attempt %u)", c->idx, what, why, c->failures);
+        log_debug("%s: %s: %s (attempt %u)", l->name, what, why, l->failures);
+}
+
+uint32_t rpool_link_backoff(struct rpool_link *l, const struct config *cfg)
+{
+    uint32_t b = l->backoff_ms == 0 ? cfg->reconnect_min_ms : l->backoff_ms * 2;
+    if (b > cfg->reconnect_max_ms)
+        b = cfg->reconnect_max_ms;
+    l->backoff_ms = b;
+    /* Full jitter over the upper half keeps many daemons from reconnecting in step. */
+    return b / 2 + util_rand(b / 2 + 1);
+}
+
+/* The one function that changes a connection's state. */
+static void conn_set_state(struct rconn *c, enum rpool_link_state s)
+{
+    if (s == RPOOL_READY && c->link.state != RPOOL_READY)
+        c->pool->stats.connects++;
+    rpool_link_set(&c->link, s);
 }
 
 static void conn_arm(struct rconn *c, int64_t delay_ms)
@@ -276,7 +287,7 @@ static void call_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
     else
         call_complete(call, reply, NULL);
     call_free(call);
-    if (c != NULL && c->state == RCONN_READY && !c->reset_requested && c->ac != NULL)
+    if (c != NULL && c->link.state == RPOOL_READY && !c->reset_requested && c->ac != NULL)
         conn_pump(c);
 }
 
@@ -356,7 +367,7 @@ static void conn_flush(struct rconn *c, int64_t now)
     for (struct rcall *call = c->unflushed; call != NULL; call = TAILQ_NEXT(call, link))
         call->stamp = now;
     c->unflushed = NULL;
-    if (c->ac != NULL && c->state == RCONN_READY && !c->reset_requested)
+    if (c->ac != NULL && c->link.state == RPOOL_READY && !c->reset_requested)
         redisAsyncHandleWrite(c->ac);
 }
 
@@ -418,7 +429,7 @@ void rpool_eval(struct rpool *p, uint32_t route, enum script_id script, int nkey
         return;
     }
     struct rconn *c = &p->conns[route % p->n];
-    if (c->state != RCONN_READY || c->reset_requested || c->ac == NULL ||
+    if (c->link.state != RPOOL_READY || c->reset_requested || c->ac == NULL ||
         c->npending + c->nwaiting >= RPOOL_MAX_PENDING) {
         /* Refused: answered on the next loop turn, never inside this call. */
         call_refuse(p, call, "redis unavailable");
@@ -452,16 +463,9 @@ oom:
 
 static void conn_schedule_reconnect(struct rconn *c)
 {
-    const struct config *cfg = c->pool->cfg;
     conn_refuse_waiting(c, "redis unavailable");
-    conn_set_state(c, RCONN_DOWN);
-    uint32_t b = c->backoff_ms == 0 ? cfg->reconnect_min_ms : c->backoff_ms * 2;
-    if (b > cfg->reconnect_max_ms)
-        b = cfg->reconnect_max_ms;
-    c->backoff_ms = b;
-    /* Full jitter over the upper half keeps many daemons from reconnecting in step. */
-    uint32_t delay = b / 2 + util_rand(b / 2 + 1);
-    conn_arm(c, delay);
+    conn_set_state(c, RPOOL_DOWN);
+    conn_arm(c, rpool_link_backoff(&c->link, c->pool->cfg));
 }
 
 /* Drop the context now (never from inside a hiredis callback). Pending
@@ -471,10 +475,10 @@ static void conn_reset(struct rconn *c, const char *why)
     redisAsyncContext *ac = c->ac;
     c->reset_requested = 0;
     if (ac != NULL) {
-        if (c->state == RCONN_CONNECTING)
-            conn_log_failure(c, "connect", why);
+        if (c->link.state == RPOOL_CONNECTING)
+            rpool_link_failure(&c->link, "connect", why);
         else
-            log_warn("redis[%u]: resetting connection: %s", c->idx, why);
+            log_warn("%s: resetting connection: %s", c->link.name, why);
         c->ac = NULL;
         ac->data = NULL; /* our disconnect callback ignores contexts we dropped */
         struct rcall *call;
@@ -500,14 +504,14 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
         conn_reset(c, "connection setup failed");
         return;
     }
-    switch (c->state) {
-    case RCONN_DOWN:
+    switch (c->link.state) {
+    case RPOOL_DOWN:
         conn_connect(c);
         break;
-    case RCONN_CONNECTING:
+    case RPOOL_CONNECTING:
         conn_reset(c, "connect timed out");
         break;
-    case RCONN_READY: {
+    case RPOOL_READY: {
         int64_t now = util_now_ms();
         /* This turn's commands are not written yet (the turn ran long, and
          * flush_cb comes after this timer): they are not late, write them. */
@@ -534,7 +538,7 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
         /* Answers already here complete the oldest call first (Redis answers
          * in order): look again once they are read. */
         if (conn_read_pending(c)) {
-            if (c->state == RCONN_READY && !c->reset_requested)
+            if (c->link.state == RPOOL_READY && !c->reset_requested)
                 conn_arm(c, 0);
             break;
         }
@@ -594,14 +598,14 @@ static void setup_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
     if (reply->type == REDIS_REPLY_ERROR) {
         char step[64];
         snprintf(step, sizeof step, "%s failed", what);
-        conn_log_failure(c, step, reply->str);
+        rpool_link_failure(&c->link, step, reply->str);
         conn_request_reset(c);
         return;
     }
     if (strcmp(what, "INFO server") == 0 && reply->type == REDIS_REPLY_STRING) {
         char why[128];
         if (rpool_version_check(reply->str, why, sizeof why) != 0) {
-            conn_log_failure(c, "version check", why);
+            rpool_link_failure(&c->link, "version check", why);
             conn_request_reset(c);
             return;
         }
@@ -614,7 +618,7 @@ static void setup_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
     }
     if (--c->setup_pending == 0 && !c->reset_requested) {
         evtimer_del(c->timer);
-        conn_set_state(c, RCONN_READY);
+        conn_set_state(c, RPOOL_READY);
     }
 }
 
@@ -636,22 +640,26 @@ static void policy_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
     c->pool->warned_policy = 1;
 }
 
-static void conn_send_setup(struct rconn *c)
+int rpool_login(redisAsyncContext *ac, const struct config *cfg, redisCallbackFn *cb)
 {
-    const struct config *cfg = c->pool->cfg;
-    c->setup_pending = 0;
+    int sent = 0;
     if (cfg->redis_password[0] != '\0') {
         if (cfg->redis_user[0] != '\0')
-            redisAsyncCommand(c->ac, setup_reply_cb, "AUTH", "AUTH %s %s", cfg->redis_user,
-                              cfg->redis_password);
+            redisAsyncCommand(ac, cb, "AUTH", "AUTH %s %s", cfg->redis_user, cfg->redis_password);
         else
-            redisAsyncCommand(c->ac, setup_reply_cb, "AUTH", "AUTH %s", cfg->redis_password);
-        c->setup_pending++;
+            redisAsyncCommand(ac, cb, "AUTH", "AUTH %s", cfg->redis_password);
+        sent++;
     }
     if (cfg->redis_database != 0) {
-        redisAsyncCommand(c->ac, setup_reply_cb, "SELECT", "SELECT %u", cfg->redis_database);
-        c->setup_pending++;
+        redisAsyncCommand(ac, cb, "SELECT", "SELECT %u", cfg->redis_database);
+        sent++;
     }
+    return sent;
+}
+
+static void conn_send_setup(struct rconn *c)
+{
+    c->setup_pending = rpool_login(c->ac, c->pool->cfg, setup_reply_cb);
     redisAsyncCommand(c->ac, setup_reply_cb, "INFO server", "INFO server");
     c->setup_pending++;
     static const char *const load_tags[SCRIPT_COUNT] = {
@@ -675,7 +683,7 @@ static void connect_cb(const redisAsyncContext *ac, int status)
         return;
     if (status != REDIS_OK) {
         /* hiredis frees the context after this callback and will not call onDisconnect. */
-        conn_log_failure(c, "connect failed", ac->errstr);
+        rpool_link_failure(&c->link, "connect failed", ac->errstr);
         c->ac = NULL;
         conn_schedule_reconnect(c);
         return;
@@ -688,34 +696,47 @@ static void disconnect_cb(const redisAsyncContext *ac, int status)
     struct rconn *c = ac->data;
     if (c == NULL)
         return; /* dropped by conn_reset */
-    log_warn("redis[%u]: connection lost%s%s", c->idx, status == REDIS_OK ? "" : ": ",
+    log_warn("%s: connection lost%s%s", c->link.name, status == REDIS_OK ? "" : ": ",
              status == REDIS_OK ? "" : ac->errstr);
     c->ac = NULL;
     /* hiredis has already answered every pending callback with NULL. */
     conn_schedule_reconnect(c);
 }
 
+redisAsyncContext *rpool_connect(const struct config_address *addr, struct event_base *base,
+                                 void *data, redisConnectCallback *on_connect,
+                                 redisDisconnectCallback *on_disconnect, char *why,
+                                 size_t whylen)
+{
+    redisAsyncContext *ac;
+    if (addr->is_unix)
+        ac = redisAsyncConnectUnix(addr->path);
+    else
+        ac = redisAsyncConnect(addr->host, addr->port);
+    if (ac == NULL || ac->err) {
+        snprintf(why, whylen, "%s", ac != NULL ? ac->errstr : "out of memory");
+        if (ac != NULL)
+            redisAsyncFree(ac);
+        return NULL;
+    }
+    ac->data = data;
+    redisLibeventAttach(ac, base);
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    return ac;
+}
+
 static void conn_connect(struct rconn *c)
 {
     struct rpool *p = c->pool;
-    redisAsyncContext *ac;
-    if (p->addr.is_unix)
-        ac = redisAsyncConnectUnix(p->addr.path);
-    else
-        ac = redisAsyncConnect(p->addr.host, p->addr.port);
-    if (ac == NULL || ac->err) {
-        conn_log_failure(c, "connect", ac != NULL ? ac->errstr : "out of memory");
-        if (ac != NULL)
-            redisAsyncFree(ac);
+    char why[128];
+    c->ac = rpool_connect(&p->addr, p->base, c, connect_cb, disconnect_cb, why, sizeof why);
+    if (c->ac == NULL) {
+        rpool_link_failure(&c->link, "connect", why);
         conn_schedule_reconnect(c);
         return;
     }
-    ac->data = c;
-    c->ac = ac;
-    redisLibeventAttach(ac, p->base);
-    redisAsyncSetConnectCallback(ac, connect_cb);
-    redisAsyncSetDisconnectCallback(ac, disconnect_cb);
-    conn_set_state(c, RCONN_CONNECTING);
+    conn_set_state(c, RPOOL_CONNECTING);
     conn_arm(c, p->cfg->connect_timeout_ms);
 }
 
@@ -747,8 +768,8 @@ struct rpool *rpool_new(struct event_base *base, const struct config *cfg,
     for (uint32_t i = 0; i < p->n; i++) {
         struct rconn *c = &p->conns[i];
         c->pool = p;
-        c->idx = i;
-        c->state = RCONN_DOWN;
+        snprintf(c->link.name, sizeof c->link.name, "redis[%u]", i);
+        c->link.state = RPOOL_DOWN;
         TAILQ_INIT(&c->calls);
         TAILQ_INIT(&c->waiting);
         c->timer = evtimer_new(base, conn_timer_cb, c);
@@ -804,7 +825,7 @@ void rpool_set_config(struct rpool *p, const struct config *cfg)
     /* command_timeout may have shrunk: the lazily armed timers may now be late. */
     for (uint32_t i = 0; i < p->n; i++) {
         struct rconn *c = &p->conns[i];
-        if (c->state == RCONN_READY && !c->reset_requested && evtimer_pending(c->timer, NULL))
+        if (c->link.state == RPOOL_READY && !c->reset_requested && evtimer_pending(c->timer, NULL))
             conn_arm(c, 0);
     }
 }
@@ -818,14 +839,14 @@ uint32_t rpool_ready_count(const struct rpool *p)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < p->n; i++)
-        n += p->conns[i].state == RCONN_READY && !p->conns[i].reset_requested;
+        n += p->conns[i].link.state == RPOOL_READY && !p->conns[i].reset_requested;
     return n;
 }
 
 int rpool_route_ready(const struct rpool *p, uint32_t route)
 {
     const struct rconn *c = &p->conns[route % p->n];
-    return c->state == RCONN_READY && !c->reset_requested;
+    return c->link.state == RPOOL_READY && !c->reset_requested;
 }
 
 const struct rpool_stats *rpool_stats(const struct rpool *p)

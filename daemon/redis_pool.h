@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
 #include "scripts.h"
@@ -37,6 +38,7 @@
 
 struct event_base;
 struct config;
+struct config_address;
 struct rpool;
 
 typedef void rpool_cb(const redisReply *reply, const char *err, void *arg);
@@ -75,6 +77,39 @@ uint32_t rpool_size(const struct rpool *p);
 uint32_t rpool_ready_count(const struct rpool *p);
 int rpool_route_ready(const struct rpool *p, uint32_t route);
 const struct rpool_stats *rpool_stats(const struct rpool *p);
+
+/*
+ * What the pool's connections and the pub/sub connection (pubsub.c) share.
+ *
+ * A link is the life of one connection: DOWN -> CONNECTING -> READY, back
+ * to DOWN on any failure. rpool_link_set is the one place its state
+ * changes (logged under its name; READY forgets the failures and the
+ * backoff); rpool_link_failure logs a failed attempt, loudly only the first
+ * of an outage; rpool_link_backoff gives the delay before the next attempt,
+ * doubling within [reconnect_min, reconnect_max], with jitter.
+ *
+ * rpool_connect: start an async connection to addr on base, with data as its
+ * ac->data and the two callbacks set; NULL, with the reason in why, when
+ * hiredis refuses at once. rpool_login: send AUTH and SELECT as cfg says,
+ * each answered to cb with privdata "AUTH" or "SELECT"; returns how many
+ * were sent.
+ */
+enum rpool_link_state { RPOOL_DOWN, RPOOL_CONNECTING, RPOOL_READY };
+struct rpool_link {
+    char name[24]; /* in log lines: "redis[0]", "redis pub/sub" */
+    enum rpool_link_state state;
+    uint32_t backoff_ms;
+    uint32_t failures; /* connect attempts failed since the last READY */
+};
+void rpool_link_set(struct rpool_link *l, enum rpool_link_state s);
+void rpool_link_failure(struct rpool_link *l, const char *what, const char *why);
+uint32_t rpool_link_backoff(struct rpool_link *l, const struct config *cfg);
+
+redisAsyncContext *rpool_connect(const struct config_address *addr, struct event_base *base,
+                                 void *data, redisConnectCallback *on_connect,
+                                 redisDisconnectCallback *on_disconnect, char *why,
+                                 size_t whylen);
+int rpool_login(redisAsyncContext *ac, const struct config *cfg, redisCallbackFn *cb);
 
 /*
  * Run script with nkeys keys followed by the other arguments in args/lens

@@ -9,6 +9,7 @@
 #include "cleanup.h"
 #include "lock.h"
 #include "log.h"
+#include "pubsub.h"
 #include "redis_pool.h"
 #include "resource.h"
 #include "server.h"
@@ -93,8 +94,8 @@ static void relq_pump(struct relq *q)
         if (b == NULL)
             return; /* the next answer, or the next add, tries again */
         b->q = q;
-        const char *args[RELQ_BATCH_MAX * 3];
-        size_t lens[RELQ_BATCH_MAX * 3];
+        const char *args[RELQ_BATCH_MAX * 3 + 1];
+        size_t lens[RELQ_BATCH_MAX * 3 + 1];
         char delays[RELQ_BATCH_MAX][16];
         struct relq_item *it;
         while (b->n < RELQ_BATCH_MAX && (it = TAILQ_FIRST(&q->waiting)) != NULL) {
@@ -111,10 +112,13 @@ static void relq_pump(struct relq *q)
                 (size_t)snprintf(delays[i], sizeof delays[i], "%u", it->delay_ms);
             args[b->n + 2 * i + 1] = delays[i];
         }
+        /* Each key freed (or tombstoned) is announced on its channel: key .. suffix. */
+        args[3 * b->n] = pubsub_suffix(srv);
+        lens[3 * b->n] = strlen(args[3 * b->n]);
         q->inflight++;
         /* A connection that is down answers at once with an error: the keys go to cleanup. */
-        rpool_eval(srv->pool, q->route, SCRIPT_RELEASE_MANY, (int)b->n, (int)(b->n * 3), args,
-                   lens, batch_reply_cb, b);
+        rpool_eval(srv->pool, q->route, SCRIPT_RELEASE_MANY, (int)b->n, (int)(b->n * 3 + 1),
+                   args, lens, batch_reply_cb, b);
     }
 }
 

@@ -26,7 +26,13 @@ struct resource {
     struct request_list waiters; /* FIFO; only the head tries */
     uint32_t nwaiters;
     int head_trying;            /* the head's try is in Redis */
+    int wake_pending;           /* a wake-up came while that try was in Redis (lock_wake) */
     struct event *wake_ev;      /* retry the head at the holder's remaining lease */
+    /* Release notices (pubsub.c): whether a waiter here wants them, and the channel's state. */
+    uint8_t ps_want;
+    uint8_t ps_state;
+    uint8_t ps_queued;          /* queued for the next subscription flush */
+    TAILQ_ENTRY(resource) ps_link; /* on the pub/sub connection's list while subscribed */
     uint32_t refs;
     struct resource *next;      /* hash chain */
 };

@@ -1,9 +1,9 @@
 /*
  * server.c — startup and shutdown order.
  *
- * Start: event base -> Redis pool (connects in the background) -> resource
- * table -> watchdog -> listeners -> signals. Clients that arrive before Redis
- * is ready get UNAVAILABLE, not a hang.
+ * Start: event base -> resource table -> Redis pool and pub/sub connection
+ * (both connect in the background) -> watchdog -> listeners -> signals.
+ * Clients that arrive before Redis is ready get UNAVAILABLE, not a hang.
  *
  * SIGTERM / SIGINT: stop accepting, tell every session (SessionClosing),
  * release every held lock by token, wait for those releases (at most
@@ -25,6 +25,7 @@
 #include "listener.h"
 #include "lock.h"
 #include "log.h"
+#include "pubsub.h"
 #include "redis_pool.h"
 #include "relq.h"
 #include "resource.h"
@@ -301,7 +302,7 @@ struct server *server_new(struct config *cfg, const char *config_path)
         srv->resources == NULL || srv->sessidx == NULL || srv->cleanups == NULL)
         goto fail;
     srv->pool = rpool_new(srv->base, cfg, srv->hash_key);
-    if (srv->pool == NULL || relq_init(srv) != 0)
+    if (srv->pool == NULL || relq_init(srv) != 0 || pubsub_start(srv) != 0)
         goto fail;
     if (watchdog_start(srv) != 0 || listener_open_all(srv) != 0 || http_start(srv) != 0 ||
         sdnotify_start(srv) != 0)
@@ -346,6 +347,7 @@ void server_free(struct server *srv)
     rpool_free(srv->pool);
     srv->pool = NULL;
     relq_free(srv);
+    pubsub_stop(srv);
     if (srv->reap_ev != NULL)
         reap_cb(-1, 0, srv);
     for (int i = 0; i < 3; i++)

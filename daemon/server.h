@@ -18,6 +18,7 @@ struct event_base;
 struct event;
 struct config;
 struct rpool;
+struct pubsub;
 struct restable;
 struct listener;
 struct session;
@@ -52,6 +53,7 @@ struct server {
     struct config *cfg;
     const char *config_path;
     struct rpool *pool;
+    struct pubsub *pubsub;          /* release notices of other daemons, or NULL (pubsub.c) */
     struct listener *listeners;     /* singly linked */
     struct http *http;              /* metrics and health endpoint, or NULL */
     struct sdnotify *sdnotify;      /* systemd notify socket, or NULL */

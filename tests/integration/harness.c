@@ -338,7 +338,8 @@ const char *h_env_path(const struct h_env *e, const char *name, char *buf, size_
 
 int h_env_alive(const struct h_env *e)
 {
-    return h_alive(e->redis_pid) && h_alive(e->rlockd_pid);
+    /* A peer's Redis belongs to the env it was started from, which watches it. */
+    return (e->redis_shared || h_alive(e->redis_pid)) && h_alive(e->rlockd_pid);
 }
 
 void h_env_dump_logs(const struct h_env *e)
@@ -355,13 +356,17 @@ int h_env_start(struct h_env *e, const char *extra_ini)
 
 /*
  * Make e's dir, paths, prefix and config (see h_env_start_auth) and register
- * it for the clean-up at exit; no process is started. 0, or -1 after printing
- * why (nothing is left behind then).
+ * it for the clean-up at exit; no process is started. With redis_of, e's
+ * rlockd is to use that env's Redis, password and key prefix instead of its
+ * own. 0, or -1 after printing why (nothing is left behind then).
  */
-static int env_prepare(struct h_env *e, const char *password, const char *extra_ini)
+static int env_prepare(struct h_env *e, const char *password, const char *extra_ini,
+                       const struct h_env *redis_of)
 {
     static int seq;
     memset(e, 0, sizeof *e);
+    if (redis_of != NULL)
+        password = redis_of->redis_password;
     snprintf(e->redis_password, sizeof e->redis_password, "%s", password ? password : "");
 
     const char *base = getenv(H_BASE_ENV);
@@ -380,6 +385,11 @@ static int env_prepare(struct h_env *e, const char *password, const char *extra_
     h_env_path(e, "rlockd.conf", e->conf, sizeof e->conf);
     snprintf(e->rlockd_addr, sizeof e->rlockd_addr, "unix:%s", e->rlockd_sock);
     snprintf(e->prefix, sizeof e->prefix, "t%d_%d:", (int)getpid(), ++seq);
+    if (redis_of != NULL) {
+        snprintf(e->redis_sock, sizeof e->redis_sock, "%s", redis_of->redis_sock);
+        snprintf(e->prefix, sizeof e->prefix, "%s", redis_of->prefix);
+        e->redis_shared = 1;
+    }
     if (strlen(e->rlockd_sock) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
         fprintf(stderr, "harness: socket path too long: %s (set TMPDIR shorter)\n",
                 e->rlockd_sock);
@@ -422,16 +432,25 @@ static int env_start_failed(struct h_env *e)
 
 int h_env_start_auth(struct h_env *e, const char *password, const char *extra_ini)
 {
-    if (env_prepare(e, password, extra_ini) != 0)
+    if (env_prepare(e, password, extra_ini, NULL) != 0)
         return -1;
     if (h_redis_start(e) != 0 || h_rlockd_start(e) != 0)
         return env_start_failed(e);
     return 0;
 }
 
+int h_env_start_peer(struct h_env *peer, const struct h_env *e, const char *extra_ini)
+{
+    if (env_prepare(peer, NULL, extra_ini, e) != 0)
+        return -1;
+    if (h_rlockd_start(peer) != 0)
+        return env_start_failed(peer);
+    return 0;
+}
+
 int h_env_start_without_redis(struct h_env *e, const char *extra_ini)
 {
-    if (env_prepare(e, NULL, extra_ini) != 0)
+    if (env_prepare(e, NULL, extra_ini, NULL) != 0)
         return -1;
     if (rlockd_start_until(e, rlockd_not_serving) != 0)
         return env_start_failed(e);

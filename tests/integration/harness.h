@@ -36,6 +36,8 @@ struct h_env {
     char redis_password[64]; /* requirepass of the env's redis-server; empty = none */
     char metrics_sock[320];  /* DIR/metrics.sock: rlockd's HTTP endpoint, unless the test's
                                 extra_ini has a [metrics] section of its own */
+    int redis_shared;        /* redis_sock is another env's Redis (h_env_start_peer): not ours
+                                to start, stop or watch */
 };
 
 /* Start redis-server (unix socket only, --port 0, --save "", no appendonly) and
@@ -57,6 +59,11 @@ void h_env_stop(struct h_env *e);
  * socket, where nothing listens yet), and the wait is until it answers a Ping. Start Redis
  * later with h_redis_start. */
 int h_env_start_without_redis(struct h_env *e, const char *extra_ini);
+/* A second rlockd on the Redis of e (its socket, password and key prefix): peer gets a dir,
+ * listening socket, config (extra_ini as for h_env_start) and rlockd.log of its own, and
+ * shares e's Redis without owning it. h_env_stop(peer) stops its rlockd only; stop peers
+ * before e. Returns 0, or -1 after printing why. */
+int h_env_start_peer(struct h_env *peer, const struct h_env *e, const char *extra_ini);
 /* kill -9 redis and reap it; and start it again on the same socket path (waits until ready). */
 int h_redis_kill(struct h_env *e);
 int h_redis_start(struct h_env *e);
@@ -377,6 +384,18 @@ void h_waiter_start(struct h_waiter *w, struct h_env *e, const char *resource, u
 enum rlock_err h_waiter_join(struct h_waiter *w);
 /* Release what it got (when it still holds it) and close its client. */
 void h_waiter_close(struct h_waiter *w);
+
+/*
+ * The mutual-exclusion counter (harness_counter.c): procs worker processes (at most
+ * H_COUNTER_PROCS_MAX), worker i against the rlockd at addrs[i % naddrs], each run rounds
+ * read-sleep-write increments of a counter file in e's dir under `rlockctl run --wait 60s
+ * counter`. Fails the test unless every worker exits 0 within deadline_ms, the counter ends
+ * at procs * rounds and the fences the sections saw, in entry order, strictly increase.
+ * Prints the figures; returns the time it took, in ms.
+ */
+#define H_COUNTER_PROCS_MAX 64
+int64_t h_counter_run(struct h_env *e, const char *const addrs[], int naddrs, int procs,
+                      int rounds, int deadline_ms);
 
 /* The number of elements of array a. */
 #define H_LEN(a) (sizeof(a) / sizeof((a)[0]))
