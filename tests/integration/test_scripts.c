@@ -3,7 +3,8 @@
  * against the env's redis-server, one call at a time, so that each per-key
  * answer and each key left behind can be checked (the daemon's tests see
  * them only through what rlockd makes of them):
- *  - release_many.lua: a mixed batch deletes or tombstones our keys only;
+ *  - release_many.lua: a mixed batch deletes or tombstones our keys only, and
+ *    announces those (with a channel suffix);
  *  - renew.lua: renews our keys only, never shortens one, and a key of
  *    another type does not fail the batch;
  *  - release.lua: deletes (and announces) only on a token match;
@@ -221,6 +222,71 @@ START_TEST(test_release_many_mixed_batch)
 }
 END_TEST
 
+/* The next pub/sub message on sub: its channel and payload into chan and payload. */
+static void next_message(redisContext *sub, char *chan, size_t clen, char *payload, size_t plen)
+{
+    void *msg = NULL;
+    ck_assert_int_eq(redisGetReply(sub, &msg), REDIS_OK);
+    redisReply *rep = msg;
+    ck_assert_msg(rep->type == REDIS_REPLY_ARRAY && rep->elements == 4 &&
+                      strcmp(rep->element[0]->str, "pmessage") == 0,
+                  "not a pub/sub message");
+    snprintf(chan, clen, "%s", rep->element[2]->str);
+    snprintf(payload, plen, "%s", rep->element[3]->str);
+    freeReplyObject(rep);
+}
+
+/* With a channel suffix, each key deleted or tombstoned is announced on KEY .. suffix, in
+ * KEYS order; keys left alone are not. A message of the test's own, published last, is the
+ * next one read: nothing else was announced. */
+START_TEST(test_release_many_notices)
+{
+    enum { THEIRS_K, OURS, MISSING, OURS_T, N };
+    struct st t;
+    st_start(&t, "release_many", N);
+    redisContext *r = t.f.r;
+    struct entry *e = t.e;
+    e[OURS_T].num = STR(TOMB_PX);
+    redis_do(r, "SET %s %s PX " STR(LONG_PX), e[OURS].key, e[OURS].token);
+    redis_do(r, "SET %s %s PX " STR(LONG_PX), e[OURS_T].key, e[OURS_T].token);
+    redis_do(r, "SET %s %s PX " STR(LONG_PX), e[THEIRS_K].key, THEIRS);
+    redisContext *sub = h_redis(&t.f.e);
+    ck_assert_ptr_nonnull(sub);
+    redisReply *rep = redisCommand(sub, "PSUBSCRIBE %s{*}:free", t.f.e.prefix);
+    ck_assert_ptr_nonnull(rep);
+    freeReplyObject(rep);
+
+    const char *keys[N], *args[2 * N + 1];
+    for (int i = 0; i < N; i++) {
+        keys[i] = e[i].key;
+        args[2 * i] = e[i].token;
+        args[2 * i + 1] = e[i].num;
+    }
+    args[2 * N] = ":free";
+    long long got[N];
+    int_array(eval(r, t.text, keys, N, args, 2 * N + 1), got, N);
+    const long long want[N] = { [OURS] = 1, [OURS_T] = 1 };
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(got[i] == want[i], "entry %d: %lld, expected %lld", i, got[i], want[i]);
+    char end[KEY_LEN];
+    snprintf(end, sizeof end, "%s{end}:free", t.f.e.prefix);
+    redis_do(r, "PUBLISH %s %s", end, "end");
+
+    char chan[KEY_LEN + 8], payload[KEY_LEN], expect[KEY_LEN + 8];
+    const int announced[] = { OURS, OURS_T };
+    for (size_t i = 0; i < H_LEN(announced); i++) {
+        next_message(sub, chan, sizeof chan, payload, sizeof payload);
+        snprintf(expect, sizeof expect, "%s:free", e[announced[i]].key);
+        ck_assert_str_eq(chan, expect);
+        ck_assert_str_eq(payload, e[announced[i]].key);
+    }
+    next_message(sub, chan, sizeof chan, payload, sizeof payload);
+    ck_assert_str_eq(chan, end);
+    redisFree(sub);
+    st_stop(&t);
+}
+END_TEST
+
 START_TEST(test_renew_batch)
 {
     /* LONGER has more time left than the renew asks for; SHORTER less. Each ttl differs
@@ -407,7 +473,8 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = { test_release_many_mixed_batch, test_renew_batch,
+    const TTest *tests[] = { test_release_many_mixed_batch, test_release_many_notices,
+                             test_renew_batch,
                              test_release_token_match, test_release_notice_on_delete_only,
                              test_acquire_fence_and_expiry };
     return h_run_tests("scripts", 120, tests, H_LEN(tests));
