@@ -516,6 +516,68 @@ static void check_addresses(struct config_report *r, const struct config *c)
         report(r, line, k, "port 0 is not allowed here");
 }
 
+/* A list of Redis nodes (sentinels, cluster seeds): numeric addresses, real ports. */
+static void check_node_list(struct config_report *r, size_t key, const char *text)
+{
+    struct config_address nodes[CONFIG_MAX_REDIS_NODES];
+    char why[320];
+    if (key_refused(r, key) || text[0] == '\0')
+        return;
+    int n = config_parse_listen(text, nodes, CONFIG_MAX_REDIS_NODES, why, sizeof why);
+    if (n < 0) {
+        report(r, key_line(r, key), &config_keys[key], "%s", why);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        if (!nodes[i].is_unix && nodes[i].port == 0)
+            report(r, key_line(r, key), &config_keys[key], "entry %d: port 0 is not allowed here",
+                   i + 1);
+}
+
+/*
+ * One topology: redis.address (given in the file), redis.sentinels or
+ * redis.cluster_nodes, never two; master_name goes with sentinels only;
+ * a cluster has only database 0.
+ */
+static void check_topology(struct config_report *r, const struct config *c)
+{
+    check_node_list(r, KEY_redis_sentinels, c->redis_sentinels);
+    check_node_list(r, KEY_redis_cluster_nodes, c->redis_cluster_nodes);
+    int has_address = key_line(r, KEY_redis_address) > 0;
+    int has_sentinels = c->redis_sentinels[0] != '\0';
+    int has_cluster = c->redis_cluster_nodes[0] != '\0';
+    if (has_address + has_sentinels + has_cluster > 1) {
+        size_t at = has_cluster ? KEY_redis_cluster_nodes : KEY_redis_sentinels;
+        report(r, key_line(r, at), &config_keys[at],
+               "choose one of redis.address, redis.sentinels (with redis.master_name) and "
+               "redis.cluster_nodes");
+    }
+    if (has_sentinels && c->redis_master_name[0] == '\0')
+        report(r, key_line(r, KEY_redis_sentinels), &config_keys[KEY_redis_sentinels],
+               "redis.sentinels needs redis.master_name");
+    if (!has_sentinels && c->redis_master_name[0] != '\0')
+        report(r, key_line(r, KEY_redis_master_name), &config_keys[KEY_redis_master_name],
+               "redis.master_name is only used with redis.sentinels");
+    if (has_cluster && c->redis_database != 0)
+        report(r, key_line(r, KEY_redis_database), &config_keys[KEY_redis_database],
+               "a Redis Cluster has only database 0");
+}
+
+enum config_topology config_topology(const struct config *c)
+{
+    if (c->redis_sentinels[0] != '\0')
+        return TOPOLOGY_SENTINEL;
+    if (c->redis_cluster_nodes[0] != '\0')
+        return TOPOLOGY_CLUSTER;
+    return TOPOLOGY_SINGLE;
+}
+
+const char *config_topology_name(enum config_topology t)
+{
+    static const char *const names[] = {"single", "sentinel", "cluster"};
+    return names[t];
+}
+
 static int validate(struct config_report *r, const struct config *c)
 {
     int before = r->errors;
@@ -523,6 +585,7 @@ static int validate(struct config_report *r, const struct config *c)
         check_order(r, c, config_order[i].lo, config_order[i].hi);
     check_command_timeout(r, c);
     check_addresses(r, c);
+    check_topology(r, c);
     return r->errors == before ? 0 : -1;
 }
 

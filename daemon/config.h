@@ -44,6 +44,20 @@ enum config_type {
       "On SIGTERM, time allowed to release held locks before exiting")                         \
     X("redis", "address", CONFIG_STRING, redis_address, "127.0.0.1:6379", 1, 1024, 0, 0,         \
       "Redis server: HOST:PORT (numeric address) or unix:/path/to/redis.sock")                 \
+    X("redis", "sentinels", CONFIG_STRING, redis_sentinels, "", 0, 1024, 0, 0,                  \
+      "Redis Sentinel instead of address: HOST:PORT, ... of the sentinels (with master_name)")   \
+    X("redis", "master_name", CONFIG_STRING, redis_master_name, "", 0, 256, 0, 0,               \
+      "The master's name as the sentinels know it (with sentinels)")                          \
+    X("redis", "sentinel_user", CONFIG_STRING, sentinel_user, "", 0, 256, 0, 0,                 \
+      "ACL user for AUTH to the sentinels; empty = password-only AUTH (or none)")              \
+    X("redis", "sentinel_password", CONFIG_STRING, sentinel_password, "", 0, 1024, 0, 1,        \
+      "Password for AUTH to the sentinels; empty = no AUTH")                                   \
+    X("redis", "cluster_nodes", CONFIG_STRING, redis_cluster_nodes, "", 0, 1024, 0, 0,          \
+      "Redis Cluster instead of address: HOST:PORT, ... of some of its nodes (seeds)")        \
+    X("redis", "min_replicas_acked", CONFIG_UINT, min_replicas_acked, "0", 0, 16, 1, 0,         \
+      "After a grant, WAIT for this many replicas; fewer = release, answer UNAVAILABLE")       \
+    X("redis", "replica_ack_timeout", CONFIG_DURATION, replica_ack_timeout_ms, "100ms", 1,      \
+      10000, 1, 0, "How long a grant waits for min_replicas_acked replicas")                   \
     X("redis", "user", CONFIG_STRING, redis_user, "", 0, 256, 0, 0,                             \
       "ACL user for AUTH; empty = password-only AUTH (or none)")                               \
     X("redis", "password", CONFIG_STRING, redis_password, "", 0, 1024, 0, 1,                    \
@@ -119,6 +133,13 @@ struct config {
     uint32_t hello_timeout_ms;
     uint32_t shutdown_timeout_ms;
     char *redis_address;
+    char *redis_sentinels;
+    char *redis_master_name;
+    char *sentinel_user;
+    char *sentinel_password;
+    char *redis_cluster_nodes;
+    uint32_t min_replicas_acked;
+    uint32_t replica_ack_timeout_ms;
     char *redis_user;
     char *redis_password;
     uint32_t redis_database;
@@ -213,6 +234,19 @@ int config_key_doc(size_t i, struct config_key_doc *out);
 
 /* Most entries in server.listen. */
 #define CONFIG_MAX_LISTEN 8
+
+/* Most entries in redis.sentinels and redis.cluster_nodes. */
+#define CONFIG_MAX_REDIS_NODES 16
+
+/*
+ * Where Redis is: exactly one of redis.address (a single server, also the
+ * default), redis.sentinels with redis.master_name (Sentinel finds the
+ * master) or redis.cluster_nodes (a Redis Cluster, through its seeds).
+ * Validation refuses a file that names two of them.
+ */
+enum config_topology { TOPOLOGY_SINGLE, TOPOLOGY_SENTINEL, TOPOLOGY_CLUSTER };
+enum config_topology config_topology(const struct config *c);
+const char *config_topology_name(enum config_topology t); /* "single", "sentinel", "cluster" */
 
 /* One parsed address: a numeric host and port, or a unix socket path. */
 struct config_address {

@@ -468,6 +468,20 @@ static const struct {
     {"[redis]\naddress = 127.0.0.1:1,127.0.0.1:2\n",
      ":2: redis.address: exactly one address is allowed\n"},
     {"[redis]\naddress = 127.0.0.1:99999\n", ":2: redis.address: \"99999\" is not a port number"},
+    {"[redis]\naddress = 127.0.0.1:1\ncluster_nodes = 127.0.0.1:2\n",
+     ":3: redis.cluster_nodes: choose one of redis.address, redis.sentinels"},
+    {"[redis]\nsentinels = 127.0.0.1:1\nmaster_name = m\ncluster_nodes = 127.0.0.1:2\n",
+     ":4: redis.cluster_nodes: choose one of"},
+    {"[redis]\nsentinels = 127.0.0.1:26379\n", ":2: redis.sentinels: redis.sentinels needs "
+                                                "redis.master_name\n"},
+    {"[redis]\nmaster_name = m\n",
+     ":2: redis.master_name: redis.master_name is only used with redis.sentinels\n"},
+    {"[redis]\ncluster_nodes = 127.0.0.1:7000\ndatabase = 2\n",
+     ":3: redis.database: a Redis Cluster has only database 0\n"},
+    {"[redis]\ncluster_nodes = 127.0.0.1:7000, 127.0.0.1:0\n",
+     ":2: redis.cluster_nodes: entry 2: port 0 is not allowed here\n"},
+    {"[redis]\nsentinels = 127.0.0.1:1, redis:26379\nmaster_name = m\n",
+     ":2: redis.sentinels: entry 2 (redis:26379): \"redis\" is not a numeric IPv4 address"},
 };
 
 START_TEST(test_bad_file)
