@@ -361,7 +361,7 @@ int h_env_start(struct h_env *e, const char *extra_ini)
  * own. 0, or -1 after printing why (nothing is left behind then).
  */
 static int env_prepare(struct h_env *e, const char *password, const char *extra_ini,
-                       const struct h_env *redis_of)
+                       const struct h_env *redis_of, const char *topology)
 {
     static int seq;
     memset(e, 0, sizeof *e);
@@ -390,6 +390,8 @@ static int env_prepare(struct h_env *e, const char *password, const char *extra_
         snprintf(e->prefix, sizeof e->prefix, "%s", redis_of->prefix);
         e->redis_shared = 1;
     }
+    if (topology != NULL)
+        e->redis_shared = 1; /* the test runs the Redis servers; none is the env's */
     if (strlen(e->rlockd_sock) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
         fprintf(stderr, "harness: socket path too long: %s (set TMPDIR shorter)\n",
                 e->rlockd_sock);
@@ -406,10 +408,14 @@ static int env_prepare(struct h_env *e, const char *password, const char *extra_
     h_env_path(e, "metrics.sock", e->metrics_sock, sizeof e->metrics_sock);
     if (extra_ini == NULL || strstr(extra_ini, "[metrics]") == NULL)
         snprintf(metrics, sizeof metrics, "[metrics]\nlisten = unix:%s\n", e->metrics_sock);
+    char where[1200];
+    if (topology != NULL)
+        snprintf(where, sizeof where, "%s", topology);
+    else
+        snprintf(where, sizeof where, "address = unix:%s\n", e->redis_sock);
     int n = snprintf(conf, sizeof conf,
-                     "[server]\nlisten = %s\n\n[redis]\naddress = unix:%s\nkey_prefix = %s\n%s\n%s\n%s",
-                     e->rlockd_addr, e->redis_sock, e->prefix, auth, metrics,
-                     extra_ini ? extra_ini : "");
+                     "[server]\nlisten = %s\n\n[redis]\n%skey_prefix = %s\n%s\n%s\n%s",
+                     e->rlockd_addr, where, e->prefix, auth, metrics, extra_ini ? extra_ini : "");
     if (n < 0 || (size_t)n >= sizeof conf || write_file(e->conf, conf) != 0) {
         fprintf(stderr, "harness: cannot write %s\n", e->conf);
         h_rm_tree(e->dir);
@@ -432,7 +438,7 @@ static int env_start_failed(struct h_env *e)
 
 int h_env_start_auth(struct h_env *e, const char *password, const char *extra_ini)
 {
-    if (env_prepare(e, password, extra_ini, NULL) != 0)
+    if (env_prepare(e, password, extra_ini, NULL, NULL) != 0)
         return -1;
     if (h_redis_start(e) != 0 || h_rlockd_start(e) != 0)
         return env_start_failed(e);
@@ -441,16 +447,25 @@ int h_env_start_auth(struct h_env *e, const char *password, const char *extra_in
 
 int h_env_start_peer(struct h_env *peer, const struct h_env *e, const char *extra_ini)
 {
-    if (env_prepare(peer, NULL, extra_ini, e) != 0)
+    if (env_prepare(peer, NULL, extra_ini, e, NULL) != 0)
         return -1;
     if (h_rlockd_start(peer) != 0)
         return env_start_failed(peer);
     return 0;
 }
 
+int h_env_start_topology(struct h_env *e, const char *redis_lines, const char *extra_ini)
+{
+    if (env_prepare(e, NULL, extra_ini, NULL, redis_lines) != 0)
+        return -1;
+    if (h_rlockd_start(e) != 0)
+        return env_start_failed(e);
+    return 0;
+}
+
 int h_env_start_without_redis(struct h_env *e, const char *extra_ini)
 {
-    if (env_prepare(e, NULL, extra_ini, NULL) != 0)
+    if (env_prepare(e, NULL, extra_ini, NULL, NULL) != 0)
         return -1;
     if (rlockd_start_until(e, rlockd_not_serving) != 0)
         return env_start_failed(e);

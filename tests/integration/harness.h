@@ -64,6 +64,11 @@ int h_env_start_without_redis(struct h_env *e, const char *extra_ini);
  * shares e's Redis without owning it. h_env_stop(peer) stops its rlockd only; stop peers
  * before e. Returns 0, or -1 after printing why. */
 int h_env_start_peer(struct h_env *peer, const struct h_env *e, const char *extra_ini);
+/* rlockd alone on Redis servers the test runs itself (Sentinel, Cluster): its [redis] section
+ * gets redis_lines (each ending in "\n", e.g. "sentinels = ...\nmaster_name = m\n") instead
+ * of the env's address; extra_ini as for h_env_start. The env owns no Redis (h_redis and
+ * h_redis_kill do not apply); waits as h_rlockd_start does. 0, or -1 after printing why. */
+int h_env_start_topology(struct h_env *e, const char *redis_lines, const char *extra_ini);
 /* kill -9 redis and reap it; and start it again on the same socket path (waits until ready). */
 int h_redis_kill(struct h_env *e);
 int h_redis_start(struct h_env *e);
