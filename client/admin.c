@@ -263,6 +263,11 @@ RLOCK_API enum rlock_err rlock_server_info(struct rlock_client *c, uint32_t time
     out->client_tokens = r->client_tokens;
     out->auth_failures = r->auth_failures;
     out->permission_denied = r->permission_denied;
+    COPY_TEXT(out->redis_topology, r->redis_topology);
+    COPY_TEXT(out->redis_master, r->redis_master);
+    out->redis_failovers = r->redis_failovers;
+    out->redis_pubsub_connected = r->redis_pubsub_connected != 0;
+    out->redis_nodes = r->redis_nodes;
     reply_free(&rep);
     return RLOCK_OK;
 }

@@ -465,6 +465,11 @@ struct rlock_server_info {
     uint32_t client_tokens;
     uint64_t auth_failures;          /* Hellos refused for their token */
     uint64_t permission_denied;      /* operators' requests refused */
+    char redis_topology[16];         /* "single", "sentinel" or "cluster" */
+    char redis_master[80];           /* where commands go now ("" = no master known yet) */
+    uint64_t redis_failovers;        /* Sentinel: master changes followed */
+    int redis_pubsub_connected;      /* the release-notice connection is ready */
+    uint32_t redis_nodes;            /* cluster: master nodes known */
 };
 enum rlock_err rlock_server_info(struct rlock_client *c, uint32_t timeout_ms,
                                  struct rlock_server_info *out);

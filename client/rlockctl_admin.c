@@ -182,7 +182,12 @@ static const char *role_name(enum rlock_role r)
     X(NUM, admin_tokens)                                                                      \
     X(NUM, client_tokens)                                                                     \
     X(NUM, auth_failures)                                                                     \
-    X(NUM, permission_denied)
+    X(NUM, permission_denied)                                                                 \
+    X(STR, redis_topology)                                                                    \
+    X(STR, redis_master)                                                                      \
+    X(NUM, redis_failovers)                                                                   \
+    X(BOOL, redis_pubsub_connected)                                                           \
+    X(NUM, redis_nodes)
 
 #define INFO_ROW_NUM(f) {#f, CTL_FIELD_NUM, (uint64_t)in->f, NULL},
 #define INFO_ROW_BOOL(f) {#f, CTL_FIELD_BOOL, (uint64_t)(in->f != 0), NULL},

@@ -16,8 +16,10 @@
 #include "config.h"
 #include "lease.h"
 #include "log.h"
+#include "pubsub.h"
 #include "redis_pool.h"
 #include "resource.h"
+#include "sentinel.h"
 #include "sessidx.h"
 #include "session.h"
 #include "wire.h"
@@ -151,6 +153,20 @@ void admin_server_info(struct session *s, uint64_t id, const Rlock__V1__ServerIn
     r.client_tokens = (uint32_t)auth_tokens_count(cfg->auth, AUTH_ROLE_CLIENT);
     r.auth_failures = srv->ctr.auth_failures;
     r.permission_denied = srv->ctr.permission_denied;
+    enum config_topology topo = config_topology(cfg);
+    r.redis_topology = (char *)config_topology_name(topo);
+    if (topo != TOPOLOGY_SINGLE)
+        r.redis_address = "";
+    char master[160] = "";
+    const struct config_address *m = rpool_master(srv->pool);
+    if (m != NULL && topo == TOPOLOGY_SENTINEL)
+        snprintf(master, sizeof master, strchr(m->host, ':') ? "[%s]:%u" : "%s:%u", m->host,
+                 m->port);
+    else if (topo == TOPOLOGY_SINGLE)
+        snprintf(master, sizeof master, "%s", cfg->redis_address);
+    r.redis_master = master;
+    r.redis_failovers = sentinel_switches(srv);
+    r.redis_pubsub_connected = pubsub_connected(srv);
     session_respond(s, id, RLOCK__V1__STATUS__STATUS_OK, NULL,
                     RLOCK__V1__RESPONSE__BODY_SERVER_INFO, &r);
 }

@@ -483,6 +483,23 @@ static void check_command_timeout(struct config_report *r, const struct config *
            tc, tm);
 }
 
+/* A grant's WAIT holds its connection: the call deadline grows by replica_ack_timeout. */
+static void check_replica_ack(struct config_report *r, const struct config *c)
+{
+    if (c->min_replicas_acked == 0 || key_refused(r, KEY_replica_ack_timeout_ms) ||
+        key_refused(r, KEY_command_timeout_ms) || key_refused(r, KEY_min_ttl_ms) ||
+        (uint64_t)(c->command_timeout_ms + c->replica_ack_timeout_ms) * 3 <= c->min_ttl_ms ||
+        (uint64_t)c->command_timeout_ms * 3 > c->min_ttl_ms)
+        return;
+    char tm[NUM_TEXT];
+    format_number(&config_keys[KEY_min_ttl_ms], c->min_ttl_ms, tm, sizeof tm);
+    report(r, key_line(r, KEY_replica_ack_timeout_ms), &config_keys[KEY_replica_ack_timeout_ms],
+           "redis.command_timeout + redis.replica_ack_timeout must be at most a third of "
+           "limits.min_ttl (%s) when redis.min_replicas_acked is set: a grant's WAIT holds "
+           "the calls behind it, renewals included",
+           tm);
+}
+
 static void check_addresses(struct config_report *r, const struct config *c)
 {
     struct config_address addrs[CONFIG_MAX_LISTEN], m;
@@ -584,6 +601,7 @@ static int validate(struct config_report *r, const struct config *c)
     for (size_t i = 0; i < sizeof config_order / sizeof config_order[0]; i++)
         check_order(r, c, config_order[i].lo, config_order[i].hi);
     check_command_timeout(r, c);
+    check_replica_ack(r, c);
     check_addresses(r, c);
     check_topology(r, c);
     return r->errors == before ? 0 : -1;

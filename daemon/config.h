@@ -56,7 +56,7 @@ enum config_type {
       "Redis Cluster instead of address: HOST:PORT, ... of some of its nodes (seeds)")        \
     X("redis", "min_replicas_acked", CONFIG_UINT, min_replicas_acked, "0", 0, 16, 1, 0,         \
       "After a grant, WAIT for this many replicas; fewer = release, answer UNAVAILABLE")       \
-    X("redis", "replica_ack_timeout", CONFIG_DURATION, replica_ack_timeout_ms, "100ms", 1,      \
+    X("redis", "replica_ack_timeout", CONFIG_DURATION, replica_ack_timeout_ms, "30ms", 1,       \
       10000, 1, 0, "How long a grant waits for min_replicas_acked replicas")                   \
     X("redis", "user", CONFIG_STRING, redis_user, "", 0, 256, 0, 0,                             \
       "ACL user for AUTH; empty = password-only AUTH (or none)")                               \

@@ -129,7 +129,7 @@ void lease_schedule(struct lease *l)
     int64_t at = l->valid_until_ms - LEASE_MARGIN_MS(l->ttl_ms);
     if (l->max_hold_at_ms != 0 && l->max_hold_at_ms < at)
         at = l->max_hold_at_ms;
-    if (l->watchdog && !l->renewing && l->next_renew_ms < at)
+    if ((l->watchdog || l->verify) && !l->renewing && l->next_renew_ms < at)
         at = l->next_renew_ms;
     if (theap_set(&srv->lease_timers, &l->timer, at) != 0)
         log_error("out of memory arming the timer of lock %s", l->res->name);

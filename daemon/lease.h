@@ -59,6 +59,7 @@ struct lease {
     uint8_t renewing;  /* a renew is queued (watchdog.c) or in Redis */
     uint8_t extending; /* an Extend is in Redis (one at a time bounds a client's Redis load) */
     uint8_t forgotten; /* released or lost; only in-flight renews still point here */
+    uint8_t verify;    /* the master moved: confirm the key is still ours (watchdog.c) */
     uint64_t fence;
     uint64_t owner;       /* who in the session holds it (Acquire.owner) */
     uint32_t ttl_ms;      /* the lease renewals carry */

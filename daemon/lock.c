@@ -434,6 +434,52 @@ static void acquire_cancelled(struct request *req, enum reply_acquire_kind kind)
     request_finish(req);
 }
 
+/*
+ * min_replicas_acked: the grant counts only once that many replicas have it
+ * (WAIT on the grant's own connection, which waits for every write sent
+ * there before it). Fewer in time: the lock is given back and the client
+ * gets UNAVAILABLE, as a failover now could lose the key.
+ */
+static void wait_reply_cb(const redisReply *reply, const char *err, void *arg)
+{
+    struct request *req = arg;
+    const struct config *cfg = req->srv->cfg;
+    if (req->cancelled) {
+        acquire_cancelled(req, REPLY_ACQUIRE_GRANTED);
+        return;
+    }
+    long long acked = reply != NULL && reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
+    if (acked >= (long long)cfg->min_replicas_acked) {
+        acquire_granted(req, req->fence);
+        return;
+    }
+    char why[160];
+    if (acked < 0)
+        snprintf(why, sizeof why, "no answer to WAIT for replicas: %s",
+                 reply == NULL ? err : reply_error_text(reply) ? reply_error_text(reply)
+                                                                : "unexpected reply");
+    else
+        snprintf(why, sizeof why, "only %lld of %u replicas acknowledged the grant in time",
+                 acked, cfg->min_replicas_acked);
+    log_warn("acquire %s: %s; released", req->res->name, why);
+    req->srv->mx.replica_ack_failures++;
+    lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
+    answer_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE, why);
+    request_finish(req);
+}
+
+static void acquire_wait_replicas(struct request *req, uint64_t fence)
+{
+    const struct config *cfg = req->srv->cfg;
+    char n[16], ms[16];
+    const char *argv[3] = {"WAIT", n, ms};
+    size_t lens[3] = {4, 0, 0};
+    lens[1] = (size_t)snprintf(n, sizeof n, "%u", cfg->min_replicas_acked);
+    lens[2] = (size_t)snprintf(ms, sizeof ms, "%u", cfg->replica_ack_timeout_ms);
+    req->fence = fence;
+    rpool_command(req->srv->pool, req->res->route, 3, argv, lens, wait_reply_cb, req);
+}
+
 static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg)
 {
     struct request *req = arg;
@@ -465,7 +511,9 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
         request_finish(req);
         return;
     }
-    if (kind == REPLY_ACQUIRE_GRANTED)
+    if (kind == REPLY_ACQUIRE_GRANTED && req->srv->cfg->min_replicas_acked > 0)
+        acquire_wait_replicas(req, fence);
+    else if (kind == REPLY_ACQUIRE_GRANTED)
         acquire_granted(req, fence);
     else
         acquire_busy(req, pttl);

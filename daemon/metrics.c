@@ -8,10 +8,12 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "config.h"
 #include "dispatch.h"
 #include "pubsub.h"
 #include "redis_pool.h"
 #include "relq.h"
+#include "sentinel.h"
 #include "server.h"
 #include "util.h"
 #include "wire.h"
@@ -98,6 +100,17 @@ READER(read_redis_errors) { one(m, sample, ctx, (double)rpool_stats(srv->pool)->
 READER(read_pubsub_connected) { one(m, sample, ctx, pubsub_connected(srv)); }
 READER(read_pubsub_subscriptions) { one(m, sample, ctx, pubsub_subscriptions(srv)); }
 READER(read_pubsub_notifications) { one(m, sample, ctx, (double)pubsub_notifications(srv)); }
+
+READER(read_topology)
+{
+    labelled(m, sample, ctx, "topology", config_topology_name(config_topology(srv->cfg)), 1);
+}
+READER(read_failovers) { one(m, sample, ctx, (double)sentinel_switches(srv)); }
+READER(read_sentinel_connected) { one(m, sample, ctx, sentinel_connected(srv)); }
+READER(read_replica_ack_failures)
+{
+    one(m, sample, ctx, (double)srv->mx.replica_ack_failures);
+}
 
 READER(read_acquires)
 {
@@ -212,6 +225,16 @@ READER(read_latency)
     X("rlockd_redis_notifications_total", "counter",                                             \
       "Release notices received (each wakes the resource's head waiter).",                     \
       read_pubsub_notifications)                                                                \
+    X("rlockd_redis_topology", "gauge",                                                          \
+      "1, labelled with how Redis is reached: single, sentinel or cluster.", read_topology)     \
+    X("rlockd_redis_failovers_total", "counter",                                                 \
+      "Sentinel: master changes followed (each re-verifies every held lock).", read_failovers)  \
+    X("rlockd_redis_sentinel_connected", "gauge",                                                \
+      "1 while a sentinel answers (0 also without [redis] sentinels).",                         \
+      read_sentinel_connected)                                                                  \
+    X("rlockd_replica_ack_failures_total", "counter",                                            \
+      "Grants given back because fewer than min_replicas_acked replicas acknowledged them.",    \
+      read_replica_ack_failures)                                                                \
     X("rlockd_cleanup_pending", "gauge",                                                         \
       "Deletes by token not yet confirmed by Redis, being retried.", read_cleanup_pending)      \
     X("rlockd_release_queue", "gauge", "Releases queued or in Redis with nobody waiting.",       \

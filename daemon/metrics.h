@@ -60,6 +60,7 @@ struct metrics {
     uint64_t releases;                  /* locks freed by their holder's Release */
     uint64_t renewals;                  /* keys a renew confirmed */
     uint64_t renew_failures;            /* keys a renew got no usable answer for */
+    uint64_t replica_ack_failures;      /* grants given back: too few replicas acknowledged */
     uint64_t frames_rejected[METRIC_FRAME_COUNT];
     uint64_t conns_rejected[METRIC_CONN_COUNT];
     struct metric_histogram latency[METRIC_OPS]; /* request arrival to answer, per op */

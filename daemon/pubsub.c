@@ -63,6 +63,7 @@ enum ps_sub_state { PS_SUB_NONE, PS_SUB_SUBSCRIBING, PS_SUB_ACTIVE, PS_SUB_LEAVI
 struct pubsub {
     struct server *srv;
     struct config_address addr;
+    int have_addr;          /* 0 until Sentinel names the master */
     struct rpool_link link; /* the connection's state and backoff */
     redisAsyncContext *ac;
     struct event *timer;
@@ -447,6 +448,8 @@ static void disconnect_cb(const redisAsyncContext *ac, int status)
 static void ps_connect(struct pubsub *ps)
 {
     char why[128];
+    if (!ps->have_addr)
+        return; /* DOWN until pubsub_set_address; that connects */
     ps->ac = rpool_connect(&ps->addr, ps->srv->base, ps, connect_cb, disconnect_cb, why,
                            sizeof why);
     if (ps->ac == NULL) {
@@ -475,10 +478,14 @@ int pubsub_start(struct server *srv)
     TAILQ_INIT(&ps->subscribed);
     snprintf(ps->daemons, sizeof ps->daemons, "%s" PUBSUB_DAEMONS, cfg->key_prefix);
     char err[256];
-    if (config_parse_address(cfg->redis_address, &ps->addr, err, sizeof err) != 0) {
+    if (config_topology(cfg) == TOPOLOGY_SENTINEL) {
+        /* the address comes from pubsub_set_address */
+    } else if (config_parse_address(cfg->redis_address, &ps->addr, err, sizeof err) != 0) {
         log_error("redis.address: %s", err);
         free(ps);
         return -1;
+    } else {
+        ps->have_addr = 1;
     }
     ps->timer = evtimer_new(srv->base, timer_cb, ps);
     ps->flush_ev = event_new(srv->base, -1, 0, flush_cb, ps);
@@ -537,6 +544,25 @@ size_t pubsub_channel(const struct server *srv, const struct resource *res, char
 const char *pubsub_suffix(const struct server *srv)
 {
     return srv->pubsub != NULL ? PUBSUB_CHANNEL_SUFFIX : "";
+}
+
+void pubsub_set_address(struct server *srv, const struct config_address *addr)
+{
+    struct pubsub *ps = srv->pubsub;
+    if (ps == NULL)
+        return;
+    int moved = !ps->have_addr || ps->addr.is_unix != addr->is_unix ||
+                strcmp(ps->addr.host, addr->host) != 0 || ps->addr.port != addr->port ||
+                strcmp(ps->addr.path, addr->path) != 0;
+    if (!moved)
+        return;
+    ps->addr = *addr;
+    ps->have_addr = 1;
+    ps->link.backoff_ms = 0;
+    if (ps->ac != NULL)
+        ps_request_reset(ps, "the master moved"); /* resubscribes there, waking every head */
+    else
+        ps_arm(ps, 0);
 }
 
 int pubsub_connected(const struct server *srv)

@@ -57,6 +57,14 @@ const char *pubsub_suffix(const struct server *srv);
 int pubsub_channel_resource(const char *key_prefix, const char *chan, size_t len,
                             const char **name, size_t *name_len);
 
+/*
+ * Sentinel: the master moved to addr (or was found): the connection goes
+ * there now. Its channels are subscribed anew, and each confirmation wakes
+ * that resource's head, as after any reconnect.
+ */
+struct config_address;
+void pubsub_set_address(struct server *srv, const struct config_address *addr);
+
 /* For the metrics: 1 while the connection is ready; notices received; channels subscribed. */
 int pubsub_connected(const struct server *srv);
 uint64_t pubsub_notifications(const struct server *srv);

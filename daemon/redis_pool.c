@@ -49,6 +49,7 @@ struct rcall {
     rpool_cb *cb;
     void *arg;
     enum script_id script;
+    int plain;  /* a plain command (args is its whole argv), not a script */
     int nkeys;
     int nargs;
     char **args;
@@ -69,6 +70,7 @@ struct rconn {
     struct event *timer;
     int setup_pending;      /* replies still due before READY */
     int reset_requested;    /* the timer should reset the connection */
+    const char *reset_why;  /* and why */
     struct rcall_list calls; /* sent and not yet answered, oldest first */
     uint32_t npending;       /* length of calls */
     struct rcall_list waiting; /* accepted, not sent yet (calls is full), oldest first */
@@ -81,6 +83,8 @@ struct rpool {
     struct event_base *base;
     const struct config *cfg;
     struct config_address addr;
+    int have_addr; /* 0 until Sentinel names the master (the connections wait DOWN) */
+    int check_role; /* the server must say role:master (Sentinel: a demoted master refuses) */
     uint32_t n;
     struct rconn *conns;
     char sha[SCRIPT_COUNT][41]; /* learnt from SCRIPT LOAD; empty until then */
@@ -224,7 +228,7 @@ static void call_refuse(struct rpool *p, struct rcall *call, const char *why)
  */
 static int64_t call_deadline(const struct rcall *call)
 {
-    return call->stamp + call->pool->cfg->command_timeout_ms;
+    return call->stamp + rpool_command_timeout(call->pool->cfg);
 }
 
 static void conn_arm_lazy(struct rconn *c, int64_t delay_ms)
@@ -240,6 +244,11 @@ static void conn_pump(struct rconn *c);
 static int call_send(struct rconn *c, struct rcall *call, int use_eval)
 {
     struct rpool *p = c->pool;
+    if (call->plain)
+        return redisAsyncCommandArgv(c->ac, call_reply_cb, call, call->nargs,
+                                     (const char **)call->args, call->lens) == REDIS_OK
+                   ? 0
+                   : -1;
     int argc = 3 + call->nargs;
     const char *argv[argc];
     size_t argvlen[argc];
@@ -273,7 +282,8 @@ static void call_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
     redisReply *reply = r;
     struct rconn *c = call->conn;
 
-    if (reply != NULL && reply->type == REDIS_REPLY_ERROR && !call->retried && c != NULL &&
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR && !call->plain && !call->retried &&
+        c != NULL &&
         c->ac != NULL && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
         /* Scripts were flushed (SCRIPT FLUSH, restart, failover): EVAL re-caches. */
         call->retried = 1;
@@ -304,7 +314,7 @@ static int conn_send_call(struct rconn *c, struct rcall *call)
     c->npending++;
     if (c->unflushed == NULL)
         c->unflushed = call;
-    conn_arm_lazy(c, cfg->command_timeout_ms);
+    conn_arm_lazy(c, rpool_command_timeout(cfg));
     if (!c->dirty) {
         c->dirty = 1;
         event_active(c->pool->flush_ev, EV_TIMEOUT, 0);
@@ -390,8 +400,9 @@ static void fail_cb(evutil_socket_t fd, short what, void *arg)
     fail_drain(arg);
 }
 
-void rpool_eval(struct rpool *p, uint32_t route, enum script_id script, int nkeys, int nargs,
-                const char *const *args, const size_t *lens, rpool_cb *cb, void *arg)
+static void pool_call(struct rpool *p, uint32_t route, int plain, enum script_id script,
+                      int nkeys, int nargs, const char *const *args, const size_t *lens,
+                      rpool_cb *cb, void *arg)
 {
     /*
      * The arguments are kept for a NOSCRIPT retry (hiredis has copied them
@@ -409,6 +420,7 @@ void rpool_eval(struct rpool *p, uint32_t route, enum script_id script, int nkey
     call->cb = cb;
     call->arg = arg;
     call->script = script;
+    call->plain = plain;
     call->nkeys = nkeys;
     call->args = (char **)(call + 1);
     call->lens = (size_t *)(call->args + nargs);
@@ -447,7 +459,7 @@ void rpool_eval(struct rpool *p, uint32_t route, enum script_id script, int nkey
     call->stamp = util_now_ms();
     TAILQ_INSERT_TAIL(&c->waiting, call, link);
     c->nwaiting++;
-    conn_arm_lazy(c, p->cfg->command_timeout_ms);
+    conn_arm_lazy(c, rpool_command_timeout(p->cfg));
     return;
 oom:
     /* Out of memory while accepting the call: there is no way to defer, so
@@ -457,6 +469,24 @@ oom:
         call_free(call);
     p->stats.errors++;
     cb(NULL, "out of memory", arg);
+}
+
+void rpool_eval(struct rpool *p, uint32_t route, enum script_id script, int nkeys, int nargs,
+                const char *const *args, const size_t *lens, rpool_cb *cb, void *arg)
+{
+    pool_call(p, route, 0, script, nkeys, nargs, args, lens, cb, arg);
+}
+
+void rpool_command(struct rpool *p, uint32_t route, int argc, const char *const *argv,
+                   const size_t *lens, rpool_cb *cb, void *arg)
+{
+    pool_call(p, route, 1, SCRIPT_ACQUIRE, 0, argc, argv, lens, cb, arg);
+}
+
+uint32_t rpool_command_timeout(const struct config *cfg)
+{
+    /* A WAIT holds its connection up to replica_ack_timeout, and every call behind it. */
+    return cfg->command_timeout_ms + (cfg->min_replicas_acked > 0 ? cfg->replica_ack_timeout_ms : 0);
 }
 
 /* --- connection lifecycle ------------------------------------------------- */
@@ -489,8 +519,9 @@ static void conn_reset(struct rconn *c, const char *why)
     conn_schedule_reconnect(c);
 }
 
-static void conn_request_reset(struct rconn *c)
+static void conn_request_reset(struct rconn *c, const char *why)
 {
+    c->reset_why = why;
     c->reset_requested = 1;
     conn_arm(c, 0);
 }
@@ -501,7 +532,7 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct rconn *c = arg;
     if (c->reset_requested) {
-        conn_reset(c, "connection setup failed");
+        conn_reset(c, c->reset_why);
         return;
     }
     switch (c->link.state) {
@@ -599,14 +630,22 @@ static void setup_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
         char step[64];
         snprintf(step, sizeof step, "%s failed", what);
         rpool_link_failure(&c->link, step, reply->str);
-        conn_request_reset(c);
+        conn_request_reset(c, "connection setup failed");
+        return;
+    }
+    if (strcmp(what, "INFO replication") == 0 && reply->type == REDIS_REPLY_STRING &&
+        strstr(reply->str, "role:master") == NULL) {
+        /* A demoted master (or a replica) would refuse every write: wait for
+         * Sentinel to name the new one. */
+        rpool_link_failure(&c->link, "role check", "the server is not a master");
+        conn_request_reset(c, "connection setup failed");
         return;
     }
     if (strcmp(what, "INFO server") == 0 && reply->type == REDIS_REPLY_STRING) {
         char why[128];
         if (rpool_version_check(reply->str, why, sizeof why) != 0) {
             rpool_link_failure(&c->link, "version check", why);
-            conn_request_reset(c);
+            conn_request_reset(c, "connection setup failed");
             return;
         }
     }
@@ -662,6 +701,10 @@ static void conn_send_setup(struct rconn *c)
     c->setup_pending = rpool_login(c->ac, c->pool->cfg, setup_reply_cb);
     redisAsyncCommand(c->ac, setup_reply_cb, "INFO server", "INFO server");
     c->setup_pending++;
+    if (c->pool->check_role) {
+        redisAsyncCommand(c->ac, setup_reply_cb, "INFO replication", "INFO replication");
+        c->setup_pending++;
+    }
     static const char *const load_tags[SCRIPT_COUNT] = {
 #define SCRIPT_TAG(id, name) "SCRIPT LOAD " #name,
         SCRIPT_LIST(SCRIPT_TAG)
@@ -730,6 +773,8 @@ static void conn_connect(struct rconn *c)
 {
     struct rpool *p = c->pool;
     char why[128];
+    if (!p->have_addr)
+        return; /* DOWN until rpool_set_master; that connects */
     c->ac = rpool_connect(&p->addr, p->base, c, connect_cb, disconnect_cb, why, sizeof why);
     if (c->ac == NULL) {
         rpool_link_failure(&c->link, "connect", why);
@@ -757,9 +802,13 @@ struct rpool *rpool_new(struct event_base *base, const struct config *cfg,
     p->flush_ev = event_new(base, -1, 0, flush_cb, p);
     if (p->fail_ev == NULL || p->flush_ev == NULL)
         goto fail;
-    if (config_parse_address(cfg->redis_address, &p->addr, err, sizeof err) != 0) {
+    if (config_topology(cfg) == TOPOLOGY_SENTINEL) {
+        p->check_role = 1; /* the address comes from rpool_set_master */
+    } else if (config_parse_address(cfg->redis_address, &p->addr, err, sizeof err) != 0) {
         log_error("redis.address: %s", err);
         goto fail;
+    } else {
+        p->have_addr = 1;
     }
     p->conns = calloc(cfg->pool_size, sizeof *p->conns);
     if (p->conns == NULL)
@@ -852,4 +901,36 @@ int rpool_route_ready(const struct rpool *p, uint32_t route)
 const struct rpool_stats *rpool_stats(const struct rpool *p)
 {
     return &p->stats;
+}
+
+static int same_address(const struct config_address *a, const struct config_address *b)
+{
+    return a->is_unix == b->is_unix &&
+           (a->is_unix ? strcmp(a->path, b->path) == 0
+                       : strcmp(a->host, b->host) == 0 && a->port == b->port);
+}
+
+int rpool_set_master(struct rpool *p, const struct config_address *addr)
+{
+    if (p->have_addr && same_address(&p->addr, addr))
+        return 0;
+    p->addr = *addr;
+    p->have_addr = 1;
+    for (uint32_t i = 0; i < p->n; i++) {
+        struct rconn *c = &p->conns[i];
+        c->link.backoff_ms = 0;
+        if (c->ac != NULL) {
+            /* Calls in flight there complete as "connection lost": unknown outcomes. */
+            conn_refuse_waiting(c, "redis master changed");
+            conn_request_reset(c, "the master moved");
+        } else {
+            conn_arm(c, 0);
+        }
+    }
+    return 1;
+}
+
+const struct config_address *rpool_master(const struct rpool *p)
+{
+    return p->have_addr ? &p->addr : NULL;
 }

@@ -117,5 +117,25 @@ int rpool_login(redisAsyncContext *ac, const struct config *cfg, redisCallbackFn
  */
 void rpool_eval(struct rpool *p, uint32_t route, enum script_id script, int nkeys, int nargs,
                 const char *const *args, const size_t *lens, rpool_cb *cb, void *arg);
+/* The same contract for a plain command: argv[0..argc-1] is the whole command (WAIT). */
+void rpool_command(struct rpool *p, uint32_t route, int argc, const char *const *argv,
+                   const size_t *lens, rpool_cb *cb, void *arg);
+/*
+ * A call's deadline after it is written: command_timeout, plus
+ * replica_ack_timeout when grants WAIT for replicas (a WAIT holds its
+ * connection, and the calls behind it, that long).
+ */
+uint32_t rpool_command_timeout(const struct config *cfg);
+
+/*
+ * Sentinel: the master is at addr from now on. Changed: every connection is
+ * reset (its calls in flight end as "connection lost") and reconnects there
+ * at once, checking that the server says role:master, and loads the scripts
+ * afresh; returns 1. Unchanged: 0, nothing done. Until the first call the
+ * connections of a Sentinel pool wait DOWN.
+ */
+int rpool_set_master(struct rpool *p, const struct config_address *addr);
+/* Where the connections go; NULL while Sentinel has named no master yet. */
+const struct config_address *rpool_master(const struct rpool *p);
 
 #endif

@@ -26,6 +26,7 @@
 #include "lock.h"
 #include "log.h"
 #include "pubsub.h"
+#include "sentinel.h"
 #include "redis_pool.h"
 #include "relq.h"
 #include "resource.h"
@@ -302,7 +303,8 @@ struct server *server_new(struct config *cfg, const char *config_path)
         srv->resources == NULL || srv->sessidx == NULL || srv->cleanups == NULL)
         goto fail;
     srv->pool = rpool_new(srv->base, cfg, srv->hash_key);
-    if (srv->pool == NULL || relq_init(srv) != 0 || pubsub_start(srv) != 0)
+    if (srv->pool == NULL || relq_init(srv) != 0 || pubsub_start(srv) != 0 ||
+        sentinel_start(srv) != 0)
         goto fail;
     if (watchdog_start(srv) != 0 || listener_open_all(srv) != 0 || http_start(srv) != 0 ||
         sdnotify_start(srv) != 0)
@@ -347,6 +349,7 @@ void server_free(struct server *srv)
     rpool_free(srv->pool);
     srv->pool = NULL;
     relq_free(srv);
+    sentinel_stop(srv);
     pubsub_stop(srv);
     if (srv->reap_ev != NULL)
         reap_cb(-1, 0, srv);

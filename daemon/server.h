@@ -19,6 +19,7 @@ struct event;
 struct config;
 struct rpool;
 struct pubsub;
+struct sentinel;
 struct restable;
 struct listener;
 struct session;
@@ -54,6 +55,7 @@ struct server {
     const char *config_path;
     struct rpool *pool;
     struct pubsub *pubsub;          /* release notices of other daemons, or NULL (pubsub.c) */
+    struct sentinel *sentinel;      /* finds and follows the master, or NULL (sentinel.c) */
     struct listener *listeners;     /* singly linked */
     struct http *http;              /* metrics and health endpoint, or NULL */
     struct sdnotify *sdnotify;      /* systemd notify socket, or NULL */

@@ -48,6 +48,7 @@ struct request {
     int64_t deadline_ms; /* end of the wait; 0 = try once */
     int64_t sent_ms;     /* when the current Redis call was sent (validity starts here) */
     int expired;         /* the wait ran out while a try was in Redis */
+    uint64_t fence;      /* acquire: the grant's fence while its WAIT for replicas runs */
     int in_queue;        /* on res->waiters */
     struct event *deadline_ev;
     TAILQ_ENTRY(request) sess_link;

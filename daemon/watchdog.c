@@ -15,6 +15,7 @@
 #include "reply.h"
 #include "resource.h"
 #include "server.h"
+#include "session.h"
 
 #define WATCHDOG_RETRY_MS 100 /* after a failed renew; validity keeps counting down */
 /* Leases handled per firing before the loop serves other events again. */
@@ -56,8 +57,12 @@ static void renew_reply_cb(const redisReply *reply, const char *err, void *arg)
         int8_t v = result[i];
         if (l->forgotten) {
             /* Released or lost meanwhile: its key's deletion is handled elsewhere. */
+        } else if (v == REPLY_RENEW_OK && b->ttls[i] == 0) {
+            l->verify = 0; /* a check only (a lease without watchdog): still ours */
+            lease_schedule(l);
         } else if (v == REPLY_RENEW_OK) {
             b->q->srv->mx.renewals++;
+            l->verify = 0;
             lease_confirmed(l, b->sent_ms, b->ttls[i]);
             lease_schedule(l);
         } else if (v == REPLY_RENEW_MISSING) {
@@ -122,7 +127,8 @@ static void renewq_pump(struct renewq *q)
                 lease_unref(l);
                 continue;
             }
-            b->ttls[b->n] = l->ttl_ms;
+            /* ttl 0: renew.lua only checks the token (the client owns this lease's length). */
+            b->ttls[b->n] = l->watchdog ? l->ttl_ms : 0;
             b->leases[b->n++] = l;
         }
         if (b->n == 0) {
@@ -131,6 +137,13 @@ static void renewq_pump(struct renewq *q)
         }
         batch_send(b);
     }
+}
+
+static void renew_queue(struct server *srv, struct lease *l)
+{
+    l->renewing = 1;
+    lease_ref(l);
+    TAILQ_INSERT_TAIL(&srv->renewqs[l->res->route % srv->nrenewqs].due, l, renew_link);
 }
 
 /* l's timer fired at now: lose it, queue it for renewal, or just re-aim its timer. */
@@ -145,17 +158,37 @@ static void lease_due(struct server *srv, struct lease *l, int64_t now)
                    "the lease ran out before a renew succeeded");
         return;
     }
-    if (l->watchdog && !l->renewing && now >= l->next_renew_ms) {
+    if ((l->watchdog || l->verify) && !l->renewing && now >= l->next_renew_ms) {
         uint32_t route = l->res->route % srv->nrenewqs;
-        if (!rpool_route_ready(srv->pool, route)) {
+        if (!rpool_route_ready(srv->pool, route))
             l->next_renew_ms = now + WATCHDOG_RETRY_MS; /* validity keeps counting down */
-        } else {
-            l->renewing = 1;
-            lease_ref(l);
-            TAILQ_INSERT_TAIL(&srv->renewqs[route].due, l, renew_link);
-        }
+        else
+            renew_queue(srv, l);
     }
     lease_schedule(l);
+}
+
+void watchdog_verify_all(struct server *srv)
+{
+    /* One pass over every lease, O(1) each: a failover is rare, and each
+     * lease only moves onto a renew queue, which the replies pace. */
+    int64_t now = util_now_ms();
+    struct session *s;
+    TAILQ_FOREACH(s, &srv->sessions, link) {
+        struct lease *l;
+        TAILQ_FOREACH(l, &s->leases, sess_link) {
+            l->verify = 1;
+            if (l->renewing)
+                continue; /* its renew went to the old master and fails; the retry checks */
+            l->next_renew_ms = now;
+            if (rpool_route_ready(srv->pool, l->res->route % srv->nrenewqs))
+                renew_queue(srv, l);
+            else
+                lease_schedule(l); /* due now: queued once the new master is ready */
+        }
+    }
+    for (uint32_t r = 0; r < srv->nrenewqs; r++)
+        renewq_pump(&srv->renewqs[r]);
 }
 
 static void watchdog_fire(evutil_socket_t fd, short what, void *arg)

@@ -29,5 +29,13 @@ int watchdog_start(struct server *srv);
 void watchdog_stop(struct server *srv);
 /* The earliest lease timer may have changed: aim the timerfd at it. */
 void watchdog_rearm(struct server *srv);
+/*
+ * The Redis master changed (Sentinel): every held lease is checked on the
+ * new master at once, as soon as its connection is ready — a watchdog lease
+ * by renewing it, any other by renew.lua with ttl 0, which checks the token
+ * and changes nothing. A key that did not survive the switch is a LockLost
+ * (MISSING, or STOLEN when another token holds it).
+ */
+void watchdog_verify_all(struct server *srv);
 
 #endif

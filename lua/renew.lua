@@ -4,7 +4,8 @@
 --
 -- KEYS[i]       lock key i
 -- ARGV[2i-1]    token expected in KEYS[i]
--- ARGV[2i]      new lease for KEYS[i], in milliseconds
+-- ARGV[2i]      new lease for KEYS[i], in milliseconds; 0 = only check the
+--               token (after a failover, for a lease the client times itself)
 --
 -- Returns  an array with one entry per key:
 --           1  the key holds the token and now expires no sooner than
@@ -23,7 +24,7 @@ for i, key in ipairs(KEYS) do
         out[i] = -1
     elseif v == ARGV[2 * i - 1] then
         local ttl = tonumber(ARGV[2 * i])
-        if redis.call('PTTL', key) < ttl then
+        if ttl > 0 and redis.call('PTTL', key) < ttl then
             redis.call('PEXPIRE', key, ttl)
         end
         out[i] = 1

@@ -476,6 +476,9 @@ static const struct {
                                                 "redis.master_name\n"},
     {"[redis]\nmaster_name = m\n",
      ":2: redis.master_name: redis.master_name is only used with redis.sentinels\n"},
+    {"[redis]\nmin_replicas_acked = 1\nreplica_ack_timeout = 100ms\ncommand_timeout = 300ms\n",
+     ":3: redis.replica_ack_timeout: redis.command_timeout + redis.replica_ack_timeout must be "
+     "at most a third of limits.min_ttl (1s)"},
     {"[redis]\ncluster_nodes = 127.0.0.1:7000\ndatabase = 2\n",
      ":3: redis.database: a Redis Cluster has only database 0\n"},
     {"[redis]\ncluster_nodes = 127.0.0.1:7000, 127.0.0.1:0\n",

@@ -1,0 +1,48 @@
+/*
+ * sentinel.h — find the Redis master through Redis Sentinel and follow it
+ * across failovers ([redis] sentinels and master_name).
+ *
+ * rlockd talks to one sentinel at a time, over two connections: one asks
+ * SENTINEL get-master-addr-by-name (at start, then every SENTINEL_POLL_MS),
+ * the other is subscribed to +switch-master, so that a failover is followed
+ * the moment the sentinels announce it. Any failure of either (refused, lost,
+ * an error, no answer within command_timeout, a sentinel that does not know
+ * the master) drops both and tries the next sentinel of the list, with the
+ * usual reconnect backoff; the poll also catches a failover announced while
+ * no subscription was live.
+ *
+ * When the answer names a new address, the pool (rpool_set_master) and the
+ * pub/sub connection (pubsub_set_address) move there; the pool's
+ * connections check role:master and load the scripts afresh. After a switch
+ * (not the first discovery) every held lock is re-verified on the new master
+ * at once (watchdog_verify_all): a key the replica never received is a
+ * LockLost.
+ */
+#ifndef RLOCKD_SENTINEL_H
+#define RLOCKD_SENTINEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct server;
+
+/* Time between two asks of the current sentinel. */
+#define SENTINEL_POLL_MS 1000
+
+/* Start when the config names sentinels (srv->sentinel stays NULL otherwise); 0 or -1. */
+int sentinel_start(struct server *srv);
+/* Close both connections and free. Accepts srv->sentinel NULL. */
+void sentinel_stop(struct server *srv);
+
+/* For Stats and the metrics: 1 while a sentinel answers; failovers followed. */
+int sentinel_connected(const struct server *srv);
+uint64_t sentinel_switches(const struct server *srv);
+
+/*
+ * Parse a +switch-master message's text, "NAME OLDIP OLDPORT NEWIP NEWPORT":
+ * 0 and the new master as "IP:PORT" (IPv6 in brackets) in addr when NAME is
+ * master_name; -1 otherwise (another master, or malformed). Pure.
+ */
+int sentinel_parse_switch(const char *text, const char *master_name, char *addr, size_t len);
+
+#endif
