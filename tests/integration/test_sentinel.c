@@ -80,9 +80,25 @@ static redisContext *node_conn(int port)
     return r;
 }
 
-static int node_pings(int port)
+/* The sentinels' password ("" = none), for the test's own connections to them. */
+static char sentinel_pass[64];
+
+static redisContext *sentinel_conn(int port)
 {
     redisContext *r = node_conn(port);
+    if (r != NULL && sentinel_pass[0] != '\0') {
+        redisReply *rep = redisCommand(r, "AUTH %s", sentinel_pass);
+        if (rep != NULL)
+            freeReplyObject(rep);
+    }
+    return r;
+}
+
+
+/* 1 when the server at port answers PING (a sentinel: after AUTH with sentinel_pass). */
+static int node_pings(int port, int sentinel)
+{
+    redisContext *r = sentinel ? sentinel_conn(port) : node_conn(port);
     int ok = r != NULL && h_redis_ok(r, "PING") == 0;
     if (r != NULL)
         redisFree(r);
@@ -117,7 +133,7 @@ static void node_start(struct topo *t, struct rnode *n, const char *name, const 
     n->pid = h_spawn_io(argv, log, log);
     ck_assert_int_gt(n->pid, 0);
     int64_t until = h_now_ms() + 10000;
-    while (!node_pings(n->port)) {
+    while (!node_pings(n->port, conf != NULL)) {
         if (!h_alive(n->pid) || h_now_ms() > until) {
             h_print_tail(log, 30);
             ck_abort_msg("%s (port %d) did not start", name, n->port);
@@ -135,7 +151,7 @@ static void node_stop(struct rnode *n)
 
 static long long sentinel_count(int port, const char *what)
 {
-    redisContext *r = node_conn(port);
+    redisContext *r = sentinel_conn(port);
     if (r == NULL)
         return -1;
     redisReply *rep = redisCommand(r, "SENTINEL %s %s", what, MASTER_NAME);
@@ -149,7 +165,7 @@ static long long sentinel_count(int port, const char *what)
 /* The port the sentinel at port names as the master; -1 when it cannot say. */
 static int sentinel_master_port(int port)
 {
-    redisContext *r = node_conn(port);
+    redisContext *r = sentinel_conn(port);
     if (r == NULL)
         return -1;
     redisReply *rep = redisCommand(r, "SENTINEL get-master-addr-by-name %s", MASTER_NAME);
@@ -179,16 +195,19 @@ static void topo_start(struct topo *t, int sentinels)
     for (int i = 0; i < sentinels; i++) {
         struct rnode *s = &t->sentinels[i];
         s->port = free_port();
-        char conf[320], text[1024], name[32];
+        char conf[320], text[1200], name[32], auth[200] = "";
+        if (sentinel_pass[0] != '\0')
+            snprintf(auth, sizeof auth, "requirepass %s\nsentinel sentinel-pass %s\n",
+                     sentinel_pass, sentinel_pass);
         snprintf(conf, sizeof conf, "%s/sentinel%d.conf", t->dir, i);
         snprintf(text, sizeof text,
                  "port %d\nbind 127.0.0.1\ndir %s\n"
                  "sentinel monitor %s 127.0.0.1 %d 2\n"
                  "sentinel down-after-milliseconds %s 1000\n"
                  "sentinel failover-timeout %s 10000\n"
-                 "sentinel parallel-syncs %s 1\n",
+                 "sentinel parallel-syncs %s 1\n%s",
                  s->port, t->dir, MASTER_NAME, t->master.port, MASTER_NAME, MASTER_NAME,
-                 MASTER_NAME);
+                 MASTER_NAME, auth);
         FILE *f = fopen(conf, "w");
         ck_assert_ptr_nonnull(f);
         fputs(text, f);
@@ -469,6 +488,34 @@ START_TEST(test_failover)
 }
 END_TEST
 
+/* Sentinels that require a password: rlockd logs in with sentinel_password and finds the
+ * master; with a wrong one it says so and never serves. */
+START_TEST(test_sentinel_auth)
+{
+    snprintf(sentinel_pass, sizeof sentinel_pass, "s3ntinel-pw");
+    struct topo t;
+    topo_start(&t, 3);
+    char lines[640];
+    snprintf(lines, sizeof lines, "%ssentinel_password = %s\n", sentinel_config(&t),
+             sentinel_pass);
+    struct h_env e;
+    ck_assert_msg(h_env_start_topology(&e, lines, NULL) == 0,
+                  "rlockd did not find the master through sentinels that require AUTH");
+    struct rlock_client *c = h_client_or_fail(&e, NULL);
+    struct rlock_lock *l = NULL;
+    h_assert_ok(c, rlock_acquire(c, "through-auth", NULL, CALL_MS, &l));
+    rlock_lock_free(l);
+    rlock_close(c);
+    h_env_stop(&e);
+
+    snprintf(lines, sizeof lines, "%ssentinel_password = not-it\n", sentinel_config(&t));
+    ck_assert_msg(h_env_start_topology(&e, lines, NULL) != 0,
+                  "rlockd served with a wrong sentinel password");
+    topo_stop(&t);
+    sentinel_pass[0] = '\0';
+}
+END_TEST
+
 START_TEST(test_replica_acks)
 {
     struct topo t;
@@ -527,6 +574,7 @@ int main(void)
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, test_failover);
     tcase_add_test(tc, test_replica_acks);
+    tcase_add_test(tc, test_sentinel_auth);
     suite_add_tcase(s, tc);
     return h_run_suite(s);
 }
