@@ -6,7 +6,8 @@ RLOCK_BUILD=${RLOCK_BUILD:-$RLOCK_ROOT/build}
 
 # Debian 12 packages needed to build and test: the compiler and libraries;
 # scdoc for the man pages (man-db renders them in a test); redis-server for the
-# integration tests; systemd for systemd-analyze (the unit's checks; nothing
+# integration tests (also as the sentinels and cluster nodes: redis-server --sentinel,
+# cluster-enabled yes; redis-tools, which it pulls in, has redis-cli --cluster); systemd for systemd-analyze (the unit's checks; nothing
 # here boots it) and strace (the unit's system call filter against rlockd's
 # calls); dpkg-dev and file for the .deb (dpkg-shlibdeps);
 # python3-prometheus-client parses /metrics in a test.
