@@ -35,6 +35,7 @@
 #define WAIT_MS 10000u        /* a waiter's wait: well below the 30 s ttl */
 #define CALL_MS 5000u
 #define PROMPT_MS 1000        /* "promptly": generous, and far below the ttl */
+#define HANDOFF_MS 100        /* a handoff across daemons, typically */
 #define HANDOFFS 50
 #define COUNTER_PROCS 16
 #define COUNTER_ROUNDS 200
@@ -305,6 +306,10 @@ START_TEST(test_handoff)
            HANDOFFS, TTL_MS, (long long)lat[0], (long long)p50, (long long)p99,
            (long long)lat[HANDOFFS - 1]);
     fflush(stdout);
+    /* The typical handoff within 100 ms (measured: 0-1 ms); the slowest within the generous
+     * bound, as a loaded machine (a sanitizer build, parallel tests) may stall one. */
+    ck_assert_msg(p50 <= HANDOFF_MS, "p50 of the handoffs %lld ms (bound %d ms)", (long long)p50,
+                  HANDOFF_MS);
     ck_assert_msg(p99 < PROMPT_MS, "p99 of the handoffs %lld ms (bound %d ms)", (long long)p99,
                   PROMPT_MS);
     /* Nobody waits now: B has given the channel up. */
