@@ -133,3 +133,36 @@ int cluster_addr_equal(const struct config_address *a, const struct config_addre
         return strcmp(a->path, b->path) == 0;
     return a->port == b->port && strcmp(a->host, b->host) == 0;
 }
+
+int cluster_map_node(struct cluster_map *m, const struct config_address *a)
+{
+    for (uint32_t i = 0; i < m->nnodes; i++)
+        if (cluster_addr_equal(&m->nodes[i], a))
+            return (int)i;
+    if (m->nnodes == CLUSTER_MAX_NODES)
+        return -1;
+    m->nodes[m->nnodes] = *a;
+    return (int)m->nnodes++;
+}
+
+int cluster_map_owner(const struct cluster_map *m, uint16_t slot)
+{
+    return (int)m->owner[slot & (CLUSTER_SLOTS - 1)] - 1;
+}
+
+int cluster_map_apply(struct cluster_map *m, const struct cluster_range *ranges, size_t n)
+{
+    uint32_t before = m->nnodes;
+    int full = 0;
+    memset(m->owner, 0, sizeof m->owner);
+    for (size_t i = 0; i < n; i++) {
+        int node = cluster_map_node(m, &ranges[i].addr);
+        if (node < 0) {
+            full = 1;
+            continue;
+        }
+        for (uint32_t s = ranges[i].start; s <= ranges[i].end; s++)
+            m->owner[s] = (uint8_t)(node + 1);
+    }
+    return full ? -1 : (int)(m->nnodes - before);
+}

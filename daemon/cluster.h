@@ -57,6 +57,26 @@ enum { CLUSTER_NOT_REDIRECT = 0, CLUSTER_MOVED = 1, CLUSTER_ASK = 2 };
 int cluster_parse_redirect(const char *err, size_t len, const char *fallback_host, uint16_t *slot,
                            struct config_address *addr);
 
+/*
+ * The slot map: the masters known so far (an index never changes once
+ * given, so connections can hang off it) and each slot's owner among them.
+ */
+struct cluster_map {
+    uint32_t nnodes;
+    struct config_address nodes[CLUSTER_MAX_NODES];
+    uint8_t owner[CLUSTER_SLOTS]; /* node index + 1; 0: no owner known */
+};
+/* Index of the node at a, added when new; -1 when the map is full. */
+int cluster_map_node(struct cluster_map *m, const struct config_address *a);
+/* The owner of slot (a node index), or -1 when none is known. */
+int cluster_map_owner(const struct cluster_map *m, uint16_t slot);
+/*
+ * Replace every slot's owner by ranges[0..n-1] (slots they omit have none).
+ * Returns the number of nodes added, or -1 when a range's node did not fit
+ * (its slots are left without owner; the rest is applied).
+ */
+int cluster_map_apply(struct cluster_map *m, const struct cluster_range *ranges, size_t n);
+
 /* 1 when a and b name the same TCP endpoint (or the same unix path). */
 int cluster_addr_equal(const struct config_address *a, const struct config_address *b);
 

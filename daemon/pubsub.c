@@ -63,6 +63,7 @@ enum ps_sub_state { PS_SUB_NONE, PS_SUB_SUBSCRIBING, PS_SUB_ACTIVE, PS_SUB_LEAVI
 struct pubsub {
     struct server *srv;
     struct config_address addr;
+    uint32_t node_turn;     /* cluster: the pool's node tried next */
     struct rpool_link link; /* the connection's state and backoff */
     redisAsyncContext *ac;
     struct event *timer;
@@ -447,6 +448,9 @@ static void disconnect_cb(const redisAsyncContext *ac, int status)
 static void ps_connect(struct pubsub *ps)
 {
     char why[128];
+    /* Cluster: every node hears every PUBLISH (the bus carries it); try them in turn. */
+    if (config_topology(ps->srv->cfg) == TOPOLOGY_CLUSTER)
+        rpool_node_address(ps->srv->pool, ps->node_turn++, &ps->addr);
     ps->ac = rpool_connect(&ps->addr, ps->srv->base, ps, connect_cb, disconnect_cb, why,
                            sizeof why);
     if (ps->ac == NULL) {
@@ -475,7 +479,8 @@ int pubsub_start(struct server *srv)
     TAILQ_INIT(&ps->subscribed);
     snprintf(ps->daemons, sizeof ps->daemons, "%s" PUBSUB_DAEMONS, cfg->key_prefix);
     char err[256];
-    if (config_parse_address(cfg->redis_address, &ps->addr, err, sizeof err) != 0) {
+    if (config_topology(cfg) != TOPOLOGY_CLUSTER &&
+        config_parse_address(cfg->redis_address, &ps->addr, err, sizeof err) != 0) {
         log_error("redis.address: %s", err);
         free(ps);
         return -1;

@@ -23,7 +23,6 @@
 /* The leases due for renewal on one Redis connection, waiting for room in flight. */
 struct renewq {
     struct server *srv;
-    uint32_t route;
     TAILQ_HEAD(, lease) due; /* each holds a reference; renewing is set */
     uint32_t inflight;       /* renew calls in Redis */
 };
@@ -94,8 +93,8 @@ static void batch_send(struct renew_batch *b)
     }
     b->sent_ms = util_now_ms();
     b->q->inflight++;
-    rpool_eval(b->q->srv->pool, b->q->route, SCRIPT_RENEW, (int)b->n, (int)nargs, args, lens,
-               renew_reply_cb, b);
+    rpool_eval(b->q->srv->pool, b->leases[0]->res->route, SCRIPT_RENEW, (int)b->n, (int)nargs,
+               args, lens, renew_reply_cb, b);
 }
 
 /* Send the queue's leases in batches, as far as the in-flight bound allows. */
@@ -110,9 +109,14 @@ static void renewq_pump(struct renewq *q)
             return; /* the next answer tries again; validity keeps counting down */
         b->q = q;
         struct lease *l;
+        struct rpool *pool = q->srv->pool;
         while (b->n < WATCHDOG_BATCH_MAX && (l = TAILQ_FIRST(&q->due)) != NULL) {
+            /* One call, one hash slot: a Redis Cluster refuses others (CROSSSLOT). */
+            if (b->n > 0 && rpool_route_slot(pool, l->res->route) !=
+                                rpool_route_slot(pool, b->leases[0]->res->route))
+                break;
             TAILQ_REMOVE(&q->due, l, renew_link);
-            if (l->forgotten || !rpool_route_ready(q->srv->pool, q->route)) {
+            if (l->forgotten || !rpool_route_ready(pool, l->res->route)) {
                 /* Released meanwhile, or nothing to send on: try again later. */
                 l->renewing = 0;
                 if (!l->forgotten) {
@@ -147,7 +151,7 @@ static void lease_due(struct server *srv, struct lease *l, int64_t now)
     }
     if (l->watchdog && !l->renewing && now >= l->next_renew_ms) {
         uint32_t route = l->res->route % srv->nrenewqs;
-        if (!rpool_route_ready(srv->pool, route)) {
+        if (!rpool_route_ready(srv->pool, l->res->route)) {
             l->next_renew_ms = now + WATCHDOG_RETRY_MS; /* validity keeps counting down */
         } else {
             l->renewing = 1;
@@ -217,7 +221,6 @@ int watchdog_start(struct server *srv)
     srv->nrenewqs = n;
     for (uint32_t i = 0; i < n; i++) {
         srv->renewqs[i].srv = srv;
-        srv->renewqs[i].route = i;
         TAILQ_INIT(&srv->renewqs[i].due);
     }
     srv->watchdog_armed_ms = -1;
