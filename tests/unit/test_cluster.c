@@ -171,6 +171,42 @@ START_TEST(test_redirect_no_fallback)
 }
 END_TEST
 
+START_TEST(test_map)
+{
+    static struct cluster_map m;
+    struct cluster_range r[3];
+    memset(&m, 0, sizeof m);
+    memset(r, 0, sizeof r);
+    strcpy(r[0].addr.host, "127.0.0.1"), r[0].addr.port = 7001, r[0].start = 0, r[0].end = 99;
+    strcpy(r[1].addr.host, "127.0.0.1"), r[1].addr.port = 7002, r[1].start = 100, r[1].end = 16383;
+    r[2] = r[0], r[2].start = r[2].end = 5000; /* a single slot back on the first node */
+    ck_assert_int_eq(cluster_map_node(&m, &r[1].addr), 0); /* a seed, known first */
+    ck_assert_int_eq(cluster_map_apply(&m, r, 3), 1);      /* one node added */
+    ck_assert_uint_eq(m.nnodes, 2);
+    ck_assert_int_eq(cluster_map_owner(&m, 0), 1);
+    ck_assert_int_eq(cluster_map_owner(&m, 99), 1);
+    ck_assert_int_eq(cluster_map_owner(&m, 100), 0);
+    ck_assert_int_eq(cluster_map_owner(&m, 5000), 1);
+    ck_assert_int_eq(cluster_map_owner(&m, 16383), 0);
+    /* A later map without slot 0..99: no owner; node indexes stay. */
+    ck_assert_int_eq(cluster_map_apply(&m, &r[1], 1), 0);
+    ck_assert_int_eq(cluster_map_owner(&m, 0), -1);
+    ck_assert_int_eq(cluster_map_owner(&m, 200), 0);
+    ck_assert_uint_eq(m.nnodes, 2);
+    /* A full map refuses new nodes; their slots stay without owner. */
+    for (int i = 0; m.nnodes < CLUSTER_MAX_NODES; i++) {
+        struct config_address a = r[0].addr;
+        a.port = (uint16_t)(8000 + i);
+        ck_assert_int_ge(cluster_map_node(&m, &a), 0);
+    }
+    struct cluster_range extra = r[0];
+    extra.addr.port = 9999;
+    ck_assert_int_eq(cluster_map_node(&m, &extra.addr), -1);
+    ck_assert_int_eq(cluster_map_apply(&m, &extra, 1), -1);
+    ck_assert_int_eq(cluster_map_owner(&m, 0), -1);
+}
+END_TEST
+
 int main(void)
 {
     const struct unit_test tests[] = {
@@ -180,6 +216,7 @@ int main(void)
         {"slots", test_parse_slots_bound, 0},
         {"redirect", test_parse_redirect, UNIT_COUNT(redirect_cases)},
         {"redirect", test_redirect_no_fallback, 0},
+        {"map", test_map, 0},
     };
     return unit_run("cluster", tests, sizeof tests / sizeof tests[0]);
 }
