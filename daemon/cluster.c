@@ -150,11 +150,21 @@ int cluster_map_owner(const struct cluster_map *m, uint16_t slot)
     return (int)m->owner[slot & (CLUSTER_SLOTS - 1)] - 1;
 }
 
+void cluster_map_set(struct cluster_map *m, uint16_t slot, uint32_t node)
+{
+    slot &= CLUSTER_SLOTS - 1;
+    if (m->owner[slot] != 0)
+        m->nslots[m->owner[slot] - 1]--;
+    m->owner[slot] = (uint8_t)(node + 1);
+    m->nslots[node]++;
+}
+
 int cluster_map_apply(struct cluster_map *m, const struct cluster_range *ranges, size_t n)
 {
     uint32_t before = m->nnodes;
     int full = 0;
     memset(m->owner, 0, sizeof m->owner);
+    memset(m->nslots, 0, sizeof m->nslots);
     for (size_t i = 0; i < n; i++) {
         int node = cluster_map_node(m, &ranges[i].addr);
         if (node < 0) {
@@ -162,7 +172,7 @@ int cluster_map_apply(struct cluster_map *m, const struct cluster_range *ranges,
             continue;
         }
         for (uint32_t s = ranges[i].start; s <= ranges[i].end; s++)
-            m->owner[s] = (uint8_t)(node + 1);
+            cluster_map_set(m, (uint16_t)s, (uint32_t)node);
     }
     return full ? -1 : (int)(m->nnodes - before);
 }

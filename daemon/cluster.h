@@ -65,11 +65,14 @@ struct cluster_map {
     uint32_t nnodes;
     struct config_address nodes[CLUSTER_MAX_NODES];
     uint8_t owner[CLUSTER_SLOTS]; /* node index + 1; 0: no owner known */
+    uint16_t nslots[CLUSTER_MAX_NODES]; /* slots each node owns */
 };
 /* Index of the node at a, added when new; -1 when the map is full. */
 int cluster_map_node(struct cluster_map *m, const struct config_address *a);
 /* The owner of slot (a node index), or -1 when none is known. */
 int cluster_map_owner(const struct cluster_map *m, uint16_t slot);
+/* Give slot to node (an index the map has): what MOVED says. */
+void cluster_map_set(struct cluster_map *m, uint16_t slot, uint32_t node);
 /*
  * Replace every slot's owner by ranges[0..n-1] (slots they omit have none).
  * Returns the number of nodes added, or -1 when a range's node did not fit

@@ -369,7 +369,7 @@ static int call_redirect(struct rconn *c, struct rcall *call, const redisReply *
         /* The slot has a new owner for good: route there from now on, and read
          * the whole map again (a migration rarely moves only one slot). */
         p->stats.moved++;
-        p->map.owner[slot] = (uint8_t)(node + 1);
+        cluster_map_set(&p->map, slot, (uint32_t)node);
         call->ask_node = 0;
         refresh_soon(p);
     } else {
@@ -1146,11 +1146,22 @@ void rpool_set_config(struct rpool *p, const struct config *cfg)
     }
 }
 
+/*
+ * The connections the daemon needs: on a cluster those of the masters that
+ * own slots (the seeds until a map is read). A master failed over owns none
+ * any more and leaves the count, though its connections keep trying in the
+ * background (it may come back as a replica, or as a master again).
+ */
+static int conn_needed(const struct rpool *p, const struct rconn *c)
+{
+    return !p->cluster || p->stats.slot_maps == 0 || p->map.nslots[c->node] > 0;
+}
+
 uint32_t rpool_size(const struct rpool *p)
 {
     uint32_t n = 0;
     POOL_FOR_EACH_CONN(p, c)
-        n++;
+        n += conn_needed(p, c);
     return n;
 }
 
@@ -1158,7 +1169,7 @@ uint32_t rpool_ready_count(const struct rpool *p)
 {
     uint32_t n = 0;
     POOL_FOR_EACH_CONN(p, c)
-        n += c->link.state == RPOOL_READY && !c->reset_requested;
+        n += conn_needed(p, c) && c->link.state == RPOOL_READY && !c->reset_requested;
     return n;
 }
 

@@ -90,7 +90,8 @@ uint32_t rpool_route(const struct rpool *p, const char *key, size_t len);
 /* The hash slot a route's keys live in: keys of one script call must share it.
  * Always 0 on a single Redis, where any keys may go together. */
 uint32_t rpool_route_slot(const struct rpool *p, uint32_t route);
-/* Connections, in all nodes (cluster: grows as nodes are learnt). */
+/* Connections (cluster: to the masters that own slots, or to the seeds before
+ * a slot map is read), and how many of them are ready. */
 uint32_t rpool_size(const struct rpool *p);
 uint32_t rpool_ready_count(const struct rpool *p);
 /* 1 when the connection route runs on (cluster: of the slot's owner) is ready. */

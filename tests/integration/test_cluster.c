@@ -16,11 +16,16 @@
  *                client), no held lock is lost over 3 ttls after, the moved
  *                lock's key lives on its new node, and the redirections
  *                followed are printed from /metrics.
+ *   notices      two rlockd on the cluster: a waiter on B behind a holder on
+ *                A (ttl 30 s, watchdog on) is granted promptly after A's
+ *                release, the notice published on the resource's node and
+ *                heard on the node B subscribed to (another one).
  */
 #include "harness.h"
 #include "harness_cluster.h"
 
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -292,6 +297,91 @@ START_TEST(test_migration)
 }
 END_TEST
 
+/* --- release notices across the cluster ------------------------------------ */
+
+/* Give b's rlockd the key prefix of a, so that both serve the same locks. */
+static void share_prefix(struct h_env *b, const struct h_env *a)
+{
+    ck_assert_int_eq(h_rlockd_signal(b, SIGTERM), 0);
+    char *conf = h_read_file(b->conf);
+    ck_assert_ptr_nonnull(conf);
+    char from[96];
+    snprintf(from, sizeof from, "key_prefix = %s\n", b->prefix);
+    char *at = strstr(conf, from);
+    ck_assert_ptr_nonnull(at);
+    FILE *f = fopen(b->conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%.*skey_prefix = %s\n%s", (int)(at - conf), conf, a->prefix, at + strlen(from));
+    ck_assert_int_eq(fclose(f), 0);
+    free(conf);
+    snprintf(b->prefix, sizeof b->prefix, "%s", a->prefix);
+    ck_assert_int_eq(h_rlockd_start(b), 0);
+}
+
+/* The node where rlockd e's pub/sub connection is subscribed (its daemons' channel). */
+static int subscriber_node(const struct cl_env *ce, const struct h_env *e)
+{
+    char chan[96];
+    snprintf(chan, sizeof chan, "%sdaemons", e->prefix);
+    int node = -1;
+    for (int i = 0; i < NODES; i++) {
+        redisContext *r = h_cluster_redis(&ce->cl, i);
+        ck_assert_ptr_nonnull(r);
+        redisReply *rep = redisCommand(r, "PUBSUB NUMSUB %s", chan);
+        if (rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+            rep->element[1]->type == REDIS_REPLY_INTEGER && rep->element[1]->integer > 0)
+            node = i;
+        freeReplyObject(rep);
+        redisFree(r);
+    }
+    return node;
+}
+
+START_TEST(test_notices)
+{
+    struct cl_env ce;
+    cl_start(&ce);
+    struct h_env b;
+    char lines[256];
+    snprintf(lines, sizeof lines, "cluster_nodes = %s\n", ce.cl.seeds);
+    ck_assert_int_eq(h_env_start_topology(&b, lines, NULL), 0);
+    share_prefix(&b, &ce.e);
+    h_sleep_ms(1500); /* B's pub/sub connection subscribes its daemons' channel every second */
+    int sub = subscriber_node(&ce, &b);
+    ck_assert_int_ge(sub, 0);
+
+    /* A resource whose node is not the one B listens on. */
+    char res[32], key[256];
+    int owner = -1;
+    for (int i = 0; owner < 0 || owner == sub; i++) {
+        snprintf(res, sizeof res, "wake/%d", i);
+        owner = h_cluster_owner(&ce.cl, h_cluster_keyslot(&ce.cl, h_lock_key(&ce.e, res, key,
+                                                                             sizeof key)));
+        ck_assert_int_ge(owner, 0);
+    }
+    printf("%s lives on node %d; B listens on node %d\n", res, owner, sub);
+
+    struct rlock_client *ca = h_client_or_fail(&ce.e, NULL);
+    struct rlock_lock *l = NULL;
+    struct rlock_acquire_opts o = {.ttl_ms = 30000};
+    h_assert_ok(ca, rlock_acquire(ca, res, &o, 5000, &l));
+    struct h_waiter w;
+    h_waiter_start(&w, &b, res, 30000, 10000);
+    h_sleep_ms(500); /* B's waiter sleeps, subscribed */
+    int64_t released = h_now_ms();
+    h_assert_ok(ca, rlock_release(l, 5000));
+    ck_assert_int_eq(h_waiter_join(&w), RLOCK_OK);
+    int64_t delay = w.granted_ms - released;
+    printf("waiter on B granted %lld ms after the release on A\n", (long long)delay);
+    ck_assert_msg(delay < 2000, "granted %lld ms after the release: the notice was missed",
+                  (long long)delay);
+    h_waiter_close(&w);
+    rlock_close(ca);
+    h_env_stop(&b);
+    cl_stop(&ce);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster");
@@ -299,6 +389,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_many_locks);
     tcase_add_test(tc, test_migration);
+    tcase_add_test(tc, test_notices);
     suite_add_tcase(s, tc);
     return h_run_suite(s);
 }

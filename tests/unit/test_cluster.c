@@ -188,6 +188,12 @@ START_TEST(test_map)
     ck_assert_int_eq(cluster_map_owner(&m, 100), 0);
     ck_assert_int_eq(cluster_map_owner(&m, 5000), 1);
     ck_assert_int_eq(cluster_map_owner(&m, 16383), 0);
+    ck_assert_uint_eq(m.nslots[0], 16283);
+    ck_assert_uint_eq(m.nslots[1], 101);
+    cluster_map_set(&m, 0, 0); /* MOVED */
+    ck_assert_int_eq(cluster_map_owner(&m, 0), 0);
+    ck_assert_uint_eq(m.nslots[0], 16284);
+    ck_assert_uint_eq(m.nslots[1], 100);
     /* A later map without slot 0..99: no owner; node indexes stay. */
     ck_assert_int_eq(cluster_map_apply(&m, &r[1], 1), 0);
     ck_assert_int_eq(cluster_map_owner(&m, 0), -1);
