@@ -55,6 +55,8 @@
 #define RPOOL_TRYAGAIN_MS 20
 #define RPOOL_TRYAGAIN_MAX 50
 #define RPOOL_REFRESH_MS 10000
+/* Slot maps asked for at most this often: a reshard answers many calls with MOVED. */
+#define RPOOL_REFRESH_MIN_MS 100
 
 struct rcall {
     struct rpool *pool;
@@ -137,7 +139,7 @@ static int pool_add_conns(struct rpool *p, uint32_t node);
 /*
  * The connection a route runs on: on a single Redis route % n; in cluster
  * mode the route's low 14 bits are the slot, whose owner's connection
- * (route >> 14) % n it is. NULL when no owner of the slot is known (or its
+ * (route / 16384) % n it is. NULL when no owner of the slot is known (or its
  * connections could not be made).
  */
 static struct rconn *conn_for(const struct rpool *p, uint32_t route, int node)
@@ -983,7 +985,8 @@ static void refresh_soon(struct rpool *p)
 {
     if (!p->cluster || p->closing)
         return;
-    struct timeval tv = util_tv_ms(0);
+    int64_t wait = p->refresh_sent_ms + RPOOL_REFRESH_MIN_MS - util_now_ms();
+    struct timeval tv = util_tv_ms(wait > 0 && p->stats.slot_maps > 0 ? wait : 0);
     evtimer_add(p->refresh_ev, &tv);
 }
 
