@@ -57,6 +57,10 @@
 #define RPOOL_REFRESH_MS 10000
 /* Slot maps asked for at most this often: a reshard answers many calls with MOVED. */
 #define RPOOL_REFRESH_MIN_MS 100
+/* ... and this often while a master that owns slots has no ready connection: a
+ * failed master's calls are refused, not redirected, so only the map tells
+ * where its replica took over. */
+#define RPOOL_REFRESH_DEGRADED_MS 1000
 
 struct rcall {
     struct rpool *pool;
@@ -950,14 +954,31 @@ static void slots_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
                       p->map.nodes[i].port);
 }
 
-/* Ask one ready node (each in turn) for the slot map; then every RPOOL_REFRESH_MS. */
+/* 1 when some master that owns slots has no ready connection. */
+static int pool_degraded(const struct rpool *p)
+{
+    for (uint32_t node = 0; node < p->map.nnodes; node++) {
+        if (p->map.nslots[node] == 0)
+            continue;
+        int ready = 0;
+        for (uint32_t i = 0; p->conns[node] != NULL && i < p->n; i++)
+            ready |= p->conns[node][i].link.state == RPOOL_READY;
+        if (!ready)
+            return 1;
+    }
+    return 0;
+}
+
+/* Ask one ready node (each in turn) for the slot map; then every RPOOL_REFRESH_MS
+ * (RPOOL_REFRESH_DEGRADED_MS while a master is unreachable). */
 static void refresh_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct rpool *p = arg;
     int64_t now = util_now_ms();
-    struct timeval tv = util_tv_ms(RPOOL_REFRESH_MS);
+    struct timeval tv =
+        util_tv_ms(pool_degraded(p) ? RPOOL_REFRESH_DEGRADED_MS : RPOOL_REFRESH_MS);
     /* An answer overdue is one that will come back NULL when its connection is reset. */
     if (p->refresh_inflight && now - p->refresh_sent_ms < p->cfg->command_timeout_ms) {
         evtimer_add(p->refresh_ev, &tv);

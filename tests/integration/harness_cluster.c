@@ -58,7 +58,7 @@ redisContext *h_cluster_redis(const struct h_cluster *cl, int i)
 }
 
 /* Start node i on some free port; 0 once it answers PING. */
-static int node_start(struct h_cluster *cl, int i)
+static int node_start(struct h_cluster *cl, int i, const char *node_timeout)
 {
     char redis[] = "redis-server";
     for (int attempt = 0; attempt < H_CLUSTER_PORT_TRIES; attempt++) {
@@ -70,7 +70,7 @@ static int node_start(struct h_cluster *cl, int i)
         snprintf(conf, sizeof conf, "nodes-%d.conf", port);
         snprintf(log, sizeof log, "%s/redis-%d.log", cl->dir, port);
         char *argv[] = {redis, "--port", sport, "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                        "--cluster-config-file", conf, "--cluster-node-timeout", "5000",
+                        "--cluster-config-file", conf, "--cluster-node-timeout", (char *)node_timeout,
                         "--dir", cl->dir, "--save", "", "--appendonly", "no",
                         "--logfile", log, "--daemonize", "no", NULL};
         char path[] = "/usr/bin/redis-server";
@@ -122,8 +122,46 @@ static int cluster_ok(void *arg)
     return 1;
 }
 
+/* Every replica's link to its master is up. */
+static int replicas_linked(void *arg)
+{
+    const struct h_cluster *cl = arg;
+    for (int i = 0; i < cl->n; i++) {
+        redisContext *r = h_cluster_redis(cl, i);
+        if (r == NULL)
+            return 0;
+        redisReply *rep = redisCommand(r, "INFO replication");
+        int ok = rep != NULL && rep->type == REDIS_REPLY_STRING &&
+                 (strstr(rep->str, "role:master") != NULL ||
+                  strstr(rep->str, "master_link_status:up") != NULL);
+        freeReplyObject(rep);
+        redisFree(r);
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
 int h_cluster_start(struct h_cluster *cl, int n)
 {
+    return h_cluster_start_replicas(cl, n, 0, 5000);
+}
+
+int h_cluster_node_of_port(const struct h_cluster *cl, int port)
+{
+    for (int k = 0; k < cl->n; k++)
+        if (cl->ports[k] == port)
+            return k;
+    return -1;
+}
+
+int h_cluster_start_replicas(struct h_cluster *cl, int masters, int replicas,
+                             int node_timeout_ms)
+{
+    int n = masters * (1 + replicas);
+    char node_timeout[16], nreplicas[16];
+    snprintf(node_timeout, sizeof node_timeout, "%d", node_timeout_ms);
+    snprintf(nreplicas, sizeof nreplicas, "%d", replicas);
     memset(cl, 0, sizeof *cl);
     const char *tmp = getenv("TMPDIR");
     snprintf(cl->dir, sizeof cl->dir, "%s/rlock-cluster-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -135,22 +173,22 @@ int h_cluster_start(struct h_cluster *cl, int n)
     char *argv[8 + H_CLUSTER_MAX];
     int argc = 0;
     char cli[] = "/usr/bin/redis-cli", opt[] = "--cluster", create[] = "create",
-         replicas[] = "--cluster-replicas", zero[] = "0", yes[] = "--cluster-yes";
+         replicas_opt[] = "--cluster-replicas", yes[] = "--cluster-yes";
     char addrs[H_CLUSTER_MAX][24];
     argv[argc++] = cli;
     argv[argc++] = opt;
     argv[argc++] = create;
     size_t at = 0;
     for (int i = 0; i < n; i++) {
-        if (node_start(cl, i) != 0)
+        if (node_start(cl, i, node_timeout) != 0)
             goto fail;
         snprintf(addrs[i], sizeof addrs[i], "127.0.0.1:%d", cl->ports[i]);
         argv[argc++] = addrs[i];
         at += (size_t)snprintf(cl->seeds + at, sizeof cl->seeds - at, "%s%s", i ? "," : "",
                                addrs[i]);
     }
-    argv[argc++] = replicas;
-    argv[argc++] = zero;
+    argv[argc++] = replicas_opt;
+    argv[argc++] = nreplicas;
     argv[argc++] = yes;
     argv[argc] = NULL;
     char out[320];
@@ -165,6 +203,10 @@ int h_cluster_start(struct h_cluster *cl, int n)
     }
     if (!h_wait_for(cluster_ok, cl, 30000)) {
         fprintf(stderr, "the cluster did not reach cluster_state:ok\n");
+        goto fail;
+    }
+    if (replicas > 0 && !h_wait_for(replicas_linked, cl, 30000)) {
+        fprintf(stderr, "the cluster's replicas did not link to their masters\n");
         goto fail;
     }
     return 0;
@@ -184,9 +226,25 @@ void h_cluster_stop(struct h_cluster *cl)
     cl->dir[0] = '\0';
 }
 
-static long long ask_int(const struct h_cluster *cl, int node, const char *fmt, const char *arg)
+/* A connection to the first node that is running and answers; NULL if none. */
+static redisContext *any_node(const struct h_cluster *cl)
 {
-    redisContext *r = h_cluster_redis(cl, node);
+    redisContext *r = NULL;
+    for (int i = 0; i < cl->n && r == NULL; i++)
+        if (cl->pids[i] > 0 && h_alive(cl->pids[i]))
+            r = h_cluster_redis(cl, i);
+    return r;
+}
+
+void h_cluster_kill(struct h_cluster *cl, int i)
+{
+    h_stop_pid(cl->pids[i], SIGKILL, 3000, "redis-server (cluster node)", NULL);
+    cl->pids[i] = 0;
+}
+
+static long long ask_int(const struct h_cluster *cl, const char *fmt, const char *arg)
+{
+    redisContext *r = any_node(cl);
     if (r == NULL)
         return -1;
     redisReply *rep = redisCommand(r, fmt, arg);
@@ -198,12 +256,12 @@ static long long ask_int(const struct h_cluster *cl, int node, const char *fmt, 
 
 int h_cluster_keyslot(const struct h_cluster *cl, const char *key)
 {
-    return (int)ask_int(cl, 0, "CLUSTER KEYSLOT %s", key);
+    return (int)ask_int(cl, "CLUSTER KEYSLOT %s", key);
 }
 
 int h_cluster_owner(const struct h_cluster *cl, int slot)
 {
-    redisContext *r = h_cluster_redis(cl, 0);
+    redisContext *r = any_node(cl);
     if (r == NULL)
         return -1;
     redisReply *rep = redisCommand(r, "CLUSTER SLOTS");
@@ -212,9 +270,7 @@ int h_cluster_owner(const struct h_cluster *cl, int slot)
         redisReply *e = rep->element[i];
         if (e->elements < 3 || slot < e->element[0]->integer || slot > e->element[1]->integer)
             continue;
-        for (int k = 0; k < cl->n; k++)
-            if (e->element[2]->element[1]->integer == cl->ports[k])
-                owner = k;
+        owner = h_cluster_node_of_port(cl, (int)e->element[2]->element[1]->integer);
     }
     freeReplyObject(rep);
     redisFree(r);

@@ -29,13 +29,22 @@ struct h_cluster {
 /* Start n masters, form the cluster and wait (deadline 30 s) until every node
  * says cluster_state:ok. 0, or -1 after printing why (what started is stopped). */
 int h_cluster_start(struct h_cluster *cl, int n);
+/* The same with `replicas` replicas per master (nodes 0..masters-1 start as the
+ * masters) and cluster-node-timeout node_timeout_ms; also waits until every
+ * replica's link to its master is up. */
+int h_cluster_start_replicas(struct h_cluster *cl, int masters, int replicas,
+                             int node_timeout_ms);
+/* The index of the node listening on port, or -1. */
+int h_cluster_node_of_port(const struct h_cluster *cl, int port);
 /* Stop every node (SIGTERM, then SIGKILL) and remove the dir. */
 void h_cluster_stop(struct h_cluster *cl);
+/* kill -9 node i by pid and reap it. */
+void h_cluster_kill(struct h_cluster *cl, int i);
 /* A synchronous connection to node i (NULL on failure). */
 redisContext *h_cluster_redis(const struct h_cluster *cl, int i);
-/* The node (index) that owns slot, as node 0 sees it; -1 on error. */
+/* The node (index) that owns slot, as the first node that answers sees it; -1 on error. */
 int h_cluster_owner(const struct h_cluster *cl, int slot);
-/* CLUSTER KEYSLOT key, asked of node 0; -1 on error. */
+/* CLUSTER KEYSLOT key, asked of a running node; -1 on error. */
 int h_cluster_keyslot(const struct h_cluster *cl, const char *key);
 /*
  * Move slot from node `from` to node `to` as an operator does: SETSLOT

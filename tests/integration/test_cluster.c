@@ -20,6 +20,12 @@
  *                A (ttl 30 s, watchdog on) is granted promptly after A's
  *                release, the notice published on the resource's node and
  *                heard on the node B subscribed to (another one).
+ *   failover     three masters with a replica each (node timeout 1 s); with
+ *                locks held (ttl 10 s, watchdog on) one master is killed
+ *                (kill -9): acquires on its slots succeed again once the
+ *                cluster promoted its replica (time printed), the held locks
+ *                are renewed on the new master and none is lost, and /readyz
+ *                says ready again.
  */
 #include "harness.h"
 #include "harness_cluster.h"
@@ -47,10 +53,11 @@ struct cl_env {
     struct h_env e;
 };
 
-static void cl_start(struct cl_env *ce)
+static void cl_start_replicas(struct cl_env *ce, int replicas, int node_timeout_ms)
 {
     memset(ce, 0, sizeof *ce);
-    ck_assert_msg(h_cluster_start(&ce->cl, NODES) == 0, "could not start the cluster");
+    ck_assert_msg(h_cluster_start_replicas(&ce->cl, NODES, replicas, node_timeout_ms) == 0,
+                  "could not start the cluster");
     char lines[256];
     snprintf(lines, sizeof lines, "cluster_nodes = %s\n", ce->cl.seeds);
     /* Four sessions hold MANY_LOCKS between them. */
@@ -58,6 +65,11 @@ static void cl_start(struct cl_env *ce)
         h_cluster_stop(&ce->cl);
         ck_abort_msg("rlockd did not start on the cluster");
     }
+}
+
+static void cl_start(struct cl_env *ce)
+{
+    cl_start_replicas(ce, 0, 5000);
 }
 
 static void cl_stop(struct cl_env *ce)
@@ -382,6 +394,88 @@ START_TEST(test_notices)
 }
 END_TEST
 
+/* --- failover inside the cluster -------------------------------------------- */
+
+#define FAILOVER_TTL_MS 10000u
+#define FAILOVER_LOCKS 100
+#define FAILOVER_DEADLINE_MS 30000
+
+START_TEST(test_failover)
+{
+    struct cl_env ce;
+    cl_start_replicas(&ce, 1, 1000);
+    struct h_lost lost = {0};
+    struct rlock_options opts = {.on_lost = h_lost_cb, .on_lost_arg = &lost};
+    struct rlock_client *c = h_client_or_fail(&ce.e, &opts);
+    static struct rlock_lock *held[FAILOVER_LOCKS];
+    char res[32], key[256];
+    for (int i = 0; i < FAILOVER_LOCKS; i++) {
+        snprintf(res, sizeof res, "fo/%d", i);
+        struct rlock_acquire_opts o = {.ttl_ms = FAILOVER_TTL_MS};
+        h_assert_ok(c, rlock_acquire(c, res, &o, 5000, &held[i]));
+    }
+    /* The master of fo/0, and a free resource of the same master to probe with. */
+    int victim = h_cluster_owner(&ce.cl, h_cluster_keyslot(&ce.cl, h_lock_key(&ce.e, "fo/0", key,
+                                                                            sizeof key)));
+    ck_assert_int_ge(victim, 0);
+    int on_victim = 0;
+    for (int i = 0; i < FAILOVER_LOCKS; i++)
+        on_victim += h_cluster_owner(&ce.cl, h_cluster_keyslot(&ce.cl, h_lock_key(
+                         &ce.e, rlock_lock_resource(held[i]), key, sizeof key))) == victim;
+    for (int i = 0;; i++) {
+        snprintf(res, sizeof res, "probe/%d", i);
+        if (h_cluster_owner(&ce.cl, h_cluster_keyslot(&ce.cl, h_lock_key(&ce.e, res, key,
+                                                                         sizeof key))) == victim)
+            break;
+    }
+    h_sleep_ms(1000); /* the last renewals reach the replica */
+    printf("killing master %d (port %d), which holds %d of the %d locks\n", victim,
+           ce.cl.ports[victim], on_victim, FAILOVER_LOCKS);
+    fflush(stdout);
+    int64_t killed = h_now_ms();
+    h_cluster_kill(&ce.cl, victim);
+
+    /* Acquires on its slots fail until a replica is promoted, then succeed. */
+    int unavailable = 0;
+    struct rlock_lock *probe = NULL;
+    for (;;) {
+        struct rlock_acquire_opts o = {.ttl_ms = FAILOVER_TTL_MS};
+        enum rlock_err rc = rlock_acquire(c, res, &o, 5000, &probe);
+        if (rc == RLOCK_OK)
+            break;
+        unavailable++;
+        ck_assert_msg(h_now_ms() - killed < FAILOVER_DEADLINE_MS,
+                      "no acquire on the failed master's slots succeeded within %d ms",
+                      FAILOVER_DEADLINE_MS);
+        h_sleep_ms(100);
+    }
+    int owner = h_cluster_owner(&ce.cl, h_cluster_keyslot(&ce.cl, h_lock_key(&ce.e, res, key,
+                                                                             sizeof key)));
+    printf("acquire on the failed master's slot succeeded %lld ms after the kill (%d tries "
+           "refused before), on node %d (port %d)\n",
+           (long long)(h_now_ms() - killed), unavailable, owner,
+           owner >= 0 ? ce.cl.ports[owner] : 0);
+    ck_assert_int_ne(owner, victim);
+    h_assert_ok(c, rlock_release(probe, 5000));
+
+    /* Held locks go on being renewed on the promoted replica. */
+    h_sleep_ms(FAILOVER_TTL_MS + 1000);
+    int nlost = atomic_load(&lost.count);
+    printf("held locks lost: %d of %d\n", nlost, FAILOVER_LOCKS);
+    ck_assert_msg(nlost == 0, "%d held locks lost over the failover", nlost);
+    struct h_http_reply r;
+    ck_assert_msg(h_http_get(ce.e.metrics_sock, "/readyz", 5000, &r) == 0, "%s", r.error);
+    printf("readyz: %d %s", r.status, r.body);
+    ck_assert_int_eq(r.status, 200);
+    h_http_free(&r);
+    print_redirects(&ce.e);
+    for (int i = 0; i < FAILOVER_LOCKS; i++)
+        h_assert_ok(c, rlock_release(held[i], 5000));
+    rlock_close(c);
+    cl_stop(&ce);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster");
@@ -390,6 +484,7 @@ int main(void)
     tcase_add_test(tc, test_many_locks);
     tcase_add_test(tc, test_migration);
     tcase_add_test(tc, test_notices);
+    tcase_add_test(tc, test_failover);
     suite_add_tcase(s, tc);
     return h_run_suite(s);
 }
