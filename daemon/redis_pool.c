@@ -12,6 +12,14 @@
  *
  * We never free a context from inside a hiredis callback: a connection that
  * must be dropped from there is reset through the zero-delay timer.
+ *
+ * Redis Cluster: the pool is a set of nodes (cluster.h's map), each with its
+ * own n connections. A call redirected by MOVED or ASK leaves its
+ * connection's list and is dispatched again, from inside the reply callback,
+ * to the named node (it may wait there while that node's connections are set
+ * up); a call answered TRYAGAIN waits on the pool's retry list, owned by the
+ * pool until retry_ev sends it again. The slot map is asked of one node at a
+ * time; its answer replaces the owners, never the node indexes.
  */
 #include "redis_pool.h"
 
