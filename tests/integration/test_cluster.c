@@ -44,7 +44,7 @@
 #define MANY_INFLIGHT 256
 #define HELD_LOCKS 200
 #define COUNTER_PROCS 8
-#define COUNTER_ROUNDS 60
+#define COUNTER_ROUNDS 150
 #define COUNTER_DEADLINE_MS 240000
 #define HALF_MOVED_MS 300
 
@@ -224,6 +224,7 @@ struct mover {
     int slots[2];
     int from[2], to[2];
     int moved[2]; /* keys moved, -1 on failure */
+    int64_t done_ms; /* h_now_ms() once both moves are over */
     pthread_t t;
 };
 
@@ -236,6 +237,7 @@ static void *mover_main(void *arg)
                                              HALF_MOVED_MS);
         h_sleep_ms(500);
     }
+    m->done_ms = h_now_ms();
     return NULL;
 }
 
@@ -275,7 +277,11 @@ START_TEST(test_migration)
     ck_assert_int_eq(pthread_create(&m.t, NULL, mover_main, &m), 0);
     const char *addrs[] = {ce.e.rlockd_addr};
     h_counter_run(&ce.e, addrs, 1, COUNTER_PROCS, COUNTER_ROUNDS, COUNTER_DEADLINE_MS);
+    int64_t counter_done = h_now_ms();
     pthread_join(m.t, NULL);
+    /* Otherwise the workers saw nothing of the moves. */
+    ck_assert_msg(m.done_ms <= counter_done, "the counter ended %lld ms before the moves did",
+                  (long long)(m.done_ms - counter_done));
     printf("keys moved: slot %d: %d, slot %d: %d\n", m.slots[0], m.moved[0], m.slots[1],
            m.moved[1]);
     ck_assert_msg(m.moved[0] >= 1 && m.moved[1] >= 1, "a migration failed or moved no key");
