@@ -103,43 +103,43 @@ static int node_start(struct h_cluster *cl, int i, const char *node_timeout)
     return -1;
 }
 
-static int cluster_ok(void *arg)
+/* 1 when every node answers cmd with text that passes ok. */
+static int every_node(const struct h_cluster *cl, const char *cmd, int (*ok)(const char *text))
 {
-    const struct h_cluster *cl = arg;
     for (int i = 0; i < cl->n; i++) {
         redisContext *r = h_cluster_redis(cl, i);
         if (r == NULL)
             return 0;
-        redisReply *rep = redisCommand(r, "CLUSTER INFO");
-        int ok = rep != NULL && rep->type == REDIS_REPLY_STRING &&
-                 strstr(rep->str, "cluster_state:ok") != NULL &&
-                 strstr(rep->str, "cluster_slots_assigned:16384") != NULL;
+        redisReply *rep = redisCommand(r, cmd);
+        int good = rep != NULL && rep->type == REDIS_REPLY_STRING && ok(rep->str);
         freeReplyObject(rep);
         redisFree(r);
-        if (!ok)
+        if (!good)
             return 0;
     }
     return 1;
 }
 
-/* Every replica's link to its master is up. */
+static int state_ok(const char *info)
+{
+    return strstr(info, "cluster_state:ok") != NULL &&
+           strstr(info, "cluster_slots_assigned:16384") != NULL;
+}
+
+/* A master, or a replica whose link to its master is up. */
+static int linked(const char *info)
+{
+    return strstr(info, "role:master") != NULL || strstr(info, "master_link_status:up") != NULL;
+}
+
+static int cluster_ok(void *arg)
+{
+    return every_node(arg, "CLUSTER INFO", state_ok);
+}
+
 static int replicas_linked(void *arg)
 {
-    const struct h_cluster *cl = arg;
-    for (int i = 0; i < cl->n; i++) {
-        redisContext *r = h_cluster_redis(cl, i);
-        if (r == NULL)
-            return 0;
-        redisReply *rep = redisCommand(r, "INFO replication");
-        int ok = rep != NULL && rep->type == REDIS_REPLY_STRING &&
-                 (strstr(rep->str, "role:master") != NULL ||
-                  strstr(rep->str, "master_link_status:up") != NULL);
-        freeReplyObject(rep);
-        redisFree(r);
-        if (!ok)
-            return 0;
-    }
-    return 1;
+    return every_node(arg, "INFO replication", linked);
 }
 
 int h_cluster_start(struct h_cluster *cl, int n)
