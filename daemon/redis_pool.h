@@ -30,8 +30,9 @@
  * connection of the slot's owner. MOVED updates that slot's owner, asks for
  * the whole map again and re-sends the call there; ASK sends ASKING and the
  * call to the named node, map unchanged; TRYAGAIN re-sends it a little
- * later. A call follows a bounded number of these and then completes with
- * the last error reply. Calls of one script must hold keys of one slot
+ * later (later calls of its route may overtake it then: every script
+ * checks the token, so none depends on another's order). A call follows a
+ * bounded number of these and then completes with the last error reply. Calls of one script must hold keys of one slot
  * (rpool_route_slot tells it): Redis refuses others with CROSSSLOT.
  */
 #ifndef RLOCKD_REDIS_POOL_H
