@@ -469,7 +469,7 @@ struct rlock_server_info {
     char redis_master[80];           /* where commands go now ("" = no master known yet) */
     uint64_t redis_failovers;        /* Sentinel: master changes followed */
     int redis_pubsub_connected;      /* the release-notice connection is ready */
-    uint32_t redis_nodes;            /* cluster: master nodes known */
+    uint32_t redis_nodes;            /* cluster: nodes known, seeds included (else 0) */
 };
 enum rlock_err rlock_server_info(struct rlock_client *c, uint32_t timeout_ms,
                                  struct rlock_server_info *out);

@@ -79,9 +79,20 @@ static void on_readyz(struct evhttp_request *req, void *arg)
         int m = snprintf(body, sizeof body, "not ready: shutting down\n");
         reply_text(req, 503, "Service Unavailable", "text/plain", body, (size_t)m);
     } else if (ready < n) {
+        char where[96];
+        enum config_topology t = config_topology(srv->cfg);
+        const struct config_address *master = rpool_master(srv->pool);
+        if (t == TOPOLOGY_CLUSTER)
+            snprintf(where, sizeof where, "cluster, %u nodes known", rpool_node_count(srv->pool));
+        else if (t == TOPOLOGY_SENTINEL && master == NULL)
+            snprintf(where, sizeof where, "sentinel: no master named yet");
+        else if (t == TOPOLOGY_SENTINEL)
+            snprintf(where, sizeof where, "sentinel master %s:%u", master->host, master->port);
+        else
+            snprintf(where, sizeof where, "%s", srv->cfg->redis_address);
         int m = snprintf(body, sizeof body,
                          "not ready: %u of %u Redis connections ready (redis %s)\n", ready, n,
-                         srv->cfg->redis_address);
+                         where);
         reply_text(req, 503, "Service Unavailable", "text/plain", body, (size_t)m);
     } else {
         reply_text(req, 200, "OK", "text/plain", "ready\n", 6);

@@ -97,6 +97,15 @@ READER(read_redis_reloads)
 }
 READER(read_redis_timeouts) { one(m, sample, ctx, (double)rpool_stats(srv->pool)->timeouts); }
 READER(read_redis_errors) { one(m, sample, ctx, (double)rpool_stats(srv->pool)->errors); }
+READER(read_redis_nodes) { one(m, sample, ctx, rpool_node_count(srv->pool)); }
+READER(read_redis_slot_maps) { one(m, sample, ctx, (double)rpool_stats(srv->pool)->slot_maps); }
+READER(read_redis_redirects)
+{
+    const struct rpool_stats *ps = rpool_stats(srv->pool);
+    labelled(m, sample, ctx, "kind", "moved", (double)ps->moved);
+    labelled(m, sample, ctx, "kind", "ask", (double)ps->ask);
+    labelled(m, sample, ctx, "kind", "tryagain", (double)ps->tryagain);
+}
 READER(read_pubsub_connected) { one(m, sample, ctx, pubsub_connected(srv)); }
 READER(read_pubsub_subscriptions) { one(m, sample, ctx, pubsub_subscriptions(srv)); }
 READER(read_pubsub_notifications) { one(m, sample, ctx, (double)pubsub_notifications(srv)); }
@@ -216,6 +225,13 @@ READER(read_latency)
       read_redis_timeouts)                                                                      \
     X("rlockd_redis_errors_total", "counter", "Redis calls that ended without a reply.",          \
       read_redis_errors)                                                                        \
+    X("rlockd_redis_nodes", "gauge", "Redis nodes known (cluster: seeds and slot map masters).", \
+      read_redis_nodes)                                                                         \
+    X("rlockd_redis_redirects_total", "counter",                                                 \
+      "Redis Cluster redirections followed, by kind (moved, ask, tryagain).",                   \
+      read_redis_redirects)                                                                     \
+    X("rlockd_redis_slot_maps_total", "counter", "Redis Cluster slot maps read.",               \
+      read_redis_slot_maps)                                                                     \
     X("rlockd_redis_pubsub_connected", "gauge",                                                  \
       "1 while the connection for other daemons' release notices is ready (0 also when "        \
       "[redis] notify is off).", read_pubsub_connected)                                         \

@@ -64,6 +64,7 @@ struct pubsub {
     struct server *srv;
     struct config_address addr;
     int have_addr;          /* 0 until Sentinel names the master */
+    uint32_t node_turn;     /* cluster: the pool's node tried next */
     struct rpool_link link; /* the connection's state and backoff */
     redisAsyncContext *ac;
     struct event *timer;
@@ -450,6 +451,9 @@ static void ps_connect(struct pubsub *ps)
     char why[128];
     if (!ps->have_addr)
         return; /* DOWN until pubsub_set_address; that connects */
+    /* Cluster: every node hears every PUBLISH (the bus carries it); try them in turn. */
+    if (config_topology(ps->srv->cfg) == TOPOLOGY_CLUSTER)
+        rpool_node_address(ps->srv->pool, ps->node_turn++, &ps->addr);
     ps->ac = rpool_connect(&ps->addr, ps->srv->base, ps, connect_cb, disconnect_cb, why,
                            sizeof why);
     if (ps->ac == NULL) {
@@ -478,8 +482,9 @@ int pubsub_start(struct server *srv)
     TAILQ_INIT(&ps->subscribed);
     snprintf(ps->daemons, sizeof ps->daemons, "%s" PUBSUB_DAEMONS, cfg->key_prefix);
     char err[256];
-    if (config_topology(cfg) == TOPOLOGY_SENTINEL) {
-        /* the address comes from pubsub_set_address */
+    if (config_topology(cfg) != TOPOLOGY_SINGLE) {
+        /* Sentinel: pubsub_set_address gives the master; cluster: ps_connect picks a node. */
+        ps->have_addr = config_topology(cfg) == TOPOLOGY_CLUSTER;
     } else if (config_parse_address(cfg->redis_address, &ps->addr, err, sizeof err) != 0) {
         log_error("redis.address: %s", err);
         free(ps);

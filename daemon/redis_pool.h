@@ -23,6 +23,17 @@
  *    is unknown, so a caller that may have changed state must reconcile by
  *    token. Callers treat every error as such an unknown outcome.
  * Calls with the same route run on the same connection, in order.
+ *
+ * Redis Cluster (redis.cluster_nodes): the pool starts from the seeds, reads
+ * the slot map (CLUSTER SLOTS) and keeps pool_size connections to every
+ * master it names. A route carries its key's slot, and a call runs on a
+ * connection of the slot's owner. MOVED updates that slot's owner, asks for
+ * the whole map again and re-sends the call there; ASK sends ASKING and the
+ * call to the named node, map unchanged; TRYAGAIN re-sends it a little
+ * later (later calls of its route may overtake it then: every script
+ * checks the token, so none depends on another's order). A call follows a
+ * bounded number of these and then completes with the last error reply. Calls of one script must hold keys of one slot
+ * (rpool_route_slot tells it): Redis refuses others with CROSSSLOT.
  */
 #ifndef RLOCKD_REDIS_POOL_H
 #define RLOCKD_REDIS_POOL_H
@@ -48,6 +59,10 @@ struct rpool_stats {
     uint64_t errors;         /* calls completed with an error */
     uint64_t connects;       /* connections that became READY */
     uint64_t timeouts;       /* calls that missed command_timeout */
+    uint64_t moved;          /* cluster: MOVED redirections followed */
+    uint64_t ask;            /* cluster: ASK redirections followed */
+    uint64_t tryagain;       /* cluster: TRYAGAIN answered by a later retry */
+    uint64_t slot_maps;      /* cluster: slot maps read (CLUSTER SLOTS) */
 };
 
 /*
@@ -73,9 +88,19 @@ int rpool_version_check(const char *info, char *why, size_t len);
 
 /* Route for a key: calls with equal routes share a connection. */
 uint32_t rpool_route(const struct rpool *p, const char *key, size_t len);
+/* The hash slot a route's keys live in: keys of one script call must share it.
+ * Always 0 on a single Redis, where any keys may go together. */
+uint32_t rpool_route_slot(const struct rpool *p, uint32_t route);
+/* Connections (cluster: to the masters that own slots, or to the seeds before
+ * a slot map is read), and how many of them are ready. */
 uint32_t rpool_size(const struct rpool *p);
 uint32_t rpool_ready_count(const struct rpool *p);
+/* 1 when the connection route runs on (cluster: of the slot's owner) is ready. */
 int rpool_route_ready(const struct rpool *p, uint32_t route);
+/* Redis nodes known: 1 on a single Redis; cluster: seeds and masters learnt. */
+uint32_t rpool_node_count(const struct rpool *p);
+/* The address of node i % rpool_node_count (a connection elsewhere picks one in turn). */
+void rpool_node_address(const struct rpool *p, uint32_t i, struct config_address *out);
 const struct rpool_stats *rpool_stats(const struct rpool *p);
 
 /*

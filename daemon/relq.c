@@ -30,7 +30,6 @@ TAILQ_HEAD(relq_list, relq_item);
 /* The queue of one Redis connection. */
 struct relq {
     struct server *srv;
-    uint32_t route;
     struct relq_list waiting;
     uint32_t inflight; /* batches in Redis */
 };
@@ -99,6 +98,10 @@ static void relq_pump(struct relq *q)
         char delays[RELQ_BATCH_MAX][16];
         struct relq_item *it;
         while (b->n < RELQ_BATCH_MAX && (it = TAILQ_FIRST(&q->waiting)) != NULL) {
+            /* One call, one hash slot: a Redis Cluster refuses others (CROSSSLOT). */
+            if (b->n > 0 && rpool_route_slot(srv->pool, it->res->route) !=
+                                rpool_route_slot(srv->pool, b->items[0]->res->route))
+                break;
             TAILQ_REMOVE(&q->waiting, it, link);
             b->items[b->n++] = it;
         }
@@ -117,8 +120,8 @@ static void relq_pump(struct relq *q)
         lens[3 * b->n] = strlen(args[3 * b->n]);
         q->inflight++;
         /* A connection that is down answers at once with an error: the keys go to cleanup. */
-        rpool_eval(srv->pool, q->route, SCRIPT_RELEASE_MANY, (int)b->n, (int)(b->n * 3 + 1),
-                   args, lens, batch_reply_cb, b);
+        rpool_eval(srv->pool, b->items[0]->res->route, SCRIPT_RELEASE_MANY, (int)b->n,
+                   (int)(b->n * 3 + 1), args, lens, batch_reply_cb, b);
     }
 }
 
@@ -152,7 +155,6 @@ int relq_init(struct server *srv)
     srv->nrelqs = n;
     for (uint32_t i = 0; i < n; i++) {
         srv->relqs[i].srv = srv;
-        srv->relqs[i].route = i;
         TAILQ_INIT(&srv->relqs[i].waiting);
     }
     return 0;

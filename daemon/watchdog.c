@@ -24,7 +24,6 @@
 /* The leases due for renewal on one Redis connection, waiting for room in flight. */
 struct renewq {
     struct server *srv;
-    uint32_t route;
     TAILQ_HEAD(, lease) due; /* each holds a reference; renewing is set */
     uint32_t inflight;       /* renew calls in Redis */
 };
@@ -99,8 +98,8 @@ static void batch_send(struct renew_batch *b)
     }
     b->sent_ms = util_now_ms();
     b->q->inflight++;
-    rpool_eval(b->q->srv->pool, b->q->route, SCRIPT_RENEW, (int)b->n, (int)nargs, args, lens,
-               renew_reply_cb, b);
+    rpool_eval(b->q->srv->pool, b->leases[0]->res->route, SCRIPT_RENEW, (int)b->n, (int)nargs,
+               args, lens, renew_reply_cb, b);
 }
 
 /* Send the queue's leases in batches, as far as the in-flight bound allows. */
@@ -115,9 +114,14 @@ static void renewq_pump(struct renewq *q)
             return; /* the next answer tries again; validity keeps counting down */
         b->q = q;
         struct lease *l;
+        struct rpool *pool = q->srv->pool;
         while (b->n < WATCHDOG_BATCH_MAX && (l = TAILQ_FIRST(&q->due)) != NULL) {
+            /* One call, one hash slot: a Redis Cluster refuses others (CROSSSLOT). */
+            if (b->n > 0 && rpool_route_slot(pool, l->res->route) !=
+                                rpool_route_slot(pool, b->leases[0]->res->route))
+                break;
             TAILQ_REMOVE(&q->due, l, renew_link);
-            if (l->forgotten || !rpool_route_ready(q->srv->pool, q->route)) {
+            if (l->forgotten || !rpool_route_ready(pool, l->res->route)) {
                 /* Released meanwhile, or nothing to send on: try again later. */
                 l->renewing = 0;
                 if (!l->forgotten) {
@@ -159,8 +163,7 @@ static void lease_due(struct server *srv, struct lease *l, int64_t now)
         return;
     }
     if ((l->watchdog || l->verify) && !l->renewing && now >= l->next_renew_ms) {
-        uint32_t route = l->res->route % srv->nrenewqs;
-        if (!rpool_route_ready(srv->pool, route))
+        if (!rpool_route_ready(srv->pool, l->res->route))
             l->next_renew_ms = now + WATCHDOG_RETRY_MS; /* validity keeps counting down */
         else
             renew_queue(srv, l);
@@ -181,7 +184,7 @@ void watchdog_verify_all(struct server *srv)
             if (l->renewing)
                 continue; /* its renew went to the old master and fails; the retry checks */
             l->next_renew_ms = now;
-            if (rpool_route_ready(srv->pool, l->res->route % srv->nrenewqs))
+            if (rpool_route_ready(srv->pool, l->res->route))
                 renew_queue(srv, l);
             else
                 lease_schedule(l); /* due now: queued once the new master is ready */
@@ -250,7 +253,6 @@ int watchdog_start(struct server *srv)
     srv->nrenewqs = n;
     for (uint32_t i = 0; i < n; i++) {
         srv->renewqs[i].srv = srv;
-        srv->renewqs[i].route = i;
         TAILQ_INIT(&srv->renewqs[i].due);
     }
     srv->watchdog_armed_ms = -1;

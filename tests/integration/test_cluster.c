@@ -1,0 +1,496 @@
+/*
+ * test_cluster.c — rlockd on a Redis Cluster of three masters (real
+ * redis-server processes on loopback, formed with redis-cli --cluster create).
+ *
+ *   many_locks   10,000 locks held with the watchdog on (ttl 2 s) by four
+ *                asynchronous clients, spread over the three nodes (per-node
+ *                key counts printed): none is lost over 3 ttls, and every
+ *                key is still there. Renew batches that mix hash slots are
+ *                refused by the cluster (CROSSSLOT): every lock would be lost
+ *                within one ttl.
+ *   migration    the mutual-exclusion counter runs while two slots are moved
+ *                to another node (SETSLOT IMPORTING / MIGRATING, MIGRATE, a
+ *                pause with the slot half-moved, SETSLOT NODE everywhere):
+ *                the counter's own slot, and the slot of a lock held with the
+ *                watchdog on. Every worker succeeds (no failure reaches a
+ *                client), no held lock is lost over 3 ttls after, the moved
+ *                lock's key lives on its new node, and the redirections
+ *                followed are printed from /metrics.
+ *   notices      two rlockd on the cluster: a waiter on B behind a holder on
+ *                A (ttl 30 s, watchdog on) is granted promptly after A's
+ *                release, the notice published on the resource's node and
+ *                heard on the node B subscribed to (another one).
+ *   failover     three masters with a replica each (node timeout 1 s); with
+ *                locks held (ttl 10 s, watchdog on) one master is killed
+ *                (kill -9): acquires on its slots succeed again once the
+ *                cluster promoted its replica (time printed), the held locks
+ *                are renewed on the new master and none is lost, and /readyz
+ *                says ready again.
+ */
+#include "harness.h"
+#include "harness_cluster.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NODES 3
+#define TTL_MS 2000u
+#define MANY_LOCKS 10000
+#define MANY_CLIENTS 4
+#define MANY_INFLIGHT 256
+#define HELD_LOCKS 200
+#define COUNTER_PROCS 8
+#define COUNTER_ROUNDS 150
+#define COUNTER_DEADLINE_MS 240000
+#define HALF_MOVED_MS 300
+
+struct cl_env {
+    struct h_cluster cl;
+    struct h_env e;
+};
+
+static void cl_start_replicas(struct cl_env *ce, int replicas, int node_timeout_ms)
+{
+    memset(ce, 0, sizeof *ce);
+    ck_assert_msg(h_cluster_start_replicas(&ce->cl, NODES, replicas, node_timeout_ms) == 0,
+                  "could not start the cluster");
+    char lines[256];
+    snprintf(lines, sizeof lines, "cluster_nodes = %s\n", ce->cl.seeds);
+    /* Four sessions hold MANY_LOCKS between them. */
+    if (h_env_start_topology(&ce->e, lines, "[session]\nmax_locks = 10000\n") != 0) {
+        h_cluster_stop(&ce->cl);
+        ck_abort_msg("rlockd did not start on the cluster");
+    }
+}
+
+static void cl_start(struct cl_env *ce)
+{
+    cl_start_replicas(ce, 0, 5000);
+}
+
+static void cl_stop(struct cl_env *ce)
+{
+    h_env_stop(&ce->e);
+    h_cluster_stop(&ce->cl);
+}
+
+/* Lock keys of the env on each node, printed; returns the total. */
+static long long per_node_counts(struct cl_env *ce, const char *when, long long counts[NODES])
+{
+    char pattern[128];
+    snprintf(pattern, sizeof pattern, "%s{*}", ce->e.prefix);
+    long long total = 0;
+    printf("lock keys per node %s:", when);
+    for (int i = 0; i < NODES; i++) {
+        counts[i] = h_cluster_count(&ce->cl, i, pattern);
+        ck_assert_int_ge(counts[i], 0);
+        total += counts[i];
+        printf(" node %d (port %d) %lld;", i, ce->cl.ports[i], counts[i]);
+    }
+    printf(" total %lld\n", total);
+    fflush(stdout);
+    return total;
+}
+
+/* The value of the sample line that starts with name (e.g. 'rlockd_redis_nodes '); -1 if none. */
+static double metric(const struct h_env *e, const char *name)
+{
+    struct h_http_reply r;
+    ck_assert_msg(h_http_get(e->metrics_sock, "/metrics", 5000, &r) == 0, "scrape: %s", r.error);
+    char line[160];
+    snprintf(line, sizeof line, "\n%s", name);
+    const char *at = strstr(r.body, line);
+    double v = -1;
+    if (at != NULL)
+        v = strtod(at + strlen(line), NULL);
+    h_http_free(&r);
+    return v;
+}
+
+static void print_redirects(const struct h_env *e)
+{
+    printf("redirects followed: moved %.0f, ask %.0f, tryagain %.0f; slot maps read %.0f; "
+           "nodes known %.0f\n",
+           metric(e, "rlockd_redis_redirects_total{kind=\"moved\"} "),
+           metric(e, "rlockd_redis_redirects_total{kind=\"ask\"} "),
+           metric(e, "rlockd_redis_redirects_total{kind=\"tryagain\"} "),
+           metric(e, "rlockd_redis_slot_maps_total "), metric(e, "rlockd_redis_nodes "));
+    fflush(stdout);
+}
+
+/* --- many locks ------------------------------------------------------------ */
+
+struct filler {
+    struct rlock_client *c[MANY_CLIENTS];
+    long next, granted, failed;
+    char first_error[256];
+};
+
+static void fill_one(struct rlock_client *c, struct filler *fl);
+
+static void filled(struct rlock_client *c, const struct rlock_result *r, void *arg)
+{
+    struct filler *fl = arg;
+    if (r->err == RLOCK_OK)
+        fl->granted++; /* the handle stays with the client until it closes */
+    else if (fl->failed++ == 0)
+        snprintf(fl->first_error, sizeof fl->first_error, "%s", r->error->message);
+    fill_one(c, fl);
+}
+
+static void fill_one(struct rlock_client *c, struct filler *fl)
+{
+    if (fl->next >= MANY_LOCKS)
+        return;
+    char res[32];
+    snprintf(res, sizeof res, "many/%ld", fl->next++);
+    struct rlock_acquire_opts o = {.ttl_ms = TTL_MS};
+    if (rlock_async_acquire(c, res, &o, filled, fl, NULL) != RLOCK_OK)
+        fl->failed++;
+}
+
+/* Serve the clients' events for ms (keepalives, completions, lost notices). */
+static void pump(const struct h_env *e, struct filler *fl, int ms)
+{
+    int64_t end = h_now_ms() + ms;
+    while (h_now_ms() < end) {
+        struct pollfd p[MANY_CLIENTS];
+        for (int i = 0; i < MANY_CLIENTS; i++)
+            p[i] = (struct pollfd){.fd = rlock_async_fd(fl->c[i]),
+                                   .events = (short)rlock_async_events(fl->c[i])};
+        poll(p, MANY_CLIENTS, 20);
+        for (int i = 0; i < MANY_CLIENTS; i++)
+            if (rlock_async_process(fl->c[i], p[i].revents) != RLOCK_OK) {
+                h_env_dump_logs(e);
+                ck_abort_msg("client %d's session ended", i);
+            }
+    }
+}
+
+START_TEST(test_many_locks)
+{
+    struct cl_env ce;
+    cl_start(&ce);
+    static struct filler fl;
+    struct h_lost lost = {0};
+    struct rlock_options opts = {.on_lost = h_lost_cb, .on_lost_arg = &lost};
+    memset(&fl, 0, sizeof fl);
+    for (int i = 0; i < MANY_CLIENTS; i++) {
+        char err[256];
+        ck_assert_msg(rlock_async_connect(ce.e.rlockd_addr, &opts, NULL, NULL, &fl.c[i], err,
+                                          sizeof err) == RLOCK_OK,
+                      "async connect: %s", err);
+        for (int k = 0; k < MANY_INFLIGHT; k++)
+            fill_one(fl.c[i], &fl);
+    }
+    int64_t t0 = h_now_ms();
+    while (fl.granted + fl.failed < MANY_LOCKS && h_now_ms() - t0 < 120000)
+        pump(&ce.e, &fl, 20);
+    printf("%ld locks granted in %lld ms\n", fl.granted, (long long)(h_now_ms() - t0));
+    ck_assert_msg(fl.failed == 0, "%ld acquires failed; the first: %s", fl.failed,
+                  fl.first_error);
+    ck_assert_int_eq(fl.granted, MANY_LOCKS);
+
+    long long counts[NODES];
+    ck_assert_int_eq(per_node_counts(&ce, "after the grants", counts), MANY_LOCKS);
+    for (int i = 0; i < NODES; i++)
+        ck_assert_msg(counts[i] > MANY_LOCKS / 10, "node %d holds only %lld keys", i, counts[i]);
+
+    /* Three ttls: every lease is renewed several times, or lost. */
+    int64_t t1 = h_now_ms();
+    pump(&ce.e, &fl, 3 * TTL_MS + 500);
+    int nlost = atomic_load(&lost.count);
+    printf("held for %lld ms (ttl %u ms): %d lost\n", (long long)(h_now_ms() - t1), TTL_MS, nlost);
+    ck_assert_msg(nlost == 0, "%d of %d locks lost within 3 ttls", nlost, MANY_LOCKS);
+    ck_assert_int_eq(per_node_counts(&ce, "after 3 ttls", counts), MANY_LOCKS);
+    print_redirects(&ce.e);
+    printf("renewals: %.0f, renew failures: %.0f\n", metric(&ce.e, "rlockd_renewals_total "),
+           metric(&ce.e, "rlockd_renew_failures_total "));
+
+    for (int i = 0; i < MANY_CLIENTS; i++)
+        rlock_close(fl.c[i]);
+    cl_stop(&ce);
+}
+END_TEST
+
+/* --- migration under the counter ------------------------------------------- */
+
+struct mover {
+    struct cl_env *ce;
+    int slots[2];
+    int from[2], to[2];
+    int moved[2]; /* keys moved, -1 on failure */
+    int64_t done_ms; /* h_now_ms() once both moves are over */
+    pthread_t t;
+};
+
+static void *mover_main(void *arg)
+{
+    struct mover *m = arg;
+    h_sleep_ms(1500); /* the counter is under way */
+    for (int i = 0; i < 2; i++) {
+        m->moved[i] = h_cluster_migrate_slot(&m->ce->cl, m->slots[i], m->from[i], m->to[i],
+                                             HALF_MOVED_MS);
+        h_sleep_ms(500);
+    }
+    m->done_ms = h_now_ms();
+    return NULL;
+}
+
+START_TEST(test_migration)
+{
+    struct cl_env ce;
+    cl_start(&ce);
+    struct h_lost lost = {0};
+    struct rlock_options opts = {.on_lost = h_lost_cb, .on_lost_arg = &lost};
+    struct rlock_client *c = h_client_or_fail(&ce.e, &opts);
+    static struct rlock_lock *held[HELD_LOCKS];
+    for (int i = 0; i < HELD_LOCKS; i++) {
+        char res[32];
+        snprintf(res, sizeof res, "held/%d", i);
+        struct rlock_acquire_opts o = {.ttl_ms = TTL_MS};
+        h_assert_ok(c, rlock_acquire(c, res, &o, 5000, &held[i]));
+    }
+
+    /* The counter's slot, and the slot of a held lock elsewhere. */
+    struct mover m = {.ce = &ce};
+    char key[256];
+    m.slots[0] = h_cluster_keyslot(&ce.cl, h_lock_key(&ce.e, "counter", key, sizeof key));
+    int pick = -1;
+    for (int i = 0; i < HELD_LOCKS && pick < 0; i++) {
+        int s = h_cluster_keyslot(&ce.cl, h_lock_key(&ce.e, rlock_lock_resource(held[i]), key,
+                                                     sizeof key));
+        if (s != m.slots[0])
+            pick = i, m.slots[1] = s;
+    }
+    ck_assert_int_ge(pick, 0);
+    for (int i = 0; i < 2; i++) {
+        m.from[i] = h_cluster_owner(&ce.cl, m.slots[i]);
+        ck_assert_int_ge(m.from[i], 0);
+        m.to[i] = (m.from[i] + 1) % NODES;
+        printf("moving slot %d from node %d to node %d\n", m.slots[i], m.from[i], m.to[i]);
+    }
+    ck_assert_int_eq(pthread_create(&m.t, NULL, mover_main, &m), 0);
+    const char *addrs[] = {ce.e.rlockd_addr};
+    h_counter_run(&ce.e, addrs, 1, COUNTER_PROCS, COUNTER_ROUNDS, COUNTER_DEADLINE_MS);
+    int64_t counter_done = h_now_ms();
+    pthread_join(m.t, NULL);
+    /* Otherwise the workers saw nothing of the moves. */
+    ck_assert_msg(m.done_ms <= counter_done, "the counter ended %lld ms before the moves did",
+                  (long long)(m.done_ms - counter_done));
+    printf("keys moved: slot %d: %d, slot %d: %d\n", m.slots[0], m.moved[0], m.slots[1],
+           m.moved[1]);
+    ck_assert_msg(m.moved[0] >= 1 && m.moved[1] >= 1, "a migration failed or moved no key");
+    ck_assert_int_eq(h_cluster_owner(&ce.cl, m.slots[1]), m.to[1]);
+
+    /* The moved lock lives on, renewed on its new node. */
+    h_sleep_ms(3 * TTL_MS + 500);
+    int nlost = atomic_load(&lost.count);
+    printf("held locks lost: %d\n", nlost);
+    ck_assert_msg(nlost == 0, "%d of %d held locks lost", nlost, HELD_LOCKS);
+    redisContext *r = h_cluster_redis(&ce.cl, m.to[1]);
+    ck_assert_ptr_nonnull(r);
+    char value[128];
+    h_lock_key(&ce.e, rlock_lock_resource(held[pick]), key, sizeof key);
+    ck_assert_int_eq(h_get(r, key, value, sizeof value), 1);
+    ck_assert_str_eq(value, rlock_lock_token(held[pick]));
+    long long pttl = h_pttl(r, key);
+    printf("%s on node %d: pttl %lld ms\n", key, m.to[1], pttl);
+    ck_assert_int_gt(pttl, 0);
+    redisFree(r);
+    for (int i = 0; i < HELD_LOCKS; i++)
+        ck_assert_int_eq(rlock_lock_state(held[i]), RLOCK_HELD);
+    print_redirects(&ce.e);
+    ck_assert_msg(metric(&ce.e, "rlockd_redis_redirects_total{kind=\"moved\"} ") +
+                          metric(&ce.e, "rlockd_redis_redirects_total{kind=\"ask\"} ") >= 1,
+                  "no redirection was followed: the migrations went unseen");
+    for (int i = 0; i < HELD_LOCKS; i++)
+        h_assert_ok(c, rlock_release(held[i], 5000));
+    rlock_close(c);
+    cl_stop(&ce);
+}
+END_TEST
+
+/* --- release notices across the cluster ------------------------------------ */
+
+/* Give b's rlockd the key prefix of a, so that both serve the same locks. */
+static void share_prefix(struct h_env *b, const struct h_env *a)
+{
+    ck_assert_int_eq(h_rlockd_signal(b, SIGTERM), 0);
+    char *conf = h_read_file(b->conf);
+    ck_assert_ptr_nonnull(conf);
+    char from[96];
+    snprintf(from, sizeof from, "key_prefix = %s\n", b->prefix);
+    char *at = strstr(conf, from);
+    ck_assert_ptr_nonnull(at);
+    FILE *f = fopen(b->conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%.*skey_prefix = %s\n%s", (int)(at - conf), conf, a->prefix, at + strlen(from));
+    ck_assert_int_eq(fclose(f), 0);
+    free(conf);
+    snprintf(b->prefix, sizeof b->prefix, "%s", a->prefix);
+    ck_assert_int_eq(h_rlockd_start(b), 0);
+}
+
+/* The node where rlockd e's pub/sub connection is subscribed (its daemons' channel). */
+static int subscriber_node(const struct cl_env *ce, const struct h_env *e)
+{
+    char chan[96];
+    snprintf(chan, sizeof chan, "%sdaemons", e->prefix);
+    int node = -1;
+    for (int i = 0; i < NODES; i++) {
+        redisContext *r = h_cluster_redis(&ce->cl, i);
+        ck_assert_ptr_nonnull(r);
+        redisReply *rep = redisCommand(r, "PUBSUB NUMSUB %s", chan);
+        if (rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+            rep->element[1]->type == REDIS_REPLY_INTEGER && rep->element[1]->integer > 0)
+            node = i;
+        freeReplyObject(rep);
+        redisFree(r);
+    }
+    return node;
+}
+
+START_TEST(test_notices)
+{
+    struct cl_env ce;
+    cl_start(&ce);
+    struct h_env b;
+    char lines[256];
+    snprintf(lines, sizeof lines, "cluster_nodes = %s\n", ce.cl.seeds);
+    ck_assert_int_eq(h_env_start_topology(&b, lines, NULL), 0);
+    share_prefix(&b, &ce.e);
+    h_sleep_ms(1500); /* B's pub/sub connection subscribes its daemons' channel every second */
+    int sub = subscriber_node(&ce, &b);
+    ck_assert_int_ge(sub, 0);
+
+    /* A resource whose node is not the one B listens on. */
+    char res[32], key[256];
+    int owner = -1;
+    for (int i = 0; owner < 0 || owner == sub; i++) {
+        snprintf(res, sizeof res, "wake/%d", i);
+        owner = h_cluster_owner(&ce.cl, h_cluster_keyslot(&ce.cl, h_lock_key(&ce.e, res, key,
+                                                                             sizeof key)));
+        ck_assert_int_ge(owner, 0);
+    }
+    printf("%s lives on node %d; B listens on node %d\n", res, owner, sub);
+
+    struct rlock_client *ca = h_client_or_fail(&ce.e, NULL);
+    struct rlock_lock *l = NULL;
+    struct rlock_acquire_opts o = {.ttl_ms = 30000};
+    h_assert_ok(ca, rlock_acquire(ca, res, &o, 5000, &l));
+    struct h_waiter w;
+    h_waiter_start(&w, &b, res, 30000, 10000);
+    h_sleep_ms(500); /* B's waiter sleeps, subscribed */
+    int64_t released = h_now_ms();
+    h_assert_ok(ca, rlock_release(l, 5000));
+    ck_assert_int_eq(h_waiter_join(&w), RLOCK_OK);
+    int64_t delay = w.granted_ms - released;
+    printf("waiter on B granted %lld ms after the release on A\n", (long long)delay);
+    ck_assert_msg(delay < 2000, "granted %lld ms after the release: the notice was missed",
+                  (long long)delay);
+    h_waiter_close(&w);
+    rlock_close(ca);
+    h_env_stop(&b);
+    cl_stop(&ce);
+}
+END_TEST
+
+/* --- failover inside the cluster -------------------------------------------- */
+
+#define FAILOVER_TTL_MS 10000u
+#define FAILOVER_LOCKS 100
+#define FAILOVER_DEADLINE_MS 30000
+
+START_TEST(test_failover)
+{
+    struct cl_env ce;
+    cl_start_replicas(&ce, 1, 1000);
+    struct h_lost lost = {0};
+    struct rlock_options opts = {.on_lost = h_lost_cb, .on_lost_arg = &lost};
+    struct rlock_client *c = h_client_or_fail(&ce.e, &opts);
+    static struct rlock_lock *held[FAILOVER_LOCKS];
+    char res[32], key[256];
+    for (int i = 0; i < FAILOVER_LOCKS; i++) {
+        snprintf(res, sizeof res, "fo/%d", i);
+        struct rlock_acquire_opts o = {.ttl_ms = FAILOVER_TTL_MS};
+        h_assert_ok(c, rlock_acquire(c, res, &o, 5000, &held[i]));
+    }
+    /* The master of fo/0, and a free resource of the same master to probe with. */
+    int victim = h_cluster_owner(&ce.cl, h_cluster_keyslot(&ce.cl, h_lock_key(&ce.e, "fo/0", key,
+                                                                            sizeof key)));
+    ck_assert_int_ge(victim, 0);
+    int on_victim = 0;
+    for (int i = 0; i < FAILOVER_LOCKS; i++)
+        on_victim += h_cluster_owner(&ce.cl, h_cluster_keyslot(&ce.cl, h_lock_key(
+                         &ce.e, rlock_lock_resource(held[i]), key, sizeof key))) == victim;
+    for (int i = 0;; i++) {
+        snprintf(res, sizeof res, "probe/%d", i);
+        if (h_cluster_owner(&ce.cl, h_cluster_keyslot(&ce.cl, h_lock_key(&ce.e, res, key,
+                                                                         sizeof key))) == victim)
+            break;
+    }
+    h_sleep_ms(1000); /* the last renewals reach the replica */
+    printf("killing master %d (port %d), which holds %d of the %d locks\n", victim,
+           ce.cl.ports[victim], on_victim, FAILOVER_LOCKS);
+    fflush(stdout);
+    int64_t killed = h_now_ms();
+    h_cluster_kill(&ce.cl, victim);
+
+    /* Acquires on its slots fail until a replica is promoted, then succeed. */
+    int unavailable = 0;
+    struct rlock_lock *probe = NULL;
+    for (;;) {
+        struct rlock_acquire_opts o = {.ttl_ms = FAILOVER_TTL_MS};
+        enum rlock_err rc = rlock_acquire(c, res, &o, 5000, &probe);
+        if (rc == RLOCK_OK)
+            break;
+        unavailable++;
+        ck_assert_msg(h_now_ms() - killed < FAILOVER_DEADLINE_MS,
+                      "no acquire on the failed master's slots succeeded within %d ms",
+                      FAILOVER_DEADLINE_MS);
+        h_sleep_ms(100);
+    }
+    int owner = h_cluster_owner(&ce.cl, h_cluster_keyslot(&ce.cl, h_lock_key(&ce.e, res, key,
+                                                                             sizeof key)));
+    printf("acquire on the failed master's slot succeeded %lld ms after the kill (%d tries "
+           "refused before), on node %d (port %d)\n",
+           (long long)(h_now_ms() - killed), unavailable, owner,
+           owner >= 0 ? ce.cl.ports[owner] : 0);
+    ck_assert_int_ne(owner, victim);
+    h_assert_ok(c, rlock_release(probe, 5000));
+
+    /* Held locks go on being renewed on the promoted replica. */
+    h_sleep_ms(FAILOVER_TTL_MS + 1000);
+    int nlost = atomic_load(&lost.count);
+    printf("held locks lost: %d of %d\n", nlost, FAILOVER_LOCKS);
+    ck_assert_msg(nlost == 0, "%d held locks lost over the failover", nlost);
+    struct h_http_reply r;
+    ck_assert_msg(h_http_get(ce.e.metrics_sock, "/readyz", 5000, &r) == 0, "%s", r.error);
+    printf("readyz: %d %s", r.status, r.body);
+    ck_assert_int_eq(r.status, 200);
+    h_http_free(&r);
+    print_redirects(&ce.e);
+    for (int i = 0; i < FAILOVER_LOCKS; i++)
+        h_assert_ok(c, rlock_release(held[i], 5000));
+    rlock_close(c);
+    cl_stop(&ce);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cluster");
+    TCase *tc = tcase_create("cluster");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_many_locks);
+    tcase_add_test(tc, test_migration);
+    tcase_add_test(tc, test_notices);
+    tcase_add_test(tc, test_failover);
+    suite_add_tcase(s, tc);
+    return h_run_suite(s);
+}
