@@ -13,13 +13,13 @@
  * We never free a context from inside a hiredis callback: a connection that
  * must be dropped from there is reset through the zero-delay timer.
  *
- * Redis Cluster: the pool is a set of nodes (cluster.h's map), each with its
- * own n connections. A call redirected by MOVED or ASK leaves its
- * connection's list and is dispatched again, from inside the reply callback,
- * to the named node (it may wait there while that node's connections are set
- * up); a call answered TRYAGAIN waits on the pool's retry list, owned by the
- * pool until retry_ev sends it again. The slot map is asked of one node at a
- * time; its answer replaces the owners, never the node indexes.
+ * This file holds the connections of every node and the calls on them:
+ * setup (login, version and role checks, SCRIPT LOAD), sending, queueing,
+ * deadlines, the NOSCRIPT retry, reconnecting, and Sentinel's move to a new
+ * master; also the link, connect and login helpers pubsub.c and sentinel.c
+ * share. The Redis Cluster side (which node a route runs on, MOVED / ASK /
+ * TRYAGAIN, the slot map) is redis_cluster.c's; the structs and the few
+ * functions the two files share are declared in redis_pool_int.h.
  */
 #include "redis_pool.h"
 
@@ -37,6 +37,7 @@
 #include "cluster.h"
 #include "config.h"
 #include "log.h"
+#include "redis_pool_int.h"
 #include "util.h"
 
 /*
@@ -51,100 +52,8 @@
 /* Calls one connection holds in all (sent and waiting); beyond that new
  * calls are refused (UNAVAILABLE). */
 #define RPOOL_MAX_PENDING 65536
-/*
- * Redis Cluster: MOVED and ASK a call follows before it fails with the last
- * one (a map that changes under it that often is not settling); TRYAGAIN (a
- * multi-key call on a slot being migrated, its keys split between the two
- * nodes) is retried after RPOOL_TRYAGAIN_MS, up to RPOOL_TRYAGAIN_MAX times;
- * the slot map is read again every RPOOL_REFRESH_MS besides after MOVED and
- * lost connections.
- */
-#define RPOOL_REDIRECT_MAX 5
-#define RPOOL_TRYAGAIN_MS 20
-#define RPOOL_TRYAGAIN_MAX 50
-#define RPOOL_REFRESH_MS 10000
-/* Slot maps asked for at most this often: a reshard answers many calls with MOVED. */
-#define RPOOL_REFRESH_MIN_MS 100
-/* ... and this often while a master that owns slots has no ready connection: a
- * failed master's calls are refused, not redirected, so only the map tells
- * where its replica took over. */
-#define RPOOL_REFRESH_DEGRADED_MS 1000
-
-struct rcall {
-    struct rpool *pool;
-    struct rconn *conn; /* NULL once the connection dropped it */
-    rpool_cb *cb;
-    void *arg;
-    enum script_id script;
-    int plain;  /* a plain command (args is its whole argv), not a script */
-    int nkeys;
-    int nargs;
-    char **args;
-    size_t *lens;
-    int64_t stamp;    /* sent: when written; waiting: when queued (deadline: + command_timeout) */
-    const char *fail_err; /* why a refused call fails (answered by fail_ev) */
-    int waiting; /* on conn->waiting (unsent), not conn->calls */
-    int done;    /* the caller's callback has run */
-    int retried; /* NOSCRIPT already answered with EVAL */
-    uint32_t route;     /* as given: the slot in cluster mode */
-    int redirects;      /* MOVED and ASK followed */
-    int tryagains;      /* TRYAGAIN answered by a later retry */
-    int ask_node;       /* ASK: the node (index + 1) to send it to, preceded by ASKING */
-    TAILQ_ENTRY(rcall) link;
-};
-TAILQ_HEAD(rcall_list, rcall);
-
-struct rconn {
-    struct rpool *pool;
-    uint32_t node;          /* index in the pool's node map */
-    struct rpool_link link; /* state, backoff */
-    redisAsyncContext *ac;
-    struct event *timer;
-    int setup_pending;      /* replies still due before READY */
-    int reset_requested;    /* the timer should reset the connection */
-    const char *reset_why;  /* and why */
-    struct rcall_list calls; /* sent and not yet answered, oldest first */
-    uint32_t npending;       /* length of calls */
-    struct rcall_list waiting; /* accepted, not sent yet (calls is full), oldest first */
-    uint32_t nwaiting;         /* length of waiting */
-    int dirty;               /* commands queued this loop turn, not written yet */
-    struct rcall *unflushed; /* the first of them (calls from it on are stamped at the write) */
-};
-
-struct rpool {
-    struct event_base *base;
-    const struct config *cfg;
-    /*
-     * The nodes: one (redis.address) on a single Redis; in cluster mode the
-     * seeds first, then every master a slot map or a redirection names. Each
-     * node has n connections, conns[node][0..n-1], made when it is first
-     * seen and kept for the pool's life.
-     */
-    struct cluster_map map;
-    int cluster;
-    int have_addr;  /* 0 until Sentinel names the master (node 0; its connections wait DOWN) */
-    int check_role; /* the server must say role:master (Sentinel: a demoted master refuses) */
-    uint32_t n;
-    struct rconn *conns[CLUSTER_MAX_NODES];
-    struct event *refresh_ev;  /* cluster: asks for the slot map (soon, or periodically) */
-    int refresh_inflight;      /* a CLUSTER SLOTS is out, sent at refresh_sent_ms */
-    int64_t refresh_sent_ms;
-    uint32_t refresh_next;     /* the node asked next: spreads the asking */
-    struct rcall_list retry;   /* cluster: TRYAGAIN calls waiting for retry_ev */
-    struct event *retry_ev;
-    char sha[SCRIPT_COUNT][41]; /* learnt from SCRIPT LOAD; empty until then */
-    struct rpool_stats stats;
-    int warned_policy;
-    int closing; /* rpool_free is running: new calls fail at once */
-    struct rcall_list failed; /* refused calls, answered by fail_ev on the next loop turn */
-    struct event *fail_ev;
-    struct event *flush_ev;   /* writes the commands of this loop turn, one write per connection */
-    uint8_t hash_key[UTIL_HASH_KEY_BYTES]; /* routes keys (secret: chosen names cannot pile up) */
-};
 
 static void conn_connect(struct rconn *c);
-static void refresh_soon(struct rpool *p);
-static int pool_add_conns(struct rpool *p, uint32_t node);
 
 /* Every connection of every node. */
 #define POOL_FOR_EACH_CONN(p, c)                                                              \
@@ -152,22 +61,6 @@ static int pool_add_conns(struct rpool *p, uint32_t node);
         if ((p)->conns[node_] != NULL)                                                        \
             for (struct rconn *c = (p)->conns[node_]; c < (p)->conns[node_] + (p)->n; c++)
 
-/*
- * The connection a route runs on: on a single Redis route % n; in cluster
- * mode the route's low 14 bits are the slot, whose owner's connection
- * (route / 16384) % n it is. NULL when no owner of the slot is known (or its
- * connections could not be made).
- */
-static struct rconn *conn_for(const struct rpool *p, uint32_t route, int node)
-{
-    if (!p->cluster)
-        return &p->conns[0][route % p->n];
-    if (node < 0)
-        node = cluster_map_owner(&p->map, (uint16_t)(route % CLUSTER_SLOTS));
-    if (node < 0 || p->conns[node] == NULL)
-        return NULL;
-    return &p->conns[node][(route / CLUSTER_SLOTS) % p->n];
-}
 /*
  * Read what the socket holds and the loop has not read yet: 1 if there was
  * anything. A loop busy past a deadline (a session ending with a hundred
@@ -260,7 +153,7 @@ static void call_free(struct rcall *call)
     free(call);
 }
 
-static void call_unlink(struct rcall *call)
+void rpool_call_unlink(struct rcall *call)
 {
     struct rconn *c = call->conn;
     if (c == NULL)
@@ -349,62 +242,6 @@ static int call_send(struct rconn *c, struct rcall *call, int use_eval)
     return 0;
 }
 
-static void call_dispatch(struct rpool *p, struct rcall *call, int from_redirect);
-
-/*
- * Cluster: reply is an error; follow it when it is MOVED, ASK or TRYAGAIN
- * and the call has redirections left. 1 when the call was taken (sent
- * again, queued, or refused: its callback runs later), 0 when the reply
- * stands.
- */
-static int call_redirect(struct rconn *c, struct rcall *call, const redisReply *reply)
-{
-    struct rpool *p = c->pool;
-    if (strncmp(reply->str, "TRYAGAIN", 8) == 0) {
-        if (call->tryagains >= RPOOL_TRYAGAIN_MAX)
-            return 0;
-        call->tryagains++;
-        p->stats.tryagain++;
-        call_unlink(call);
-        TAILQ_INSERT_TAIL(&p->retry, call, link);
-        if (!evtimer_pending(p->retry_ev, NULL)) {
-            struct timeval tv = util_tv_ms(RPOOL_TRYAGAIN_MS);
-            evtimer_add(p->retry_ev, &tv);
-        }
-        return 1;
-    }
-    uint16_t slot;
-    struct config_address to;
-    int kind = cluster_parse_redirect(reply->str, reply->len, p->map.nodes[c->node].host, &slot,
-                                      &to);
-    if (kind <= 0 || call->redirects >= RPOOL_REDIRECT_MAX)
-        return 0;
-    int node = cluster_map_node(&p->map, &to);
-    if (node < 0) {
-        log_warn("redis cluster: %s names a node past the %d this pool keeps", reply->str,
-                 CLUSTER_MAX_NODES);
-        return 0;
-    }
-    if (p->conns[node] == NULL && pool_add_conns(p, (uint32_t)node) != 0)
-        return 0;
-    call->redirects++;
-    if (kind == CLUSTER_MOVED) {
-        /* The slot has a new owner for good: route there from now on, and read
-         * the whole map again (a migration rarely moves only one slot). */
-        p->stats.moved++;
-        cluster_map_set(&p->map, slot, (uint32_t)node);
-        call->ask_node = 0;
-        refresh_soon(p);
-    } else {
-        /* Migrating: the target serves this key once, after ASKING; the map stays. */
-        p->stats.ask++;
-        call->ask_node = node + 1;
-    }
-    call_unlink(call);
-    call_dispatch(p, call, 1);
-    return 1;
-}
-
 static void call_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
     (void)ac;
@@ -413,7 +250,7 @@ static void call_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
     struct rconn *c = call->conn;
 
     if (reply != NULL && reply->type == REDIS_REPLY_ERROR && c != NULL && c->pool->cluster &&
-        call_redirect(c, call, reply)) {
+        rpool_call_redirect(c, call, reply)) {
         if (c->link.state == RPOOL_READY && !c->reset_requested && c->ac != NULL)
             conn_pump(c);
         return;
@@ -427,7 +264,7 @@ static void call_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
         if (call_send(c, call, 1) == 0)
             return; /* hiredis owns the privdata again; our queue position is kept */
     }
-    call_unlink(call);
+    rpool_call_unlink(call);
     if (reply == NULL)
         call_complete(call, NULL, "redis connection lost");
     else
@@ -465,7 +302,7 @@ static void conn_pump(struct rconn *c)
     int64_t now = util_now_ms();
     struct rcall *call;
     while (c->npending < RPOOL_INFLIGHT_MAX && (call = TAILQ_FIRST(&c->waiting)) != NULL) {
-        call_unlink(call);
+        rpool_call_unlink(call);
         if (call_deadline(call) <= now)
             call_refuse(c->pool, call, "redis busy: command not sent in time");
         else if (conn_send_call(c, call) != 0)
@@ -478,7 +315,7 @@ static void conn_refuse_waiting(struct rconn *c, const char *why)
 {
     struct rcall *call;
     while ((call = TAILQ_FIRST(&c->waiting)) != NULL) {
-        call_unlink(call);
+        rpool_call_unlink(call);
         call_refuse(c->pool, call, why);
     }
 }
@@ -577,7 +414,7 @@ static void pool_call(struct rpool *p, uint32_t route, int plain, enum script_id
         return;
     }
     call->route = route;
-    call_dispatch(p, call, 0);
+    rpool_call_dispatch(p, call, 0);
     return;
 oom:
     /* Out of memory while accepting the call: there is no way to defer, so
@@ -613,11 +450,11 @@ uint32_t rpool_command_timeout(const struct config *cfg)
  * call). A redirected call may also wait on a connection still being set up
  * (a node just learnt of): the connect deadline bounds that wait.
  */
-static void call_dispatch(struct rpool *p, struct rcall *call, int from_redirect)
+void rpool_call_dispatch(struct rpool *p, struct rcall *call, int from_redirect)
 {
-    struct rconn *c = conn_for(p, call->route, call->ask_node - 1);
+    struct rconn *c = rpool_conn_for(p, call->route, call->ask_node - 1);
     if (c == NULL) {
-        refresh_soon(p);
+        rpool_refresh_soon(p);
         call_refuse(p, call, "redis cluster: no known node serves the key's slot");
         return;
     }
@@ -645,28 +482,13 @@ static void call_dispatch(struct rpool *p, struct rcall *call, int from_redirect
     conn_arm_lazy(c, rpool_command_timeout(p->cfg));
 }
 
-/* TRYAGAIN calls: send them again now (the migration has likely moved on). */
-static void retry_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    struct rpool *p = arg;
-    struct rcall_list batch = TAILQ_HEAD_INITIALIZER(batch);
-    TAILQ_CONCAT(&batch, &p->retry, link);
-    struct rcall *call;
-    while ((call = TAILQ_FIRST(&batch)) != NULL) {
-        TAILQ_REMOVE(&batch, call, link);
-        call_dispatch(p, call, 0);
-    }
-}
-
 /* --- connection lifecycle ------------------------------------------------- */
 
 static void conn_schedule_reconnect(struct rconn *c)
 {
     /* A node lost may be a node failed over: the map may name its successor. */
     if (c->link.state == RPOOL_READY && c->pool->cluster && !c->pool->closing)
-        refresh_soon(c->pool);
+        rpool_refresh_soon(c->pool);
     conn_refuse_waiting(c, "redis unavailable");
     conn_set_state(c, RPOOL_DOWN);
     conn_arm(c, rpool_link_backoff(&c->link, c->pool->cfg));
@@ -687,7 +509,7 @@ static void conn_reset(struct rconn *c, const char *why)
         ac->data = NULL; /* our disconnect callback ignores contexts we dropped */
         struct rcall *call;
         while ((call = TAILQ_FIRST(&c->calls)) != NULL)
-            call_unlink(call);
+            rpool_call_unlink(call);
         redisAsyncFree(ac);
     }
     conn_schedule_reconnect(c);
@@ -728,7 +550,7 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
              * re-aim at the oldest deadline left. */
             struct rcall *w;
             while ((w = TAILQ_FIRST(&c->waiting)) != NULL && call_deadline(w) <= now) {
-                call_unlink(w);
+                rpool_call_unlink(w);
                 call_refuse(c->pool, w, "redis busy: command not sent in time");
             }
             int64_t next = INT64_MAX;
@@ -835,7 +657,7 @@ static void setup_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
         /* Redirected calls may have queued while it was set up. */
         conn_pump(c);
         if (c->pool->cluster && !c->pool->refresh_inflight && c->pool->stats.slot_maps == 0)
-            refresh_soon(c->pool);
+            rpool_refresh_soon(c->pool);
     }
 }
 
@@ -964,108 +786,8 @@ static void conn_connect(struct rconn *c)
     conn_arm(c, p->cfg->connect_timeout_ms);
 }
 
-/* --- cluster slot map ------------------------------------------------------ */
-
-static void slots_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
-{
-    struct rpool *p = privdata;
-    struct rconn *c = ac->data;
-    redisReply *reply = r;
-    p->refresh_inflight = 0;
-    if (p->closing || c == NULL || reply == NULL)
-        return; /* the connection went away: its loss asks again */
-    if (reply->type == REDIS_REPLY_ERROR) {
-        log_warn("redis cluster: CLUSTER SLOTS on %s:%u: %s", p->map.nodes[c->node].host,
-                 p->map.nodes[c->node].port, reply->str);
-        return;
-    }
-    char err[128];
-    size_t max = reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 ? reply->elements : 1;
-    if (max > CLUSTER_MAX_RANGES)
-        max = CLUSTER_MAX_RANGES; /* the parse refuses a longer reply */
-    struct cluster_range *ranges = calloc(max, sizeof *ranges);
-    if (ranges == NULL)
-        return;
-    int n = cluster_parse_slots(reply, p->map.nodes[c->node].host, ranges, max, err, sizeof err);
-    if (n < 0) {
-        log_warn("redis cluster: %s:%u: %s", p->map.nodes[c->node].host,
-                 p->map.nodes[c->node].port, err);
-        free(ranges);
-        return;
-    }
-    uint32_t before = p->map.nnodes;
-    if (cluster_map_apply(&p->map, ranges, (size_t)n) < 0)
-        log_warn("redis cluster: the slot map names more than %d masters: slots of the others "
-                 "are not served", CLUSTER_MAX_NODES);
-    free(ranges);
-    if (p->stats.slot_maps++ == 0 || p->map.nnodes != before)
-        log_info("redis cluster: slot map of %d range%s over %u node%s", n, n == 1 ? "" : "s",
-                 p->map.nnodes, p->map.nnodes == 1 ? "" : "s");
-    for (uint32_t i = before; i < p->map.nnodes; i++)
-        if (pool_add_conns(p, i) != 0)
-            log_error("redis cluster: out of memory adding node %s:%u", p->map.nodes[i].host,
-                      p->map.nodes[i].port);
-}
-
-/* 1 when some master that owns slots has no ready connection. */
-static int pool_degraded(const struct rpool *p)
-{
-    for (uint32_t node = 0; node < p->map.nnodes; node++) {
-        if (p->map.nslots[node] == 0)
-            continue;
-        int ready = 0;
-        for (uint32_t i = 0; p->conns[node] != NULL && i < p->n; i++)
-            ready |= p->conns[node][i].link.state == RPOOL_READY;
-        if (!ready)
-            return 1;
-    }
-    return 0;
-}
-
-/* Ask one ready node (each in turn) for the slot map; then every RPOOL_REFRESH_MS
- * (RPOOL_REFRESH_DEGRADED_MS while a master is unreachable). */
-static void refresh_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    struct rpool *p = arg;
-    int64_t now = util_now_ms();
-    struct timeval tv =
-        util_tv_ms(pool_degraded(p) ? RPOOL_REFRESH_DEGRADED_MS : RPOOL_REFRESH_MS);
-    /* An answer overdue is one that will come back NULL when its connection is reset. */
-    if (p->refresh_inflight && now - p->refresh_sent_ms < p->cfg->command_timeout_ms) {
-        evtimer_add(p->refresh_ev, &tv);
-        return;
-    }
-    for (uint32_t k = 0; k < p->map.nnodes; k++) {
-        uint32_t node = (p->refresh_next + k) % p->map.nnodes;
-        struct rconn *c = p->conns[node];
-        if (c == NULL || c->link.state != RPOOL_READY || c->reset_requested || c->ac == NULL)
-            continue;
-        if (redisAsyncCommand(c->ac, slots_reply_cb, p, "CLUSTER SLOTS") != REDIS_OK)
-            continue;
-        p->refresh_next = node + 1;
-        p->refresh_inflight = 1;
-        p->refresh_sent_ms = now;
-        evtimer_add(p->refresh_ev, &tv);
-        return;
-    }
-    /* No node ready: look again soon. */
-    tv = util_tv_ms(p->cfg->reconnect_min_ms > 0 ? p->cfg->reconnect_min_ms : 100);
-    evtimer_add(p->refresh_ev, &tv);
-}
-
-static void refresh_soon(struct rpool *p)
-{
-    if (!p->cluster || p->closing)
-        return;
-    int64_t wait = p->refresh_sent_ms + RPOOL_REFRESH_MIN_MS - util_now_ms();
-    struct timeval tv = util_tv_ms(wait > 0 && p->stats.slot_maps > 0 ? wait : 0);
-    evtimer_add(p->refresh_ev, &tv);
-}
-
 /* Make node's connections and start them connecting. */
-static int pool_add_conns(struct rpool *p, uint32_t node)
+int rpool_add_conns(struct rpool *p, uint32_t node)
 {
     struct rconn *conns = calloc(p->n, sizeof *conns);
     if (conns == NULL)
@@ -1147,15 +869,15 @@ struct rpool *rpool_new(struct event_base *base, const struct config *cfg,
     TAILQ_INIT(&p->retry);
     p->fail_ev = event_new(base, -1, 0, fail_cb, p);
     p->flush_ev = event_new(base, -1, 0, flush_cb, p);
-    p->refresh_ev = evtimer_new(base, refresh_cb, p);
-    p->retry_ev = evtimer_new(base, retry_cb, p);
+    p->refresh_ev = evtimer_new(base, rpool_refresh_cb, p);
+    p->retry_ev = evtimer_new(base, rpool_retry_cb, p);
     if (p->fail_ev == NULL || p->flush_ev == NULL || p->refresh_ev == NULL ||
         p->retry_ev == NULL)
         goto fail;
     if (pool_seed(p, cfg) != 0)
         goto fail;
     for (uint32_t i = 0; i < p->map.nnodes; i++)
-        if (pool_add_conns(p, i) != 0)
+        if (rpool_add_conns(p, i) != 0)
             goto fail;
     return p;
 fail:
@@ -1182,7 +904,7 @@ void rpool_free(struct rpool *p)
             c->ac = NULL;
             ac->data = NULL;
             while ((call = TAILQ_FIRST(&c->calls)) != NULL)
-                call_unlink(call);
+                rpool_call_unlink(call);
             redisAsyncFree(ac);
         }
         if (c->timer != NULL)
@@ -1199,24 +921,6 @@ void rpool_free(struct rpool *p)
     if (p->retry_ev != NULL)
         event_free(p->retry_ev);
     free(p);
-}
-
-/*
- * Cluster: the slot in the low 14 bits, the connection of its node above,
- * chosen by the slot too, so that every call on a slot (a batch routed by
- * any of its keys) keeps to one connection, in order.
- */
-uint32_t rpool_route(const struct rpool *p, const char *key, size_t len)
-{
-    if (!p->cluster)
-        return (uint32_t)(util_hash(p->hash_key, key, len) % p->n);
-    uint32_t slot = cluster_key_slot(key, len);
-    return (slot % p->n) * CLUSTER_SLOTS + slot;
-}
-
-uint32_t rpool_route_slot(const struct rpool *p, uint32_t route)
-{
-    return p->cluster ? route % CLUSTER_SLOTS : 0;
 }
 
 void rpool_set_config(struct rpool *p, const struct config *cfg)
@@ -1254,22 +958,6 @@ uint32_t rpool_ready_count(const struct rpool *p)
     POOL_FOR_EACH_CONN(p, c)
         n += conn_needed(p, c) && c->link.state == RPOOL_READY && !c->reset_requested;
     return n;
-}
-
-int rpool_route_ready(const struct rpool *p, uint32_t route)
-{
-    const struct rconn *c = conn_for(p, route, -1);
-    return c != NULL && c->link.state == RPOOL_READY && !c->reset_requested;
-}
-
-uint32_t rpool_node_count(const struct rpool *p)
-{
-    return p->map.nnodes;
-}
-
-void rpool_node_address(const struct rpool *p, uint32_t i, struct config_address *out)
-{
-    *out = p->map.nodes[i % p->map.nnodes];
 }
 
 const struct rpool_stats *rpool_stats(const struct rpool *p)
