@@ -467,7 +467,7 @@ struct rlock_server_info {
     uint64_t permission_denied;      /* operators' requests refused */
     char redis_topology[16];         /* "single", "sentinel" or "cluster" */
     char redis_master[80];           /* where commands go now ("" = no master known yet) */
-    uint64_t redis_failovers;        /* Sentinel: master changes followed */
+    uint64_t redis_failovers;        /* master changes followed (Sentinel, cluster failovers) */
     int redis_pubsub_connected;      /* the release-notice connection is ready */
     uint32_t redis_nodes;            /* cluster: nodes known, seeds included (else 0) */
 };

@@ -165,7 +165,7 @@ void admin_server_info(struct session *s, uint64_t id, const Rlock__V1__ServerIn
     else if (topo == TOPOLOGY_SINGLE)
         snprintf(master, sizeof master, "%s", cfg->redis_address);
     r.redis_master = master;
-    r.redis_failovers = sentinel_switches(srv);
+    r.redis_failovers = sentinel_switches(srv) + rpool_stats(srv->pool)->failovers;
     r.redis_pubsub_connected = pubsub_connected(srv);
     r.redis_nodes = topo == TOPOLOGY_CLUSTER ? rpool_node_count(srv->pool) : 0;
     session_respond(s, id, RLOCK__V1__STATUS__STATUS_OK, NULL,

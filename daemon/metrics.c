@@ -114,7 +114,10 @@ READER(read_topology)
 {
     labelled(m, sample, ctx, "topology", config_topology_name(config_topology(srv->cfg)), 1);
 }
-READER(read_failovers) { one(m, sample, ctx, (double)sentinel_switches(srv)); }
+READER(read_failovers)
+{
+    one(m, sample, ctx, (double)(sentinel_switches(srv) + rpool_stats(srv->pool)->failovers));
+}
 READER(read_sentinel_connected) { one(m, sample, ctx, sentinel_connected(srv)); }
 READER(read_replica_ack_failures)
 {
@@ -244,7 +247,8 @@ READER(read_latency)
     X("rlockd_redis_topology", "gauge",                                                          \
       "1, labelled with how Redis is reached: single, sentinel or cluster.", read_topology)     \
     X("rlockd_redis_failovers_total", "counter",                                                 \
-      "Sentinel: master changes followed (each re-verifies every held lock).", read_failovers)  \
+      "Master changes followed: Sentinel switches, cluster masters failed over (each "         \
+      "re-verifies every held lock).", read_failovers)                                          \
     X("rlockd_redis_sentinel_connected", "gauge",                                                \
       "1 while a sentinel answers (0 also without [redis] sentinels).",                         \
       read_sentinel_connected)                                                                  \

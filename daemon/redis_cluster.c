@@ -51,6 +51,37 @@
  * where its replica took over. */
 #define RPOOL_REFRESH_DEGRADED_MS 1000
 
+/* 1 when node owns slots and none of its connections is ready. */
+static int node_down(const struct rpool *p, uint32_t node)
+{
+    if (p->map.nslots[node] == 0)
+        return 0;
+    for (uint32_t i = 0; p->conns[node] != NULL && i < p->n; i++)
+        if (p->conns[node][i].link.state == RPOOL_READY)
+            return 0;
+    return 1;
+}
+
+/* The slots of node went elsewhere while it was down: tell the owner of the pool, once. */
+static void node_failed_over(struct rpool *p, uint32_t node)
+{
+    if (p->failed_over[node])
+        return;
+    p->failed_over[node] = 1;
+    p->stats.failovers++;
+    log_warn("redis cluster: the slots of unreachable master %s:%u have a new owner (a "
+             "failover): re-verifying every held lock",
+             p->map.nodes[node].host, p->map.nodes[node].port);
+    if (p->on_failover != NULL)
+        p->on_failover(p->failover_arg);
+}
+
+void rpool_on_failover(struct rpool *p, void (*fn)(void *arg), void *arg)
+{
+    p->on_failover = fn;
+    p->failover_arg = arg;
+}
+
 /*
  * The connection a route runs on: on a single Redis route % n; in cluster
  * mode the route's low 14 bits are the slot, whose owner's connection
@@ -109,6 +140,9 @@ int rpool_call_redirect(struct rconn *c, struct rcall *call, const redisReply *r
         /* The slot has a new owner for good: route there from now on, and read
          * the whole map again (a migration rarely moves only one slot). */
         p->stats.moved++;
+        int was = cluster_map_owner(&p->map, slot);
+        if (was >= 0 && was != node && node_down(p, (uint32_t)was))
+            node_failed_over(p, (uint32_t)was);
         cluster_map_set(&p->map, slot, (uint32_t)node);
         call->ask_node = 0;
         rpool_refresh_soon(p);
@@ -167,10 +201,23 @@ static void slots_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
         return;
     }
     uint32_t before = p->map.nnodes;
+    /* Which masters are down now, and what they owned: a slot of theirs that the new map
+     * gives to another node was failed over. */
+    uint8_t down[CLUSTER_MAX_NODES];
+    for (uint32_t i = 0; i < p->map.nnodes; i++)
+        down[i] = (uint8_t)node_down(p, i);
+    uint8_t *was = malloc(sizeof p->map.owner);
+    if (was != NULL)
+        memcpy(was, p->map.owner, sizeof p->map.owner);
     if (cluster_map_apply(&p->map, ranges, (size_t)n) < 0)
         log_warn("redis cluster: the slot map names more than %d masters: slots of the others "
                  "are not served", CLUSTER_MAX_NODES);
     free(ranges);
+    for (uint32_t slot = 0; was != NULL && slot < CLUSTER_SLOTS; slot++)
+        if (was[slot] != 0 && was[slot] != p->map.owner[slot] && p->map.owner[slot] != 0 &&
+            down[was[slot] - 1])
+            node_failed_over(p, was[slot] - 1u);
+    free(was);
     if (p->stats.slot_maps++ == 0 || p->map.nnodes != before)
         log_info("redis cluster: slot map of %d range%s over %u node%s", n, n == 1 ? "" : "s",
                  p->map.nnodes, p->map.nnodes == 1 ? "" : "s");
@@ -183,15 +230,9 @@ static void slots_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
 /* 1 when some master that owns slots has no ready connection. */
 static int pool_degraded(const struct rpool *p)
 {
-    for (uint32_t node = 0; node < p->map.nnodes; node++) {
-        if (p->map.nslots[node] == 0)
-            continue;
-        int ready = 0;
-        for (uint32_t i = 0; p->conns[node] != NULL && i < p->n; i++)
-            ready |= p->conns[node][i].link.state == RPOOL_READY;
-        if (!ready)
+    for (uint32_t node = 0; node < p->map.nnodes; node++)
+        if (node_down(p, node))
             return 1;
-    }
     return 0;
 }
 

@@ -124,8 +124,10 @@ uint32_t rpool_link_backoff(struct rpool_link *l, const struct config *cfg)
 /* The one function that changes a connection's state. */
 static void conn_set_state(struct rconn *c, enum rpool_link_state s)
 {
-    if (s == RPOOL_READY && c->link.state != RPOOL_READY)
+    if (s == RPOOL_READY && c->link.state != RPOOL_READY) {
         c->pool->stats.connects++;
+        c->pool->failed_over[c->node] = 0;
+    }
     rpool_link_set(&c->link, s);
 }
 

@@ -63,6 +63,7 @@ struct rpool_stats {
     uint64_t ask;            /* cluster: ASK redirections followed */
     uint64_t tryagain;       /* cluster: TRYAGAIN answered by a later retry */
     uint64_t slot_maps;      /* cluster: slot maps read (CLUSTER SLOTS) */
+    uint64_t failovers;      /* cluster: masters whose slots moved while unreachable */
 };
 
 /*
@@ -160,6 +161,14 @@ uint32_t rpool_command_timeout(const struct config *cfg);
  * connections of a Sentinel pool wait DOWN.
  */
 int rpool_set_master(struct rpool *p, const struct config_address *addr);
+/*
+ * Cluster: fn(arg) runs when the slots of a master that had no ready
+ * connection go to another node — a failover, after which keys granted
+ * on the old master may be missing — once per such master until it is
+ * ready again. It runs inside a reply callback; fn may make calls.
+ */
+void rpool_on_failover(struct rpool *p, void (*fn)(void *arg), void *arg);
+
 /* Where the connections go; NULL while Sentinel has named no master yet. */
 const struct config_address *rpool_master(const struct rpool *p);
 

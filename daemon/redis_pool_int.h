@@ -80,6 +80,11 @@ struct rpool {
     uint32_t refresh_next;     /* the node asked next: spreads the asking */
     struct rcall_list retry;   /* cluster: TRYAGAIN calls waiting for retry_ev */
     struct event *retry_ev;
+    /* cluster: a node whose slots went to another while it was unreachable (a
+     * failover), told once through on_failover until it is ready again */
+    uint8_t failed_over[CLUSTER_MAX_NODES];
+    void (*on_failover)(void *arg);
+    void *failover_arg;
     char sha[SCRIPT_COUNT][41]; /* learnt from SCRIPT LOAD; empty until then */
     struct rpool_stats stats;
     int warned_policy;

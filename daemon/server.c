@@ -194,6 +194,12 @@ static void reload_tell(void *arg, const char *line, enum config_change kind)
         log_info("reload: %s", line);
 }
 
+/* The pool saw a cluster failover: check every held lock on the new owners now. */
+static void server_redis_failover(void *arg)
+{
+    watchdog_verify_all(arg);
+}
+
 /*
  * SIGHUP: read the file again through the same table, check all of it, and
  * swap in a new config with the reloadable keys changed (config_reload_merge);
@@ -309,6 +315,8 @@ struct server *server_new(struct config *cfg, const char *config_path)
     if (watchdog_start(srv) != 0 || listener_open_all(srv) != 0 || http_start(srv) != 0 ||
         sdnotify_start(srv) != 0)
         goto fail;
+    /* A cluster master failed over: keys granted there may be missing on its successor. */
+    rpool_on_failover(srv->pool, server_redis_failover, srv);
     static const int sigs[3] = {SIGTERM, SIGINT, SIGHUP};
     for (int i = 0; i < 3; i++) {
         srv->signal_evs[i] = evsignal_new(srv->base, sigs[i], signal_cb, srv);

@@ -25,7 +25,11 @@
  *                (kill -9): acquires on its slots succeed again once the
  *                cluster promoted its replica (time printed), the held locks
  *                are renewed on the new master and none is lost, and /readyz
- *                says ready again.
+ *                says ready again. Locks granted on that master after its
+ *                replica stopped following it (masterauth pointed at a wrong
+ *                password) are lost (MISSING) within seconds of the
+ *                failover: every held lock is re-verified, not left to its
+ *                renewal a third of a 60 s ttl later.
  */
 #include "harness.h"
 #include "harness_cluster.h"
@@ -417,6 +421,41 @@ END_TEST
 #define FAILOVER_TTL_MS 10000u
 #define FAILOVER_LOCKS 100
 #define FAILOVER_DEADLINE_MS 30000
+#define DOOMED 6               /* granted on the master after its replica stopped following */
+#define DOOMED_TTL_MS 60000u   /* renewals due at 20 s: a loss within seconds is the re-verify */
+#define VERIFY_MS 10000
+
+/* The replica (node index) of master `master`: its INFO names the master's port; -1 if none. */
+static int replica_of(const struct cl_env *ce, int master)
+{
+    char want[32];
+    snprintf(want, sizeof want, "master_port:%d\r", ce->cl.ports[master]);
+    for (int i = 0; i < ce->cl.n; i++) {
+        redisContext *r = h_cluster_redis(&ce->cl, i);
+        if (r == NULL)
+            continue;
+        redisReply *rep = redisCommand(r, "INFO replication");
+        int hit = rep != NULL && rep->type == REDIS_REPLY_STRING && strstr(rep->str, want);
+        if (rep != NULL)
+            freeReplyObject(rep);
+        redisFree(r);
+        if (hit)
+            return i;
+    }
+    return -1;
+}
+
+/* 1 when node i (a replica: READONLY lets it answer) has key. */
+static int replica_has(const struct cl_env *ce, int i, const char *key)
+{
+    redisContext *r = h_cluster_redis(&ce->cl, i);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(h_redis_ok(r, "READONLY"), 0);
+    long long n = h_redis_int(r, "EXISTS %s", key);
+    redisFree(r);
+    ck_assert_int_ge(n, 0);
+    return n > 0;
+}
 
 START_TEST(test_failover)
 {
@@ -447,8 +486,37 @@ START_TEST(test_failover)
             break;
     }
     h_sleep_ms(1000); /* the last renewals reach the replica */
-    printf("killing master %d (port %d), which holds %d of the %d locks\n", victim,
-           ce.cl.ports[victim], on_victim, FAILOVER_LOCKS);
+
+    /* The victim's replica stops following it (its AUTH fails at every reconnect); locks
+     * granted on the victim from now on are lost with it. */
+    int rep_node = replica_of(&ce, victim);
+    ck_assert_int_ge(rep_node, 0);
+    redisContext *rr = h_cluster_redis(&ce.cl, rep_node);
+    ck_assert_ptr_nonnull(rr);
+    ck_assert_int_eq(h_redis_ok(rr, "CONFIG SET masterauth wrong-password"), 0);
+    ck_assert_int_eq(h_redis_ok(rr, "CLIENT KILL TYPE master"), 0);
+    redisFree(rr);
+    h_sleep_ms(200);
+    static struct rlock_lock *doomed[DOOMED];
+    char dres[32];
+    for (int i = 0, n = 0; n < DOOMED; i++) {
+        snprintf(dres, sizeof dres, "doomed/%d", i);
+        if (h_cluster_owner(&ce.cl, h_cluster_keyslot(&ce.cl, h_lock_key(&ce.e, dres, key,
+                                                                         sizeof key))) != victim)
+            continue;
+        struct rlock_acquire_opts o = {.ttl_ms = DOOMED_TTL_MS, .watchdog_off = n % 2};
+        h_assert_ok(c, rlock_acquire(c, dres, &o, 5000, &doomed[n]));
+        n++;
+    }
+    h_sleep_ms(300);
+    for (int i = 0; i < DOOMED; i++) {
+        h_lock_key(&ce.e, rlock_lock_resource(doomed[i]), key, sizeof key);
+        ck_assert_msg(!replica_has(&ce, rep_node, key), "%s reached the replica", key);
+    }
+
+    printf("killing master %d (port %d), which holds %d of the %d locks and %d more its "
+           "replica (node %d) never got\n", victim, ce.cl.ports[victim], on_victim,
+           FAILOVER_LOCKS, DOOMED, rep_node);
     fflush(stdout);
     int64_t killed = h_now_ms();
     h_cluster_kill(&ce.cl, victim);
@@ -475,10 +543,34 @@ START_TEST(test_failover)
            owner >= 0 ? ce.cl.ports[owner] : 0);
     ck_assert_int_ne(owner, victim);
     h_assert_ok(c, rlock_release(probe, 5000));
+    int64_t promoted = h_now_ms();
+
+    /* The locks the promoted replica never had are lost at once, not at their renewal. */
+    for (;;) {
+        int n = 0;
+        for (int i = 0; i < DOOMED; i++)
+            n += rlock_lock_state(doomed[i]) == RLOCK_LOST;
+        if (n == DOOMED)
+            break;
+        ck_assert_msg(h_now_ms() - promoted < VERIFY_MS,
+                      "%d of %d locks the new master never had are still held %d ms after the "
+                      "failover (no re-verify?)",
+                      DOOMED - n, DOOMED, VERIFY_MS);
+        h_sleep_ms(20);
+    }
+    printf("the %d locks the replica never had were lost %lld ms after the first acquire "
+           "there\n", DOOMED, (long long)(h_now_ms() - promoted));
+    for (int i = 0; i < DOOMED; i++) {
+        ck_assert_int_eq(rlock_lock_lost_reason(doomed[i]), RLOCK_LOST_MISSING);
+        rlock_lock_free(doomed[i]);
+    }
+    struct rlock_server_info info;
+    h_assert_ok(c, rlock_server_info(c, 5000, &info));
+    ck_assert_uint_ge(info.redis_failovers, 1);
 
     /* Held locks go on being renewed on the promoted replica. */
     h_sleep_ms(FAILOVER_TTL_MS + 1000);
-    int nlost = atomic_load(&lost.count);
+    int nlost = atomic_load(&lost.count) - DOOMED;
     printf("held locks lost: %d of %d\n", nlost, FAILOVER_LOCKS);
     ck_assert_msg(nlost == 0, "%d held locks lost over the failover", nlost);
     struct h_http_reply r;
