@@ -70,7 +70,7 @@ static void sn_reset(struct sentinel *sn, const char *why)
 {
     sn->reset_why = NULL;
     const struct config_address *a = &sn->nodes[sn->cur];
-    char what[96];
+    char what[160];
     snprintf(what, sizeof what, "sentinel %s:%u", a->is_unix ? a->path : a->host,
              a->is_unix ? 0u : a->port);
     if (sn->link.state == RPOOL_READY)
