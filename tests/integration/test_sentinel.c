@@ -12,6 +12,8 @@
  *                 seconds, long before their renewals were due, and the
  *                 others stay held, renewed on the new master; fences after
  *                 the switch are above every fence before it.
+ *   stale_grant   a grant the old master answers after rlockd has followed
+ *                 the switch is not handed out as a held lock (UNAVAILABLE).
  *   replica_acks  min_replicas_acked = 1: grants succeed while the replica
  *                 acknowledges; with the replica stopped (SIGSTOP) they
  *                 answer UNAVAILABLE and leave no key behind; once it runs
@@ -567,6 +569,118 @@ START_TEST(test_replica_acks)
 }
 END_TEST
 
+
+/* --- a grant the old master answers after the switch ----------------------- */
+
+struct late_acquire {
+    struct rlock_client *c;
+    enum rlock_err rc;
+    struct rlock_lock *l;
+};
+
+static void *late_acquire_run(void *arg)
+{
+    struct late_acquire *a = arg;
+    struct rlock_acquire_opts o = {.ttl_ms = HELD_TTL_MS, .watchdog_off = 1};
+    a->rc = rlock_acquire(a->c, "late-grant", &o, 60000, &a->l);
+    return NULL;
+}
+
+/*
+ * An acquire is in Redis on the old master when Sentinel switches to the
+ * replica, and the old master's grant reaches rlockd right after the
+ * +switch-master notice, in the same loop turn: rlockd is stopped (SIGSTOP)
+ * while the failover happens and the old master answers, so both wait in
+ * its sockets, the notice first. rlockd has then asked for the connection
+ * to the old master to be reset (on the next loop turn) and re-verified
+ * every lock it held; the grant is of a master it has left, and its key is
+ * not on the new one. rlockd must not hand that grant out as a held lock
+ * that nothing re-verifies: anyone can take it on the new master.
+ */
+START_TEST(test_stale_grant)
+{
+    struct topo t;
+    topo_start(&t, 3);
+    struct h_env e;
+    /* A command_timeout longer than the whole stop: no deadline passes while rlockd
+     * sleeps, so no timer reads the old master's answer before the notice is seen. */
+    char lines[640];
+    snprintf(lines, sizeof lines, "%scommand_timeout = 20s\n", sentinel_config(&t));
+    ck_assert_msg(h_env_start_topology(&e, lines,
+                                       "[session]\ntimeout = 60s\n[limits]\nmin_ttl = 60s\n"
+                                       "default_ttl = 60s\n") == 0,
+                  "rlockd did not start on Sentinel");
+    struct late_acquire a = {0};
+    a.c = h_client_or_fail(&e, NULL);
+
+    /* The master holds scripts (writes) unanswered: the acquire waits there. */
+    redisContext *m = node_conn(t.master.port);
+    ck_assert_ptr_nonnull(m);
+    ck_assert(h_redis_ok(m, "CLIENT PAUSE 30000 WRITE") == 0);
+    struct h_thread th;
+    h_thread_start(&th, late_acquire_run, &a);
+    h_sleep_ms(60); /* the acquire is in Redis, paused */
+    h_sigstop(e.rlockd_pid, "rlockd");
+
+    /* Failover to the replica while rlockd sleeps; every sentinel knows it. */
+    redisContext *s0 = sentinel_conn(t.sentinels[0].port);
+    ck_assert_ptr_nonnull(s0);
+    ck_assert(h_redis_ok(s0, "SENTINEL FAILOVER " MASTER_NAME) == 0);
+    redisFree(s0);
+    int64_t until = h_now_ms() + 30000;
+    for (int i = 0; i < 3; i++)
+        while (sentinel_master_port(t.sentinels[i].port) != t.replica.port) {
+            ck_assert_msg(h_now_ms() < until, "sentinel %d did not switch", i);
+            h_sleep_ms(20);
+        }
+    h_sleep_ms(500); /* the +switch-master notice is in rlockd's socket */
+
+    /* The old master (not reconfigured yet) runs the acquire now: a grant only it has,
+     * its answer behind the notice. */
+    ck_assert(h_redis_ok(m, "CLIENT UNPAUSE") == 0);
+    char key[256];
+    h_lock_key(&e, "late-grant", key, sizeof key);
+    until = h_now_ms() + 5000;
+    while (!h_key_exists(m, key)) {
+        ck_assert_msg(h_now_ms() < until, "the old master did not run the acquire");
+        h_sleep_ms(10);
+    }
+    redisFree(m);
+    h_sleep_ms(200);
+    h_sigcont(e.rlockd_pid, "rlockd");
+    h_thread_join(&th, h_now_ms() + 30000, "the acquire did not complete");
+    printf("stale_grant: the acquire answered %d\n", (int)a.rc);
+    ck_assert_msg(!node_has(t.replica.port, key), "the new master has the key");
+
+    if (a.rc == RLOCK_OK) {
+        /* Granted: then it must be found missing at once (the re-verify after a
+         * switch), or its key must be on the new master. */
+        until = h_now_ms() + 3000;
+        while (rlock_lock_state(a.l) == RLOCK_HELD && h_now_ms() < until)
+            h_sleep_ms(20);
+        if (rlock_lock_state(a.l) == RLOCK_HELD) {
+            /* Anyone (another rlockd on this Sentinel) can take it there now. */
+            redisContext *nm = node_conn(t.replica.port);
+            ck_assert_ptr_nonnull(nm);
+            redisReply *rep = redisCommand(nm, "SET %s someone-else NX PX 60000", key);
+            int taken = rep != NULL && rep->type == REDIS_REPLY_STATUS;
+            if (rep != NULL)
+                freeReplyObject(rep);
+            redisFree(nm);
+            ck_assert_msg(!taken,
+                          "two holders: late-grant is held (fence %llu) 3 s after the switch, "
+                          "granted by the old master after rlockd had left it, and its key was "
+                          "free on the new master",
+                          (unsigned long long)rlock_lock_fence(a.l));
+        }
+        rlock_lock_free(a.l);
+    }
+    rlock_close(a.c);
+    h_env_stop(&e);
+    topo_stop(&t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sentinel");
@@ -575,6 +689,7 @@ int main(void)
     tcase_add_test(tc, test_failover);
     tcase_add_test(tc, test_replica_acks);
     tcase_add_test(tc, test_sentinel_auth);
+    tcase_add_test(tc, test_stale_grant);
     suite_add_tcase(s, tc);
     return h_run_suite(s);
 }
