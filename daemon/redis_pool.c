@@ -251,6 +251,16 @@ static void call_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
     redisReply *reply = r;
     struct rconn *c = call->conn;
 
+    /*
+     * A connection marked for reset is being left (Sentinel named another
+     * master): an answer still read from it, before the timer drops it, is of
+     * a server rlockd no longer trusts — a grant the new master lacks, a renew
+     * that re-verified nothing. Treat it as lost, like the calls the reset
+     * itself ends: an unknown outcome, reconciled by token.
+     */
+    if (reply != NULL && c != NULL && c->reset_requested)
+        reply = NULL;
+
     if (reply != NULL && reply->type == REDIS_REPLY_ERROR && c != NULL && c->pool->cluster &&
         rpool_call_redirect(c, call, reply)) {
         if (c->link.state == RPOOL_READY && !c->reset_requested && c->ac != NULL)
