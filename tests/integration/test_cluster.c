@@ -30,6 +30,9 @@
  *                password) are lost (MISSING) within seconds of the
  *                failover: every held lock is re-verified, not left to its
  *                renewal a third of a 60 s ttl later.
+ *   migrating_acquire (case "edge") an acquire of a free lock in a slot
+ *                half-moved for 4 s (ASK, then TRYAGAIN past rlockd's retries)
+ *                answers UNAVAILABLE or is granted, never INTERNAL.
  */
 #include "harness.h"
 #include "harness_cluster.h"
@@ -586,6 +589,68 @@ START_TEST(test_failover)
 }
 END_TEST
 
+
+struct ask_move {
+    struct cl_env *ce;
+    int slot, from, to, rc;
+};
+
+static void *ask_move_run(void *arg)
+{
+    struct ask_move *m = arg;
+    m->rc = h_cluster_migrate_slot(&m->ce->cl, m->slot, m->from, m->to, 4000);
+    return NULL;
+}
+
+/* A resource (written into res) whose key lives on node. */
+static void resource_on(struct cl_env *ce, int node, const char *stem, char *res, size_t len)
+{
+    char key[256];
+    for (int i = 0;; i++) {
+        snprintf(res, len, "%s/%d", stem, i);
+        if (h_cluster_owner(&ce->cl, h_cluster_keyslot(&ce->cl, h_lock_key(&ce->e, res, key,
+                                                                           sizeof key))) == node)
+            return;
+    }
+}
+
+/*
+ * A free lock in a slot that stays half-moved longer than rlockd's TRYAGAIN
+ * retries (50 x 20 ms): the old owner answers ASK (it has neither key), the
+ * importing node TRYAGAIN (a multi-key script whose keys it lacks) until the
+ * slot settles. The client may be told to retry (UNAVAILABLE), or be
+ * granted; never INTERNAL "redis refused the acquire script (does the
+ * lock's key or its fence key hold another type?)", which is not so.
+ */
+START_TEST(test_migrating_acquire)
+{
+    struct cl_env ce;
+    cl_start(&ce);
+    struct rlock_client *c = h_client_or_fail(&ce.e, NULL);
+    int from = 0, to = 1;
+    char res[32], key[256];
+    resource_on(&ce, from, "moving", res, sizeof res);
+    struct ask_move m = {.ce = &ce, .from = from, .to = to, .rc = -1};
+    m.slot = h_cluster_keyslot(&ce.cl, h_lock_key(&ce.e, res, key, sizeof key));
+    struct h_thread th;
+    h_thread_start(&th, ask_move_run, &m);
+    h_sleep_ms(1000); /* the slot is half-moved for 4 s */
+    struct rlock_lock *l = NULL;
+    enum rlock_err rc = rlock_acquire(c, res, NULL, 5000, &l);
+    char msg[320];
+    printf("migrating_acquire: acquire in a half-moved slot answered %s\n",
+           h_rlock_err(c, rc, msg, sizeof msg));
+    ck_assert_msg(rc == RLOCK_OK || rc == RLOCK_ERR_UNAVAILABLE,
+                  "an acquire in a migrating slot answered %s", msg);
+    h_thread_join(&th, h_now_ms() + 30000, "the migration did not end");
+    ck_assert_int_eq(m.rc, 0);
+    if (l != NULL)
+        rlock_lock_free(l);
+    rlock_close(c);
+    cl_stop(&ce);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster");
@@ -596,5 +661,9 @@ int main(void)
     tcase_add_test(tc, test_notices);
     tcase_add_test(tc, test_failover);
     suite_add_tcase(s, tc);
+    TCase *lk = tcase_create("edge");
+    tcase_set_timeout(lk, 120);
+    tcase_add_test(lk, test_migrating_acquire);
+    suite_add_tcase(s, lk);
     return h_run_suite(s);
 }
