@@ -33,8 +33,8 @@
 #include "util.h"
 
 /*
- * Redis Cluster: MOVED and ASK a call follows before it fails with the last
- * one (a map that changes under it that often is not settling); TRYAGAIN (a
+ * Redis Cluster: MOVED and ASK a call follows before it fails as unavailable
+ * (a map that changes under it that often is not settling); TRYAGAIN (a
  * multi-key call on a slot being migrated, its keys split between the two
  * nodes) is retried after RPOOL_TRYAGAIN_MS, up to RPOOL_TRYAGAIN_MAX times;
  * the slot map is read again every RPOOL_REFRESH_MS besides after MOVED and
@@ -101,16 +101,24 @@ struct rconn *rpool_conn_for(const struct rpool *p, uint32_t route, int node)
 
 /*
  * Cluster: reply is an error; follow it when it is MOVED, ASK or TRYAGAIN
- * and the call has redirections left. 1 when the call was taken (sent
- * again, queued, or refused: its callback runs later), 0 when the reply
- * stands.
+ * and the call has redirections left, else refuse the call (nothing ran:
+ * it fails as unavailable). 1 when the call was taken (sent again, queued,
+ * or refused: its callback runs later), 0 when the reply stands.
  */
 int rpool_call_redirect(struct rconn *c, struct rcall *call, const redisReply *reply)
 {
     struct rpool *p = c->pool;
     if (strncmp(reply->str, "TRYAGAIN", 8) == 0) {
-        if (call->tryagains >= RPOOL_TRYAGAIN_MAX)
-            return 0;
+        if (call->tryagains >= RPOOL_TRYAGAIN_MAX) {
+            /* Still migrating (an importing node answers a script TRYAGAIN until it
+             * has all its keys: always, for a free lock). Nothing ran: fail the
+             * call as unavailable, not with a reply its caller would read as the
+             * script's own error. */
+            rpool_call_unlink(call);
+            rpool_call_refuse(p, call,
+                              "redis cluster: the key's slot is still migrating (TRYAGAIN)");
+            return 1;
+        }
         call->tryagains++;
         p->stats.tryagain++;
         rpool_call_unlink(call);
@@ -125,8 +133,14 @@ int rpool_call_redirect(struct rconn *c, struct rcall *call, const redisReply *r
     struct config_address to;
     int kind = cluster_parse_redirect(reply->str, reply->len, p->map.nodes[c->node].host, &slot,
                                       &to);
-    if (kind <= 0 || call->redirects >= RPOOL_REDIRECT_MAX)
+    if (kind <= 0)
         return 0;
+    if (call->redirects >= RPOOL_REDIRECT_MAX) {
+        rpool_call_unlink(call);
+        rpool_call_refuse(p, call,
+                          "redis cluster: too many redirections (the slot map is not settling)");
+        return 1;
+    }
     int node = cluster_map_node(&p->map, &to);
     if (node < 0) {
         log_warn("redis cluster: %s names a node past the %d this pool keeps", reply->str,

@@ -182,6 +182,11 @@ static void call_refuse(struct rpool *p, struct rcall *call, const char *why)
     event_active(p->fail_ev, EV_TIMEOUT, 0);
 }
 
+void rpool_call_refuse(struct rpool *p, struct rcall *call, const char *why)
+{
+    call_refuse(p, call, why);
+}
+
 /*
  * A call's deadline is its stamp plus the command timeout in force now (a
  * reload may change it): the lists stay in deadline order, stamps only grow.

@@ -32,7 +32,8 @@
  * call to the named node, map unchanged; TRYAGAIN re-sends it a little
  * later (later calls of its route may overtake it then: every script
  * checks the token, so none depends on another's order). A call follows a
- * bounded number of these and then completes with the last error reply. Calls of one script must hold keys of one slot
+ * bounded number of these and then fails (reply NULL, as unavailable: it
+ * never ran). Calls of one script must hold keys of one slot
  * (rpool_route_slot tells it): Redis refuses others with CROSSSLOT.
  */
 #ifndef RLOCKD_REDIS_POOL_H

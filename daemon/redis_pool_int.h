@@ -95,9 +95,11 @@ struct rpool {
     uint8_t hash_key[UTIL_HASH_KEY_BYTES]; /* routes keys (secret: chosen names cannot pile up) */
 };
 
-/* redis_pool.c: a call taken off its connection, a call sent (or queued, or
- * refused) where its route names, a node's connections made. */
+/* redis_pool.c: a call taken off its connection, a call refused, a call sent
+ * (or queued, or refused) where its route names, a node's connections made. */
 void rpool_call_unlink(struct rcall *call);
+/* Answer a call no connection holds with an error, on the next loop turn. */
+void rpool_call_refuse(struct rpool *p, struct rcall *call, const char *why);
 void rpool_call_dispatch(struct rpool *p, struct rcall *call, int from_redirect);
 int rpool_add_conns(struct rpool *p, uint32_t node) __attribute__((warn_unused_result));
 
