@@ -133,8 +133,10 @@ START_TEST(test_shutdown_timeout_binds)
     printf("shutdown: FIGURE command_timeout 3 s, shutdown_timeout 1 s, Redis stopped: rlockd "
            "exited %lld ms after SIGTERM\n",
            (long long)took);
-    ck_assert_msg(took >= 1000, "rlockd exited %lld ms after SIGTERM, before shutdown_timeout",
-                  (long long)took);
+    /* Both clocks read whole milliseconds, and the loop's timers may fire a millisecond
+     * early: 999 ms is the timeout kept (CI saw it once); an early exit is ~100 ms. */
+    ck_assert_msg(took >= 1000 - 20, "rlockd exited %lld ms after SIGTERM, before "
+                  "shutdown_timeout", (long long)took);
     ck_assert_msg(took < 2500, "rlockd exited %lld ms after SIGTERM: shutdown_timeout (1 s) "
                   "was not honoured", (long long)took);
 }
