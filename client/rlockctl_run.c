@@ -110,9 +110,10 @@ static void run_usage(FILE *f)
             "left its process group or session (rlockctl is their subreaper). If the lock is\n"
             "lost, all of them get SIGTERM, then SIGKILL after --grace, and rlockctl exits 79\n"
             "once they are gone. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to rlockctl are\n"
-            "passed on to the job; once COMMAND has exited they stop what it left running\n"
-            "instead (SIGTERM, SIGKILL after --grace). Started by a shell on a terminal,\n"
-            "COMMAND gets the terminal: Ctrl-C and Ctrl-Z reach it, fg and bg work.\n"
+            "passed on to the job; once COMMAND has exited (also when it exits after one of\n"
+            "them) they stop what it left running (SIGTERM, SIGKILL after --grace). Started\n"
+            "by a shell on a terminal, COMMAND gets the terminal: Ctrl-C and Ctrl-Z reach it,\n"
+            "fg and bg work.\n"
             "\n"
             "Exit status: COMMAND's (128+N if killed by signal N); 75 lock not acquired\n"
             "(held elsewhere, --wait ran out, or a daemon limit reached);\n"
@@ -397,6 +398,7 @@ enum run_phase {
 struct run_sup {
     enum run_phase phase;
     int lost;         /* the lock was lost before the job was over: exit CTL_EX_LOST */
+    int stop_sig;     /* a signal passed on to the job while the command ran (0: none) */
     int64_t deadline; /* RUN_STOPPING: when to SIGKILL; RUN_KILLING: when to give up */
     const struct rlock_lock *lock;
 };
@@ -458,6 +460,14 @@ static void run_job_stopped(const struct run *r, struct job *j, struct run_sup *
     j->stop_sig = 0;
 }
 
+/* Asked by signal sig to stop: stop what the command left running (SIGTERM, then SIGKILL). */
+static void run_stop_leftovers(const struct run *r, const struct job *j, struct run_sup *s,
+                               int sig)
+{
+    ctl_err("run: SIG%s: stopping what the command left running", sigabbrev_np(sig));
+    run_enter(r, j, s, RUN_STOPPING);
+}
+
 /*
  * A signal arrived (from_tty: sent by the terminal). While the command runs,
  * the ones rlockctl passes on go to the job, except those from the terminal
@@ -465,7 +475,10 @@ static void run_job_stopped(const struct run *r, struct job *j, struct run_sup *
  * command has exited, they end the wait for what it left running: those
  * processes rarely heed them (a shell starts its background jobs with SIGINT
  * ignored), and the lock cannot be released while they run, so they are
- * stopped as on a loss.
+ * stopped as on a loss. One that came while the command ran counts too,
+ * once the command has exited: the command often ends *because* of it, and
+ * what it left running would otherwise keep the lock (and rlockctl) for as
+ * long as it likes, the signal long forgotten.
  */
 static void run_on_wake(const struct run *r, const struct job *j, struct run_sup *s, int sig,
                         int from_tty)
@@ -479,9 +492,9 @@ static void run_on_wake(const struct run *r, const struct job *j, struct run_sup
     if (s->phase == RUN_COMMAND) {
         if (!(from_tty && j->mode == JOB_SHARED_GROUP))
             job_signal(j, sig);
+        s->stop_sig = sig;
     } else if (s->phase == RUN_LEFTOVERS) {
-        ctl_err("run: SIG%s: stopping what the command left running", sigabbrev_np(sig));
-        run_enter(r, j, s, RUN_STOPPING);
+        run_stop_leftovers(r, j, s, sig);
     }
 }
 
@@ -537,9 +550,14 @@ static int run_supervise(const struct run *r, struct job *j, const struct rlock_
          * command's end but was only noticed at this wake-up (after rlockctl
          * was stopped or the machine suspended, both turn up together).
          */
-        if (s.phase == RUN_COMMAND && j->reaped)
-            run_enter(r, j, &s, none_left || r->no_wait_children ? RUN_DONE : RUN_LEFTOVERS);
-        else if (s.phase != RUN_COMMAND && none_left)
+        if (s.phase == RUN_COMMAND && j->reaped) {
+            if (none_left || r->no_wait_children)
+                run_enter(r, j, &s, RUN_DONE);
+            else if (s.stop_sig != 0)
+                run_stop_leftovers(r, j, &s, s.stop_sig);
+            else
+                run_enter(r, j, &s, RUN_LEFTOVERS);
+        } else if (s.phase != RUN_COMMAND && none_left)
             run_enter(r, j, &s, RUN_DONE);
         if (s.phase == RUN_DONE)
             return s.lost;

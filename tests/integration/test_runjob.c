@@ -54,6 +54,12 @@
 /* The command leaves a process that ignores SIGTERM and SIGINT (its pid to $0) and exits. */
 #define JOB_STUBBORN "sh -c 'trap \"\" TERM INT; echo $$ >>\"$0\"; exec sleep 30' \"$0\" &"
 /*
+ * The command leaves JOB_STUBBORN's process behind, then runs until SIGTERM
+ * and exits 0 on it (both pids to $0: the leftover's, then its own).
+ */
+#define JOB_ENDS_ON_TERM                                                                      \
+    JOB_STUBBORN " echo $$ >>\"$0\"; trap 'exit 0' TERM; while :; do sleep 0.1; done"
+/*
  * The command starts a subshell (its pid to $4), writes a marker to $3 and
  * exits at once. The subshell appends "late" to $2 once the file $1 exists
  * (it waits 30 s at the most).
@@ -422,6 +428,37 @@ START_TEST(test_runjob_sigterm_stops_leftovers)
 }
 END_TEST
 
+/*
+ * SIGTERM while the command runs: passed on, the command exits 0 on it, and
+ * what it left running ignores it. rlockctl must not wait for that leftover
+ * for as long as it likes (the signal asked the job to stop): it stops it
+ * (SIGKILL after --grace), releases and exits 0. Before, a SIGTERM that came
+ * just before the command's end (test_runjob_sigterm_stops_leftovers on a
+ * busy machine) left rlockctl waiting 30 s for the leftover's sleep.
+ */
+START_TEST(test_runjob_sigterm_while_command_runs)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
+    char bin[512], err[320], pidfile[320], key[256];
+    h_bin("rlockctl", bin, sizeof bin);
+    h_env_path(&f.e, "rlockctl.err", err, sizeof err);
+    h_env_path(&f.e, "job.pids", pidfile, sizeof pidfile);
+    h_lock_key(&f.e, "termrun", key, sizeof key);
+    char *argv[] = {bin,  "run", "--server", f.e.rlockd_addr, "--grace", "1s", "termrun",
+                    "--", "sh",  "-c",       JOB_ENDS_ON_TERM, pidfile,  NULL};
+    pid_t ctl = spawn_ctl(argv, err);
+    pid_t pids[2];
+    wait_pids(pidfile, pids, 2, ctl);
+    ck_assert_int_eq(kill(ctl, SIGTERM), 0);
+    int status = wait_ctl(ctl, WAIT_MS, err, "rlockctl run after SIGTERM to a running command");
+    assert_gone(pids, 2, "when rlockctl exited");
+    assert_exit(status, 0, "rlockctl run (the command exited 0 on SIGTERM)");
+    ck_assert_int_eq(h_key_exists(f.r, key), 0);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 /* --- under a pseudo-terminal (pty_shell.h) ------------------------------ */
 
 /*
@@ -669,7 +706,8 @@ int main(void)
     const TTest *tests[] = {
         test_runjob_loss_stops_group,    test_runjob_loss_stops_detached,
         test_runjob_leftovers_hold_lock, test_runjob_no_wait_children,
-        test_runjob_sigterm_stops_leftovers, test_runjob_tty_ctrl_c,
+        test_runjob_sigterm_stops_leftovers, test_runjob_sigterm_while_command_runs,
+        test_runjob_tty_ctrl_c,
         test_runjob_tty_ctrl_z,          test_runjob_tty_script_ctrl_c,
         test_runjob_tty_script_loss,     test_runjob_limit_is_tempfail,
     };
