@@ -175,6 +175,21 @@ int h_redis_ok(redisContext *r, const char *cmd);
 /* The number after field (e.g. "errorstat_NOPERM:count=") in INFO section; 0 when absent. */
 long long h_redis_info_num(redisContext *r, const char *section, const char *field);
 
+/*
+ * Servers on loopback TCP ports (harness_tcp.c), for Sentinel and Cluster. A
+ * port found free may be taken by another program before the server started
+ * on it binds it: wait for the server with h_tcp_redis_wait, and start it
+ * again on another port when that fails.
+ */
+/* A TCP port on 127.0.0.1 that nothing was bound to when asked. */
+int h_free_port(void);
+/* The pid (INFO server's process_id) of the server answering on 127.0.0.1:port, after AUTH
+ * with password (NULL or "": none); 0 when nothing answers or it gives none. */
+pid_t h_tcp_redis_pid(int port, const char *password);
+/* Wait up to timeout_ms until the server answering on 127.0.0.1:port is pid (our child): 0;
+ * -1 when pid exits first (its port was taken, most likely) or the time runs out. */
+int h_tcp_redis_wait(pid_t pid, int port, const char *password, int timeout_ms);
+
 /* Status-from-waitpid as text: "exit 3", "signal 9". */
 const char *h_status_str(int status, char *buf, size_t len);
 

@@ -57,7 +57,7 @@ redisContext *h_cluster_redis(const struct h_cluster *cl, int i)
     return r;
 }
 
-/* Start node i on some free port; 0 once it answers PING. */
+/* Start node i on some free port; 0 once the server answering there is the one started. */
 static int node_start(struct h_cluster *cl, int i, const char *node_timeout)
 {
     char redis[] = "redis-server";
@@ -79,22 +79,21 @@ static int node_start(struct h_cluster *cl, int i, const char *node_timeout)
         if (pid <= 0)
             continue;
         cl->ports[i] = port;
-        for (int64_t end = h_now_ms() + 5000; h_now_ms() < end && h_alive(pid);) {
+        /* Our server, not another program's that took the port meanwhile. */
+        if (h_tcp_redis_wait(pid, port, NULL, 5000) == 0) {
             redisContext *r = h_cluster_redis(cl, i);
-            if (r != NULL) {
-                redisReply *rep = redisCommand(r, "CLUSTER MYID");
-                int ok = rep != NULL && rep->type == REDIS_REPLY_STRING &&
-                         rep->len < sizeof cl->ids[i];
-                if (ok)
-                    memcpy(cl->ids[i], rep->str, rep->len + 1);
+            redisReply *rep = r != NULL ? redisCommand(r, "CLUSTER MYID") : NULL;
+            int ok = rep != NULL && rep->type == REDIS_REPLY_STRING && rep->len < sizeof cl->ids[i];
+            if (ok)
+                memcpy(cl->ids[i], rep->str, rep->len + 1);
+            if (rep != NULL)
                 freeReplyObject(rep);
+            if (r != NULL)
                 redisFree(r);
-                if (ok) {
-                    cl->pids[i] = pid;
-                    return 0;
-                }
+            if (ok) {
+                cl->pids[i] = pid;
+                return 0;
             }
-            h_sleep_ms(20);
         }
         /* Lost the port to someone else, most likely: another one. */
         h_stop_pid(pid, SIGKILL, 1000, "redis-server (cluster node)", NULL);

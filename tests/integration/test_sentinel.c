@@ -26,13 +26,10 @@
  */
 #include "harness.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #define MASTER_NAME "rlm"
@@ -55,19 +52,6 @@ struct topo {
     char dir[256];
     struct rnode master, replica, sentinels[3];
 };
-
-/* A port nothing listens on now (bound and closed: good enough on loopback). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(fd, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 static redisContext *node_conn(int port)
 {
@@ -97,50 +81,69 @@ static redisContext *sentinel_conn(int port)
 }
 
 
-/* 1 when the server at port answers PING (a sentinel: after AUTH with sentinel_pass). */
-static int node_pings(int port, int sentinel)
+/* Write the config of a sentinel on port that monitors the master (with sentinel_pass). */
+static void sentinel_conf(const struct topo *t, const char *path, int port)
 {
-    redisContext *r = sentinel ? sentinel_conn(port) : node_conn(port);
-    int ok = r != NULL && h_redis_ok(r, "PING") == 0;
-    if (r != NULL)
-        redisFree(r);
-    return ok;
+    char text[1200], auth[200] = "";
+    if (sentinel_pass[0] != '\0')
+        snprintf(auth, sizeof auth, "requirepass %s\nsentinel sentinel-pass %s\n", sentinel_pass,
+                 sentinel_pass);
+    snprintf(text, sizeof text,
+             "port %d\nbind 127.0.0.1\ndir %s\n"
+             "sentinel monitor %s 127.0.0.1 %d 2\n"
+             "sentinel down-after-milliseconds %s 1000\n"
+             "sentinel failover-timeout %s 10000\n"
+             "sentinel parallel-syncs %s 1\n%s",
+             port, t->dir, MASTER_NAME, t->master.port, MASTER_NAME, MASTER_NAME, MASTER_NAME,
+             auth);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
 }
 
-/* Start redis-server with extra arguments (NULL-terminated), or a sentinel from conf. */
-static void node_start(struct topo *t, struct rnode *n, const char *name, const char *conf,
-                       const char *const *extra)
+/*
+ * Start redis-server with extra arguments (NULL-terminated; password: its
+ * requirepass among them, or NULL), or (sentinel) a sentinel of the master,
+ * on a free port. Started again on another port when
+ * the one chosen was taken by someone else meanwhile (harness_tcp.c).
+ */
+static void node_start(struct topo *t, struct rnode *n, const char *name, int sentinel,
+                       const char *password, const char *const *extra)
 {
-    char port[16], log[320], bin[256];
+    char port[16], log[320], bin[256], conf[320];
     const char *env_bin = getenv("REDIS_SERVER");
     snprintf(bin, sizeof bin, "%s", env_bin && env_bin[0] ? env_bin : "/usr/bin/redis-server");
     snprintf(n->name, sizeof n->name, "%s", name);
-    snprintf(port, sizeof port, "%d", n->port);
     snprintf(log, sizeof log, "%s/%s.log", t->dir, name);
-    char *argv[32];
-    int i = 0;
-    argv[i++] = bin;
-    if (conf != NULL) {
-        argv[i++] = (char *)conf;
-        argv[i++] = "--sentinel";
-    } else {
-        const char *base[] = {"--port", port, "--bind", "127.0.0.1", "--save", "",
-                              "--appendonly", "no", "--dir", t->dir, "--loglevel", "notice"};
-        for (size_t k = 0; k < sizeof base / sizeof base[0]; k++)
-            argv[i++] = (char *)base[k];
-        for (; extra != NULL && *extra != NULL; extra++)
-            argv[i++] = (char *)*extra;
-    }
-    argv[i] = NULL;
-    n->pid = h_spawn_io(argv, log, log);
-    ck_assert_int_gt(n->pid, 0);
-    int64_t until = h_now_ms() + 10000;
-    while (!node_pings(n->port, conf != NULL)) {
-        if (!h_alive(n->pid) || h_now_ms() > until) {
-            h_print_tail(log, 30);
-            ck_abort_msg("%s (port %d) did not start", name, n->port);
+    snprintf(conf, sizeof conf, "%s/%s.conf", t->dir, name);
+    for (int attempt = 1;; attempt++) {
+        n->port = h_free_port();
+        snprintf(port, sizeof port, "%d", n->port);
+        char *argv[32];
+        int i = 0;
+        argv[i++] = bin;
+        if (sentinel) {
+            sentinel_conf(t, conf, n->port);
+            argv[i++] = conf;
+            argv[i++] = "--sentinel";
+        } else {
+            const char *base[] = {"--port", port, "--bind", "127.0.0.1", "--save", "",
+                                  "--appendonly", "no", "--dir", t->dir, "--loglevel", "notice"};
+            for (size_t k = 0; k < sizeof base / sizeof base[0]; k++)
+                argv[i++] = (char *)base[k];
+            for (const char *const *x = extra; x != NULL && *x != NULL; x++)
+                argv[i++] = (char *)*x;
         }
-        h_sleep_ms(20);
+        argv[i] = NULL;
+        n->pid = h_spawn_io(argv, log, log);
+        ck_assert_int_gt(n->pid, 0);
+        if (h_tcp_redis_wait(n->pid, n->port, sentinel ? sentinel_pass : password, 10000) == 0)
+            return;
+        h_stop_pid(n->pid, SIGKILL, 1000, n->name, NULL);
+        h_print_tail(log, 10);
+        ck_assert_msg(attempt < 5, "%s did not start (5 ports tried)", name);
+        printf("harness: %s did not come up on port %d (taken?): another port\n", name, n->port);
     }
 }
 
@@ -187,35 +190,15 @@ static void topo_start(struct topo *t, int sentinels)
     const char *base = getenv("TMPDIR");
     snprintf(t->dir, sizeof t->dir, "%s/sentinel.XXXXXX", base && base[0] ? base : "/tmp");
     ck_assert_ptr_nonnull(mkdtemp(t->dir));
-    t->master.port = free_port();
-    node_start(t, &t->master, "master", NULL, NULL);
-    t->replica.port = free_port();
+    node_start(t, &t->master, "master", 0, NULL, NULL);
     char mport[16];
     snprintf(mport, sizeof mport, "%d", t->master.port);
     const char *rep_args[] = {"--replicaof", "127.0.0.1", mport, NULL};
-    node_start(t, &t->replica, "replica", NULL, rep_args);
+    node_start(t, &t->replica, "replica", 0, NULL, rep_args);
     for (int i = 0; i < sentinels; i++) {
-        struct rnode *s = &t->sentinels[i];
-        s->port = free_port();
-        char conf[320], text[1200], name[32], auth[200] = "";
-        if (sentinel_pass[0] != '\0')
-            snprintf(auth, sizeof auth, "requirepass %s\nsentinel sentinel-pass %s\n",
-                     sentinel_pass, sentinel_pass);
-        snprintf(conf, sizeof conf, "%s/sentinel%d.conf", t->dir, i);
-        snprintf(text, sizeof text,
-                 "port %d\nbind 127.0.0.1\ndir %s\n"
-                 "sentinel monitor %s 127.0.0.1 %d 2\n"
-                 "sentinel down-after-milliseconds %s 1000\n"
-                 "sentinel failover-timeout %s 10000\n"
-                 "sentinel parallel-syncs %s 1\n%s",
-                 s->port, t->dir, MASTER_NAME, t->master.port, MASTER_NAME, MASTER_NAME,
-                 MASTER_NAME, auth);
-        FILE *f = fopen(conf, "w");
-        ck_assert_ptr_nonnull(f);
-        fputs(text, f);
-        fclose(f);
+        char name[32];
         snprintf(name, sizeof name, "sentinel%d", i);
-        node_start(t, s, name, conf, NULL);
+        node_start(t, &t->sentinels[i], name, 1, NULL, NULL);
     }
     /* A failover needs the sentinels to know each other (hello messages,
      * every 2 s) and the replica (the master's INFO, every 10 s at first). */
@@ -513,6 +496,25 @@ START_TEST(test_sentinel_auth)
     snprintf(lines, sizeof lines, "%ssentinel_password = not-it\n", sentinel_config(&t));
     ck_assert_msg(h_env_start_topology(&e, lines, NULL) != 0,
                   "rlockd served with a wrong sentinel password");
+
+    /* Of three sentinels named, one is a server that refuses the password (a port someone
+     * else took) and one has nothing listening: rlockd goes on to the one that answers. */
+    struct rnode foreign;
+    const char *foreign_args[] = {"--requirepass", "someone-elses", NULL};
+    node_start(&t, &foreign, "foreign", 0, foreign_args[1], foreign_args);
+    int closed = h_free_port();
+    snprintf(lines, sizeof lines,
+             "sentinels = 127.0.0.1:%d, 127.0.0.1:%d, 127.0.0.1:%d\nmaster_name = %s\n"
+             "sentinel_password = %s\n",
+             foreign.port, closed, t.sentinels[1].port, MASTER_NAME, sentinel_pass);
+    ck_assert_msg(h_env_start_topology(&e, lines, NULL) == 0,
+                  "rlockd did not find the one sentinel that answers among three");
+    c = h_client_or_fail(&e, NULL);
+    h_assert_ok(c, rlock_acquire(c, "past-the-foreign", NULL, CALL_MS, &l));
+    rlock_lock_free(l);
+    rlock_close(c);
+    h_env_stop(&e);
+    node_stop(&foreign);
     topo_stop(&t);
     sentinel_pass[0] = '\0';
 }
