@@ -361,7 +361,7 @@ int h_env_start(struct h_env *e, const char *extra_ini)
  * own. 0, or -1 after printing why (nothing is left behind then).
  */
 static int env_prepare(struct h_env *e, const char *password, const char *extra_ini,
-                       const struct h_env *redis_of, const char *topology)
+                       const struct h_env *redis_of, const char *topology, int proxied)
 {
     static int seq;
     memset(e, 0, sizeof *e);
@@ -383,6 +383,7 @@ static int env_prepare(struct h_env *e, const char *password, const char *extra_
     h_env_path(e, "redis.sock", e->redis_sock, sizeof e->redis_sock);
     h_env_path(e, "rlockd.sock", e->rlockd_sock, sizeof e->rlockd_sock);
     h_env_path(e, "rlockd.conf", e->conf, sizeof e->conf);
+    h_env_path(e, "proxy.sock", e->proxy_sock, sizeof e->proxy_sock);
     snprintf(e->rlockd_addr, sizeof e->rlockd_addr, "unix:%s", e->rlockd_sock);
     snprintf(e->prefix, sizeof e->prefix, "t%d_%d:", (int)getpid(), ++seq);
     if (redis_of != NULL) {
@@ -412,7 +413,8 @@ static int env_prepare(struct h_env *e, const char *password, const char *extra_
     if (topology != NULL)
         snprintf(where, sizeof where, "%s", topology);
     else
-        snprintf(where, sizeof where, "address = unix:%s\n", e->redis_sock);
+        snprintf(where, sizeof where, "address = unix:%s\n",
+                 proxied ? e->proxy_sock : e->redis_sock);
     int n = snprintf(conf, sizeof conf,
                      "[server]\nlisten = %s\n\n[redis]\n%skey_prefix = %s\n%s\n%s\n%s",
                      e->rlockd_addr, where, e->prefix, auth, metrics, extra_ini ? extra_ini : "");
@@ -438,16 +440,28 @@ static int env_start_failed(struct h_env *e)
 
 int h_env_start_auth(struct h_env *e, const char *password, const char *extra_ini)
 {
-    if (env_prepare(e, password, extra_ini, NULL, NULL) != 0)
+    if (env_prepare(e, password, extra_ini, NULL, NULL, 0) != 0)
         return -1;
     if (h_redis_start(e) != 0 || h_rlockd_start(e) != 0)
         return env_start_failed(e);
     return 0;
 }
 
+int h_env_start_proxied(struct h_env *e, const char *extra_ini)
+{
+    if (env_prepare(e, NULL, extra_ini, NULL, NULL, 1) != 0)
+        return -1;
+    if (h_redis_start(e) != 0)
+        return env_start_failed(e);
+    e->proxy = h_proxy_start(e->proxy_sock, e->redis_sock);
+    if (e->proxy == NULL || h_rlockd_start(e) != 0)
+        return env_start_failed(e);
+    return 0;
+}
+
 int h_env_start_peer(struct h_env *peer, const struct h_env *e, const char *extra_ini)
 {
-    if (env_prepare(peer, NULL, extra_ini, e, NULL) != 0)
+    if (env_prepare(peer, NULL, extra_ini, e, NULL, 0) != 0)
         return -1;
     if (h_rlockd_start(peer) != 0)
         return env_start_failed(peer);
@@ -456,7 +470,7 @@ int h_env_start_peer(struct h_env *peer, const struct h_env *e, const char *extr
 
 int h_env_start_topology(struct h_env *e, const char *redis_lines, const char *extra_ini)
 {
-    if (env_prepare(e, NULL, extra_ini, NULL, redis_lines) != 0)
+    if (env_prepare(e, NULL, extra_ini, NULL, redis_lines, 0) != 0)
         return -1;
     if (h_rlockd_start(e) != 0)
         return env_start_failed(e);
@@ -465,7 +479,7 @@ int h_env_start_topology(struct h_env *e, const char *redis_lines, const char *e
 
 int h_env_start_without_redis(struct h_env *e, const char *extra_ini)
 {
-    if (env_prepare(e, NULL, extra_ini, NULL, NULL) != 0)
+    if (env_prepare(e, NULL, extra_ini, NULL, NULL, 0) != 0)
         return -1;
     if (rlockd_start_until(e, rlockd_not_serving) != 0)
         return env_start_failed(e);
@@ -476,6 +490,8 @@ static void env_stop_quiet(struct h_env *e)
 {
     h_stop_pid(e->rlockd_pid, SIGTERM, H_STOP_GRACE_MS, "rlockd", NULL);
     e->rlockd_pid = 0;
+    h_proxy_free(e->proxy);
+    e->proxy = NULL;
     h_stop_pid(e->redis_pid, SIGTERM, H_STOP_GRACE_MS, "redis-server", NULL);
     e->redis_pid = 0;
     h_rm_tree(e->dir);
@@ -525,6 +541,8 @@ void h_env_stop(struct h_env *e)
     const char *trouble = rlockd_trouble(e, stopped, in_time, status, why, sizeof why);
     if (trouble)
         h_env_dump_logs(e);
+    h_proxy_free(e->proxy);
+    e->proxy = NULL;
     h_stop_pid(e->redis_pid, SIGTERM, H_STOP_GRACE_MS, "redis-server", NULL);
     e->redis_pid = 0;
     h_rm_tree(e->dir);

@@ -23,6 +23,7 @@
 #include <sys/types.h>
 #include <hiredis/hiredis.h>
 #include "rlock.h"
+#include "harness_proxy.h"
 
 struct h_env {
     char dir[256];          /* private temp dir (mkdtemp under $TMPDIR or /tmp) */
@@ -38,6 +39,8 @@ struct h_env {
                                 extra_ini has a [metrics] section of its own */
     int redis_shared;        /* redis_sock is another env's Redis (h_env_start_peer): not ours
                                 to start, stop or watch */
+    struct h_proxy *proxy;   /* h_env_start_proxied: between rlockd and Redis, else NULL */
+    char proxy_sock[320];    /* DIR/proxy.sock, where rlockd connects then */
 };
 
 /* Start redis-server (unix socket only, --port 0, --save "", no appendonly) and
@@ -69,6 +72,11 @@ int h_env_start_peer(struct h_env *peer, const struct h_env *e, const char *extr
  * of the env's address; extra_ini as for h_env_start. The env owns no Redis (h_redis and
  * h_redis_kill do not apply); waits as h_rlockd_start does. 0, or -1 after printing why. */
 int h_env_start_topology(struct h_env *e, const char *redis_lines, const char *extra_ini);
+/* The same as h_env_start, with rlockd's Redis connections through a fault-injecting proxy
+ * (harness_proxy.h: e->proxy, on DIR/proxy.sock) run by a thread of the test process; the
+ * harness's own connections (h_redis) go straight to Redis. h_env_stop frees the proxy
+ * once rlockd has stopped: release what it holds before, or the shutdown waits for it. */
+int h_env_start_proxied(struct h_env *e, const char *extra_ini);
 /* kill -9 redis and reap it; and start it again on the same socket path (waits until ready). */
 int h_redis_kill(struct h_env *e);
 int h_redis_start(struct h_env *e);
