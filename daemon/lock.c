@@ -300,6 +300,7 @@ static int64_t key_life_end(uint32_t ttl_ms)
 /* --- acquire ---------------------------------------------------------------- */
 
 static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg);
+static void acquire_busy(struct request *req, long long pttl);
 
 static void acquire_try(struct request *req)
 {
@@ -317,11 +318,15 @@ static void acquire_try(struct request *req)
     }
     req->state = REQUEST_IN_REDIS;
     req->sent_ms = util_now_ms();
+    if (res->tombstones_unsent > 0 && res->promised_until_ms > req->sent_ms) {
+        /* Its key may be free in Redis while a tombstone for a lost holder's promise is
+         * retried: the lock is taken until that promise ends, wherever the tombstone is. */
+        acquire_busy(req, res->promised_until_ms - req->sent_ms);
+        return;
+    }
     rpool_eval(req->srv->pool, res->route, SCRIPT_ACQUIRE, 2, 5, args, lens, acquire_reply_cb,
                req);
 }
-
-static void acquire_busy(struct request *req, long long pttl);
 
 /*
  * Redis granted req although a lease of this daemon there is still valid:

@@ -28,9 +28,20 @@ struct tombstone {
 
 static void tombstone_send(struct tombstone *t);
 
+/* Until t is in Redis, the key may be free there: keep this daemon's acquires off it. */
+static void tombstone_guard(struct tombstone *t)
+{
+    struct resource *res = t->res;
+    res->tombstones_unsent++;
+    if (t->until_ms > res->promised_until_ms)
+        res->promised_until_ms = t->until_ms;
+}
+
 static void tombstone_free(struct tombstone *t)
 {
     struct server *srv = t->srv;
+    if (!t->swap && --t->res->tombstones_unsent == 0)
+        t->res->promised_until_ms = 0; /* guarded in Redis now, or the promise is over */
     if (t->retry_ev != NULL)
         event_free(t->retry_ev);
     resource_unref(t->res);
@@ -68,6 +79,7 @@ static void reply_cb(const redisReply *reply, const char *err, void *arg)
         /* The grant's key was gone already (its own ttl ran out while Redis
          * was away): set the tombstone from scratch, unless someone has the key. */
         t->swap = 0;
+        tombstone_guard(t);
         tombstone_send(t);
         return;
     }
@@ -134,6 +146,8 @@ static void tombstone_start(struct server *srv, struct resource *res, const char
     snprintf(t->token, sizeof t->token, "%s", token);
     t->until_ms = until_ms;
     t->swap = swap;
+    if (!swap)
+        tombstone_guard(t);
     srv->background++; /* shutdown waits for it, as for a release */
     tombstone_send(t);
 }
