@@ -359,6 +359,8 @@ void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
         if (req->body_case == RLOCK__V1__REQUEST__BODY_HELLO)
             session_close(s, "bad Hello", 1); /* as every other refused Hello */
     } else if (srv->stopping && req->body_case == RLOCK__V1__REQUEST__BODY_ACQUIRE) {
+        /* Not reached today (server_stop closes every session, whose frames are then
+         * dropped); kept so that no acquire can start once stopping, whatever changes. */
         srv->ctr.acquires++;
         metrics_acquire_answered(srv, RLOCK__V1__STATUS__STATUS_SHUTTING_DOWN);
         respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_SHUTTING_DOWN,

@@ -83,17 +83,13 @@ void h_raw_batch_add_body(struct h_raw_batch *b, uint64_t id,
     Rlock__V1__Request r = RLOCK__V1__REQUEST__INIT;
     r.id = id;
     r.body_case = body_case;
-    switch (body_case) {
-    case RLOCK__V1__REQUEST__BODY_HELLO: r.hello = body; break;
-    case RLOCK__V1__REQUEST__BODY_ACQUIRE: r.acquire = body; break;
-    case RLOCK__V1__REQUEST__BODY_RELEASE: r.release = body; break;
-    case RLOCK__V1__REQUEST__BODY_EXTEND: r.extend = body; break;
-    case RLOCK__V1__REQUEST__BODY_PING: r.ping = body; break;
-    case RLOCK__V1__REQUEST__BODY_STATS: r.stats = body; break;
-    case RLOCK__V1__REQUEST__BODY_CANCEL: r.cancel = body; break;
-    case RLOCK__V1__REQUEST__BODY_GOODBYE: r.goodbye = body; break;
-    default: r.body_case = RLOCK__V1__REQUEST__BODY__NOT_SET; break;
-    }
+    /* Any member of the oneof, found in the schema: a new request kind needs no edit here. */
+    const ProtobufCFieldDescriptor *fd =
+        protobuf_c_message_descriptor_get_field(&rlock__v1__request__descriptor, (unsigned)body_case);
+    if (fd != NULL && fd->type == PROTOBUF_C_TYPE_MESSAGE && fd->id != 1)
+        *(void **)((char *)&r + fd->offset) = body;
+    else
+        r.body_case = RLOCK__V1__REQUEST__BODY__NOT_SET;
     h_raw_batch_add(b, &r);
 }
 
