@@ -632,6 +632,17 @@ int rpool_version_check(const char *info, char *why, size_t len)
     return 0;
 }
 
+int rpool_info_is_master(const char *info)
+{
+    static const char line[] = "role:master";
+    for (const char *p = strstr(info, line); p != NULL; p = strstr(p + 1, line)) {
+        const char *end = p + sizeof line - 1;
+        if ((p == info || p[-1] == '\n') && (*end == '\r' || *end == '\n' || *end == '\0'))
+            return 1;
+    }
+    return 0;
+}
+
 static void setup_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
     struct rconn *c = ac->data;
@@ -647,7 +658,7 @@ static void setup_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
         return;
     }
     if (strcmp(what, "INFO replication") == 0 && reply->type == REDIS_REPLY_STRING &&
-        strstr(reply->str, "role:master") == NULL) {
+        !rpool_info_is_master(reply->str)) {
         /* A demoted master (or a replica) would refuse every write: wait for
          * Sentinel to name the new one. */
         rpool_link_failure(&c->link, "role check", "the server is not a master");

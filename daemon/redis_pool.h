@@ -87,6 +87,8 @@ void rpool_free(struct rpool *p);
 #define RPOOL_MIN_REDIS_MINOR 2
 /* 0 when INFO server's text names a Redis version rlockd can use; else -1 and why. */
 int rpool_version_check(const char *info, char *why, size_t len);
+/* 1 when INFO replication text says role:master (a line of its own), else 0. Pure. */
+int rpool_info_is_master(const char *info);
 
 /* Route for a key: calls with equal routes share a connection. */
 uint32_t rpool_route(const struct rpool *p, const char *key, size_t len);

@@ -85,8 +85,12 @@ static void sn_reset(struct sentinel *sn, const char *why)
     sn_arm(sn, rpool_link_backoff(&sn->link, sn->srv->cfg));
 }
 
-/* The master is at text ("IP:PORT"): move the pool and the pub/sub connection there. */
-static void sn_found(struct sentinel *sn, const char *text)
+/*
+ * The master is at text ("IP:PORT"): move the pool and the pub/sub connection
+ * there. announced: named by +switch-master (else by the poll, which finds a
+ * switch only when that notice was missed: the log says which).
+ */
+static void sn_found(struct sentinel *sn, const char *text, int announced)
 {
     struct server *srv = sn->srv;
     struct config_address addr;
@@ -107,8 +111,9 @@ static void sn_found(struct sentinel *sn, const char *text)
         return;
     }
     sn->switches++;
-    log_warn("redis master %s moved from %s to %s (Sentinel): re-verifying every held lock",
-             srv->cfg->redis_master_name, before, text);
+    log_warn("redis master %s moved from %s to %s (Sentinel: %s): re-verifying every held lock",
+             srv->cfg->redis_master_name, before, text,
+             announced ? "+switch-master" : "found by the poll, the +switch-master notice missed");
     watchdog_verify_all(srv);
 }
 
@@ -125,6 +130,22 @@ int sentinel_parse_switch(const char *text, const char *master_name, char *addr,
     int n = strchr(newip, ':') != NULL ? snprintf(addr, len, "[%s]:%u", newip, newport)
                                        : snprintf(addr, len, "%s:%u", newip, newport);
     return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+enum sentinel_master sentinel_parse_master(const redisReply *reply, char *addr, size_t len)
+{
+    if (reply->type == REDIS_REPLY_NIL)
+        return SENTINEL_MASTER_UNKNOWN;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+        reply->element[0]->type != REDIS_REPLY_STRING ||
+        reply->element[1]->type != REDIS_REPLY_STRING || reply->element[0]->len == 0 ||
+        reply->element[0]->len > 63 || reply->element[1]->len == 0 ||
+        reply->element[1]->len > 5)
+        return SENTINEL_MASTER_BAD;
+    const char *ip = reply->element[0]->str;
+    int n = snprintf(addr, len, strchr(ip, ':') != NULL ? "[%s]:%s" : "%s:%s", ip,
+                     reply->element[1]->str);
+    return n > 0 && (size_t)n < len ? SENTINEL_MASTER_OK : SENTINEL_MASTER_BAD;
 }
 
 /* --- the command connection ------------------------------------------------ */
@@ -161,28 +182,24 @@ static void ask_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
     if (sn == NULL || reply == NULL)
         return;
     sn->asking = 0;
-    if (reply->type == REDIS_REPLY_NIL) {
+    char text[80];
+    switch (sentinel_parse_master(reply, text, sizeof text)) {
+    case SENTINEL_MASTER_UNKNOWN:
         sn_request_reset(sn, "does not know the master (check redis.master_name)");
         return;
-    }
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
-        reply->element[0]->type != REDIS_REPLY_STRING ||
-        reply->element[1]->type != REDIS_REPLY_STRING || reply->element[0]->len > 63 ||
-        reply->element[1]->len > 5) {
-        sn_request_reset(sn, reply->type == REDIS_REPLY_ERROR ? reply->str
-                                                              : "unexpected reply to "
-                                                                "get-master-addr-by-name");
+    case SENTINEL_MASTER_BAD:
+        sn_request_reset(sn, reply->type == REDIS_REPLY_ERROR
+                                 ? reply->str
+                                 : "unexpected reply to get-master-addr-by-name");
         return;
+    case SENTINEL_MASTER_OK:
+        break;
     }
-    const char *ip = reply->element[0]->str;
-    char text[80];
-    snprintf(text, sizeof text, strchr(ip, ':') != NULL ? "[%s]:%s" : "%s:%s", ip,
-             reply->element[1]->str);
     if (sn->link.state == RPOOL_CONNECTING) {
         rpool_link_set(&sn->link, RPOOL_READY);
         sn_arm(sn, SENTINEL_POLL_MS);
     }
-    sn_found(sn, text);
+    sn_found(sn, text, 0);
 }
 
 static void sn_ask(struct sentinel *sn)
@@ -217,7 +234,7 @@ static void switch_message_cb(redisAsyncContext *ac, void *r, void *privdata)
     char addr[96];
     if (sentinel_parse_switch(reply->element[2]->str, sn->srv->cfg->redis_master_name, addr,
                               sizeof addr) == 0)
-        sn_found(sn, addr);
+        sn_found(sn, addr, 1);
 }
 
 /* --- connections ------------------------------------------------------------ */

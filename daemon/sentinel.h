@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 struct server;
+struct redisReply;
 
 /* Time between two asks of the current sentinel. */
 #define SENTINEL_POLL_MS 1000
@@ -44,5 +45,18 @@ uint64_t sentinel_switches(const struct server *srv);
  * master_name; -1 otherwise (another master, or malformed). Pure.
  */
 int sentinel_parse_switch(const char *text, const char *master_name, char *addr, size_t len);
+
+enum sentinel_master {
+    SENTINEL_MASTER_OK,      /* addr holds "IP:PORT" (IPv6 in brackets) */
+    SENTINEL_MASTER_UNKNOWN, /* nil: the sentinel does not know master_name */
+    SENTINEL_MASTER_BAD,     /* an error or a reply of another shape */
+};
+/*
+ * What a reply to SENTINEL get-master-addr-by-name says (reply not NULL). The
+ * port is not checked here: config_parse_address does that, as for any address.
+ * Pure.
+ */
+enum sentinel_master sentinel_parse_master(const struct redisReply *reply, char *addr,
+                                           size_t len);
 
 #endif

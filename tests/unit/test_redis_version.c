@@ -36,10 +36,31 @@ START_TEST(test_version)
 }
 END_TEST
 
+static const struct {
+    const char *info;
+    int master;
+} role_cases[] = {
+    {"# Replication\r\nrole:master\r\nconnected_slaves:0\r\n", 1},
+    {"role:master\r\n", 1},
+    {"role:master", 1},
+    {"# Replication\r\nrole:slave\r\nmaster_host:127.0.0.1\r\n", 0},
+    {"# Replication\r\nrole:slave\r\nmaster_role:master\r\n", 0},
+    {"# Replication\r\nrole:masters\r\n", 0},
+    {"", 0},
+};
+
+START_TEST(test_role)
+{
+    ck_assert_msg(rpool_info_is_master(role_cases[_i].info) == role_cases[_i].master,
+                  "case %d", _i);
+}
+END_TEST
+
 int main(void)
 {
     const struct unit_test tests[] = {
         {"version", test_version, UNIT_COUNT(cases)},
+        {"role", test_role, UNIT_COUNT(role_cases)},
     };
     return unit_run("redis_version", tests, sizeof tests / sizeof tests[0]);
 }
