@@ -294,6 +294,59 @@ START_TEST(test_runjob_loss_stops_detached)
 }
 END_TEST
 
+/*
+ * The daemon goes silent (SIGSTOP): no renewal, no answer to the keepalives.
+ * The library stops vouching for the lock (UNCERTAIN) a margin before the key
+ * can expire, and rlockctl must stop the job then, not only once the session
+ * is given up for lost (its timeout, 10 s): the job must be gone before the
+ * key's expiry, which the test reads from Redis after the stop. The job dies
+ * on SIGTERM; the 250 ms allowance is for this test's own polling on a loaded
+ * machine (the library's margin is ttl/100 + 52 ms).
+ */
+START_TEST(test_runjob_uncertain_stops_job)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
+    char bin[512], err[320], pidfile[320], key[256];
+    h_bin("rlockctl", bin, sizeof bin);
+    h_env_path(&f.e, "rlockctl.err", err, sizeof err);
+    h_env_path(&f.e, "job.pids", pidfile, sizeof pidfile);
+    h_lock_key(&f.e, "silent", key, sizeof key);
+    char *argv[] = {bin, "run", "--server", f.e.rlockd_addr, "--ttl", "3s", "--grace", "5s",
+                    "silent", "--", "sh", "-c", "echo $$ >>\"$0\"; exec sleep 60", pidfile,
+                    NULL};
+    pid_t ctl = spawn_ctl(argv, err);
+    pid_t job;
+    wait_pids(pidfile, &job, 1, ctl);
+    h_sleep_ms(1200); /* a renewal or so */
+    h_rlockd_sigstop(&f.e);
+    int64_t before = h_now_ms();
+    long long pttl = h_pttl(f.r, key);
+    ck_assert_msg(pttl > 0, "the lock's key has no ttl (%lld)", pttl);
+    int64_t expiry = before + pttl; /* no renewal can run any more */
+    while (!h_pid_gone(job)) {
+        ck_assert_msg(h_now_ms() < expiry + 15000, "the job still runs 15 s after its lock's key "
+                      "expired (rlockd silent)");
+        h_sleep_ms(2);
+    }
+    int64_t gone = h_now_ms();
+    printf("runjob: the job was gone %lld ms before its lock's key expired\n",
+           (long long)(expiry - gone));
+    int status = wait_ctl(ctl, WAIT_MS, err, "rlockctl run with a silent daemon");
+    h_rlockd_sigcont(&f.e);
+    assert_exit(status, EXIT_LOST, "rlockctl run whose lock became uncertain");
+    char *text = h_read_file(err);
+    ck_assert_msg(text != NULL && strstr(text, "validity ran out") != NULL,
+                  "rlockctl did not say the lock's validity ran out");
+    free(text);
+    ck_assert_msg(gone <= expiry + 250,
+                  "the job ran %lld ms past its lock's key expiry: stopped when the lock was "
+                  "lost, not when it became uncertain?",
+                  (long long)(gone - expiry));
+    h_fixture_stop(&f);
+}
+END_TEST
+
 /* The files of a JOB_LEFTOVER job, in the env's dir. */
 struct leftover {
     char go[320];     /* created by the test: the leftover may write */
@@ -707,7 +760,7 @@ int main(void)
         test_runjob_loss_stops_group,    test_runjob_loss_stops_detached,
         test_runjob_leftovers_hold_lock, test_runjob_no_wait_children,
         test_runjob_sigterm_stops_leftovers, test_runjob_sigterm_while_command_runs,
-        test_runjob_tty_ctrl_c,
+        test_runjob_uncertain_stops_job, test_runjob_tty_ctrl_c,
         test_runjob_tty_ctrl_z,          test_runjob_tty_script_ctrl_c,
         test_runjob_tty_script_loss,     test_runjob_limit_is_tempfail,
     };

@@ -71,6 +71,7 @@ static const struct {
 } master_cases[] = {
     {"*2\r\n$9\r\n127.0.0.1\r\n$4\r\n6380\r\n", SENTINEL_MASTER_OK, "127.0.0.1:6380"},
     {"*2\r\n$3\r\n::1\r\n$4\r\n6380\r\n", SENTINEL_MASTER_OK, "[::1]:6380"},
+    {"*2\r\n$8\r\n10.1.2.3\r\n$5\r\n65535\r\n", SENTINEL_MASTER_OK, "10.1.2.3:65535"},
     {"*-1\r\n", SENTINEL_MASTER_UNKNOWN, NULL},
     {"$-1\r\n", SENTINEL_MASTER_UNKNOWN, NULL},
     {"-ERR No such master with that name\r\n", SENTINEL_MASTER_BAD, NULL},
