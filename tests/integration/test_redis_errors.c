@@ -10,7 +10,11 @@
  *                      refused for longer: lost as EXPIRED, not MISSING.
  *   release_refused    a Release refused (NOPERM): the key is deleted by
  *                      token by the cleanup list once Redis accepts scripts,
- *                      long before its ttl.
+ *                      long before its ttl; that delete wakes a waiter of
+ *                      another rlockd, and leaves the list once confirmed.
+ *   lock_delay_refused the release at an unclean session end (lock_delay)
+ *                      refused: the delete that replaces it still waits for
+ *                      the delay.
  *   session_end_refused the releases of a session's end refused (NOPERM): the
  *                      same, through the release queue.
  *   acquire_refused    an acquire refused (NOPERM, OOM): a prompt error, never
@@ -32,6 +36,7 @@
 #include "harness.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CALL_MS 5000u
@@ -89,6 +94,21 @@ START_TEST(test_renew_refused)
 }
 END_TEST
 
+/* The value of an unlabelled metric of e's /metrics. */
+static long long metric(const struct h_env *e, const char *name)
+{
+    struct h_http_reply rep;
+    ck_assert_msg(h_http_get(e->metrics_sock, "/metrics", 5000, &rep) == 0, "GET /metrics: %s",
+                  rep.error);
+    char needle[128];
+    snprintf(needle, sizeof needle, "\n%s ", name);
+    const char *at = strstr(rep.body, needle);
+    ck_assert_msg(at != NULL, "no %s in /metrics", name);
+    long long v = atoll(at + strlen(needle));
+    h_http_free(&rep);
+    return v;
+}
+
 START_TEST(test_release_refused)
 {
     struct h_fixture f;
@@ -97,17 +117,81 @@ START_TEST(test_release_refused)
     h_lock_key(&f.e, "released", key, sizeof key);
     struct rlock_acquire_opts o = {.ttl_ms = LONG_TTL_MS, .watchdog_off = 1};
     struct rlock_lock *l = h_acquire_ok(f.c, "released", &o);
+    /* Waiting for it through another rlockd: woken by the release notice, whoever deletes. */
+    struct h_env peer;
+    ck_assert_int_eq(h_env_start_peer(&peer, &f.e, NULL), 0);
+    struct h_waiter w;
+    h_waiter_start(&w, &peer, "released", LONG_TTL_MS, 30000);
+    ck_assert_int_eq(h_wait_stats(&peer, 0, 1, 5000, NULL), 0);
+    h_sleep_ms(300);
+
     deny(f.r, "-eval -evalsha");
     enum rlock_err rc = rlock_release(l, CALL_MS);
     ck_assert_msg(rc == RLOCK_OK, "a Release Redis refused answered %s", rlock_strerror(rc));
     ck_assert_int_eq(rlock_lock_state(l), RLOCK_RELEASED);
     h_sleep_ms(500);
     ck_assert_int_eq(h_key_exists(f.r, key), 1);
+    ck_assert_int_ge(metric(&f.e, "rlockd_cleanup_pending"), 1);
     deny(f.r, "+eval +evalsha");
-    ck_assert_msg(h_wait_key_gone(f.r, key, CLEANED_WITHIN_MS, &f.e) >= 0,
+    /* The other daemon's waiter takes the key the moment it is free: watch our token. */
+    ck_assert_msg(h_wait_token_gone(f.r, key, rlock_lock_token(l), CLEANED_WITHIN_MS, &f.e) >= 0,
                   "the key of a refused Release is still there %d ms after Redis accepted "
                   "scripts again (an error taken for a confirmed release?)",
                   CLEANED_WITHIN_MS);
+    int64_t gone = h_now_ms();
+    ck_assert_int_eq(h_waiter_join(&w), RLOCK_OK);
+    printf("release_refused: the other daemon's waiter got the lock %lld ms after the cleanup "
+           "deleted the key\n",
+           (long long)(w.granted_ms - gone));
+    ck_assert_msg(w.granted_ms - gone < 3000,
+                  "the cleanup's delete woke no waiter of another daemon (granted %lld ms later)",
+                  (long long)(w.granted_ms - gone));
+    /* Confirmed for its settle time, the delete leaves the list. */
+    int64_t until = h_now_ms() + 10000;
+    while (metric(&f.e, "rlockd_cleanup_pending") != 0) {
+        ck_assert_msg(h_now_ms() < until, "a confirmed delete is still retried 10 s later");
+        h_sleep_ms(100);
+    }
+    h_waiter_close(&w);
+    h_env_stop(&peer);
+    rlock_lock_free(l);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/*
+ * A holder with lock_delay 3 s dies (kill -9) while Redis refuses scripts: the
+ * release that should turn its key into a tombstone is refused, so its key
+ * keeps the old token; once scripts are allowed again, the delete by token
+ * that replaces it must still wait for the delay: nobody gets the lock before
+ * it is over.
+ */
+START_TEST(test_lock_delay_refused)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, "[limits]\nlock_delay = 3s\n");
+    struct h_holder h;
+    h_holder_start(&h, &f.e, "delayed", LONG_TTL_MS, 5000);
+    deny(f.r, "-eval -evalsha");
+    int64_t killed = h_holder_kill9(&h);
+    ck_assert_int_eq(h_log_wait(&f.e, "closed: connection closed by client; releasing 1 lock",
+                                5000, NULL),
+                     0);
+    h_sleep_ms(300);
+    deny(f.r, "+eval +evalsha");
+    struct rlock_lock *l = NULL;
+    int64_t until = h_now_ms() + 15000;
+    while (rlock_acquire(f.c, "delayed", NULL, CALL_MS, &l) != RLOCK_OK) {
+        ck_assert_msg(h_now_ms() < until, "the lock never became free");
+        h_sleep_ms(20);
+    }
+    int64_t granted = h_now_ms();
+    printf("lock_delay_refused: granted %lld ms after the holder died (lock_delay 3000 ms)\n",
+           (long long)(granted - killed));
+    ck_assert_msg(granted - killed >= 3000,
+                  "granted %lld ms after its holder died, inside its lock_delay of 3 s",
+                  (long long)(granted - killed));
+    h_release_gone(&f, f.c, l);
     rlock_lock_free(l);
     h_fixture_stop(&f);
 }
@@ -268,7 +352,8 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {test_renew_refused,   test_release_refused,   test_session_end_refused,
-                            test_acquire_refused, test_tombstone_refused, test_notices_refused};
+    const TTest *tests[] = {test_renew_refused,     test_release_refused,  test_lock_delay_refused,
+                            test_session_end_refused, test_acquire_refused, test_tombstone_refused,
+                            test_notices_refused};
     return h_run_tests("redis_errors", 120, tests, H_LEN(tests));
 }
