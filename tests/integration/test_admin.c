@@ -665,9 +665,90 @@ START_TEST(test_admin_protocol)
 }
 END_TEST
 
+/* --- the times a listing gives, and a filter by a session that has ended ------------ */
+
+struct times {
+    const char *session_id;
+    uint64_t at_ms;
+    int n;
+};
+
+static int session_time(const struct rlock_session_entry *e, void *arg)
+{
+    struct times *t = arg;
+    if (strcmp(e->id, t->session_id) == 0) {
+        t->at_ms = e->connected_at_ms;
+        t->n++;
+    }
+    return 0;
+}
+
+static int lock_time(const struct rlock_lock_entry *e, void *arg)
+{
+    struct times *t = arg;
+    t->at_ms = e->acquired_at_ms;
+    t->n++;
+    return 0;
+}
+
+/* at (a daemon's wall-clock stamp) lies between before and now, give or take a second. */
+static void assert_between(uint64_t at, int64_t before, const char *what)
+{
+    int64_t now = h_wall_ms();
+    ck_assert_msg((int64_t)at >= before - 1000 && (int64_t)at <= now + 1000,
+                  "%s is %lld ms off the time it happened (between %lld and %lld)", what,
+                  (long long)((int64_t)at - now), (long long)before, (long long)now);
+}
+
+START_TEST(test_admin_times)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
+    struct rlock_client *admin = h_client_or_fail(&f.e, NULL);
+    struct rlock_server_info info;
+    h_assert_ok(admin, rlock_server_info(admin, 0, &info));
+    assert_between(info.started_at_ms, h_wall_ms() - 60000, "ServerInfo.started_at");
+
+    h_sleep_ms(1500); /* a stamp of "now" would no longer pass for the connect or the grant */
+    struct rlock_client *c = h_client_or_fail(&f.e, NULL);
+    int64_t connected = h_wall_ms();
+    struct rlock_lock *l = h_acquire_ok(c, "times/1", NULL);
+    char id[64], next[RLOCK_CURSOR_BYTES];
+    snprintf(id, sizeof id, "%s", rlock_session_id(c));
+    h_sleep_ms(1500);
+
+    struct times t = {.session_id = id};
+    h_assert_ok(admin, rlock_list_sessions(admin, NULL, 0, session_time, &t, next, sizeof next, 0));
+    ck_assert_int_eq(t.n, 1);
+    assert_between(t.at_ms, connected - 1500, "a session's connected_at");
+    ck_assert_msg((int64_t)t.at_ms <= connected + 100, "connected_at is after the connect");
+    struct rlock_lock_filter only = {.session_id = id};
+    t = (struct times){.session_id = id};
+    h_assert_ok(admin, rlock_list_locks(admin, &only, NULL, 0, lock_time, &t, next, sizeof next, 0));
+    ck_assert_int_eq(t.n, 1);
+    assert_between(t.at_ms, connected, "a lock's acquired_at");
+    ck_assert_msg(h_wall_ms() - (int64_t)t.at_ms >= 1000, "acquired_at is not when it was granted");
+
+    /* Another session keeps a lock; the filter by the ended one must find nothing. */
+    struct rlock_client *other = h_client_or_fail(&f.e, NULL);
+    struct rlock_lock *ol = h_acquire_ok(other, "times/other", NULL);
+    h_assert_ok(c, rlock_release(l, 0));
+    rlock_lock_free(l);
+    rlock_close(c);
+    ck_assert_int_eq(h_wait_stats(&f.e, 1, 0, 5000, NULL), 0);
+    t = (struct times){.session_id = id};
+    h_assert_ok(admin, rlock_list_locks(admin, &only, NULL, 0, lock_time, &t, next, sizeof next, 0));
+    ck_assert_msg(t.n == 0, "the locks of a session that has ended: %d listed", t.n);
+    rlock_lock_free(ol);
+    rlock_close(other);
+    rlock_close(admin);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 int main(void)
 {
-    const TTest *tests[] = {test_admin_views, test_admin_many_locks, test_admin_force_release,
-                            test_admin_kill_session, test_admin_protocol};
+    const TTest *tests[] = {test_admin_views,        test_admin_many_locks, test_admin_force_release,
+                            test_admin_kill_session, test_admin_protocol,   test_admin_times};
     return h_run_tests("admin", 240, tests, H_LEN(tests));
 }
