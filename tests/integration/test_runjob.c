@@ -295,6 +295,72 @@ START_TEST(test_runjob_loss_stops_detached)
 END_TEST
 
 /*
+ * Loss while the command is stopped (SIGSTOP, as a debugger or a terminal's
+ * Ctrl-Z would leave it): SIGTERM alone would wait until it is continued, so
+ * rlockctl sends SIGCONT after it, and a command that exits on SIGTERM is gone
+ * at once, long before the grace period (10 s) would SIGKILL it.
+ */
+START_TEST(test_runjob_loss_continues_stopped)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
+    char bin[512], err[320], pidfile[320], key[256];
+    h_bin("rlockctl", bin, sizeof bin);
+    h_env_path(&f.e, "rlockctl.err", err, sizeof err);
+    h_env_path(&f.e, "job.pids", pidfile, sizeof pidfile);
+    h_lock_key(&f.e, "loststopped", key, sizeof key);
+    char *argv[] = {bin,           "run", "--server", f.e.rlockd_addr, "--ttl", TTL, "--grace",
+                    "10s",         "loststopped", "--", "sh", "-c",
+                    "trap 'exit 0' TERM; echo $$ >>\"$0\"; while :; do sleep 0.1; done",
+                    pidfile,       NULL};
+    pid_t ctl = spawn_ctl(argv, err);
+    pid_t pid;
+    wait_pids(pidfile, &pid, 1, ctl);
+    ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+    int64_t until = h_now_ms() + 2000;
+    while (state_of(pid) != 'T') {
+        ck_assert_msg(h_now_ms() < until, "the command did not stop");
+        h_sleep_ms(5);
+    }
+    ck_assert_int_eq(h_redis_int(f.r, "DEL %s", key), 1);
+    int64_t lost = h_now_ms();
+    int status = wait_ctl(ctl, WAIT_MS, err, "rlockctl run after the loss");
+    int64_t took = h_now_ms() - lost;
+    assert_gone(&pid, 1, "when rlockctl exited");
+    assert_exit(status, EXIT_LOST, "rlockctl run after the loss");
+    printf("runjob: a stopped command was gone %lld ms after its key was deleted\n",
+           (long long)took);
+    ck_assert_msg(took < 5000,
+                  "a stopped command that exits on SIGTERM took %lld ms to go (grace 10 s): not "
+                  "continued after SIGTERM?",
+                  (long long)took);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/* A command that cannot be executed: 127 when it is not found, 126 when it is no program. */
+START_TEST(test_runjob_exec_failures)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
+    char bin[512], err[320], notexec[320];
+    h_bin("rlockctl", bin, sizeof bin);
+    h_env_path(&f.e, "rlockctl.err", err, sizeof err);
+    h_env_path(&f.e, "rlockd.conf", notexec, sizeof notexec); /* a file, mode 0644 */
+    char *missing[] = {bin, "run", "--server", f.e.rlockd_addr, "execfail", "--",
+                       "/nonexistent/rlock-no-such-command", NULL};
+    int status = wait_ctl(spawn_ctl(missing, err), WAIT_MS, err, "rlockctl run of nothing");
+    assert_exit(status, 127, "rlockctl run of a command that does not exist");
+    char *noprog[] = {bin, "run", "--server", f.e.rlockd_addr, "execfail", "--", notexec, NULL};
+    status = wait_ctl(spawn_ctl(noprog, err), WAIT_MS, err, "rlockctl run of a file");
+    assert_exit(status, 126, "rlockctl run of a file that is not executable");
+    /* Neither kept the lock. */
+    assert_granted(&f, "execfail");
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/*
  * The daemon goes silent (SIGSTOP): no renewal, no answer to the keepalives.
  * The library stops vouching for the lock (UNCERTAIN) a margin before the key
  * can expire, and rlockctl must stop the job then, not only once the session
@@ -760,7 +826,8 @@ int main(void)
         test_runjob_loss_stops_group,    test_runjob_loss_stops_detached,
         test_runjob_leftovers_hold_lock, test_runjob_no_wait_children,
         test_runjob_sigterm_stops_leftovers, test_runjob_sigterm_while_command_runs,
-        test_runjob_uncertain_stops_job, test_runjob_tty_ctrl_c,
+        test_runjob_uncertain_stops_job, test_runjob_loss_continues_stopped,
+        test_runjob_exec_failures,       test_runjob_tty_ctrl_c,
         test_runjob_tty_ctrl_z,          test_runjob_tty_script_ctrl_c,
         test_runjob_tty_script_loss,     test_runjob_limit_is_tempfail,
     };
