@@ -1,6 +1,7 @@
 /*
  * test_watchdog.c — the daemon's renewal of leases.
- *  - A 1 s lease held for 10 s by a live session never gets near expiry.
+ *  - A 1 s lease held for 10 s by a live session (which holds a 30 s one too)
+ *    never gets near expiry, and the client vouches for it all along.
  *  - With the watchdog off, a 1 s lease runs out by itself...
  *  - ...unless the holder extends it explicitly; an Extend's ttl becomes the
  *    lock's, so extend(0) renews to the ttl of the latest Extend.
@@ -21,6 +22,9 @@ START_TEST(test_watchdog_renews)
     char key[256];
     h_lock_key(&f.e, "wd", key, sizeof key);
 
+    /* A long lease taken first: the client's keepalives must follow the shortest one. */
+    struct rlock_acquire_opts lo = { .ttl_ms = 30000 };
+    struct rlock_lock *longer = h_acquire_ok(f.c, "wd-long", &lo);
     struct rlock_acquire_opts o = { .ttl_ms = WD_TTL_MS };
     struct rlock_lock *l = h_acquire_ok(f.c, "wd", &o);
     ck_assert_uint_eq(rlock_lock_ttl_ms(l), WD_TTL_MS);
@@ -47,8 +51,10 @@ START_TEST(test_watchdog_renews)
     h_assert_key_token(f.r, key, rlock_lock_token(l));
 
     h_release_gone(&f, f.c, l);
+    h_release_gone(&f, f.c, longer);
     ck_assert_int_eq(atomic_load(&f.lost.count), 0);
     rlock_lock_free(l);
+    rlock_lock_free(longer);
     h_fixture_stop(&f);
 }
 END_TEST
