@@ -467,6 +467,13 @@ START_TEST(test_failover)
     h_assert_ok(c, rlock_server_info(c, CALL_MS, &info));
     snprintf(want, sizeof want, "127.0.0.1:%d", t.replica.port);
     ck_assert_str_eq(info.redis_master, want);
+    /* The release-notice connection moved too (the old master is dead). */
+    until = h_now_ms() + 5000;
+    while (!info.redis_pubsub_connected) {
+        ck_assert_msg(h_now_ms() < until, "the pub/sub connection did not follow the master");
+        h_sleep_ms(50);
+        h_assert_ok(c, rlock_server_info(c, CALL_MS, &info));
+    }
     ck_assert_uint_eq(info.redis_failovers, 1);
     ck_assert_msg(h_log_count(&e, "re-verifying every held lock") == 1,
                   "rlockd did not log the switch once");
