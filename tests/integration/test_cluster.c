@@ -33,6 +33,8 @@
  *   migrating_acquire (case "edge") an acquire of a free lock in a slot
  *                half-moved for 4 s (ASK, then TRYAGAIN past rlockd's retries)
  *                answers UNAVAILABLE or is granted, never INTERNAL.
+ *   ask_extend   (case "edge") the Extend of a lock whose key was moved while
+ *                its slot stays half-moved follows ASK to the importing node.
  */
 #include "harness.h"
 #include "harness_cluster.h"
@@ -680,6 +682,61 @@ START_TEST(test_migrating_acquire)
 }
 END_TEST
 
+/*
+ * A held lock whose key was moved while its slot stays half-moved: the old
+ * owner answers ASK, and rlockd follows it to the importing node (with ASKING),
+ * where its Extend runs: OK, and the key there has the new lease.
+ */
+START_TEST(test_ask_extend)
+{
+    struct cl_env ce;
+    cl_start(&ce);
+    struct rlock_client *c = h_client_or_fail(&ce.e, NULL);
+    int from = 0, to = 1;
+    char res[32], key[256];
+    resource_on(&ce, from, "asked", res, sizeof res);
+    struct rlock_acquire_opts o = {.ttl_ms = 20000, .watchdog_off = 1};
+    struct rlock_lock *l = NULL;
+    h_assert_ok(c, rlock_acquire(c, res, &o, 5000, &l));
+    struct ask_move m = {.ce = &ce, .from = from, .to = to, .rc = -1};
+    m.slot = h_cluster_keyslot(&ce.cl, h_lock_key(&ce.e, res, key, sizeof key));
+    struct h_thread th;
+    h_thread_start(&th, ask_move_run, &m);
+    /* Its keys are on the importing node once the old owner no longer has them. */
+    redisContext *fr = h_cluster_redis(&ce.cl, from);
+    ck_assert_ptr_nonnull(fr);
+    int64_t until = h_now_ms() + 3000;
+    for (;;) {
+        redisReply *rep = redisCommand(fr, "CLUSTER COUNTKEYSINSLOT %d", m.slot);
+        int gone = rep != NULL && rep->type == REDIS_REPLY_INTEGER && rep->integer == 0;
+        if (rep != NULL)
+            freeReplyObject(rep);
+        if (gone)
+            break;
+        ck_assert_msg(h_now_ms() < until, "the slot's keys did not move");
+        h_sleep_ms(20);
+    }
+    redisFree(fr);
+    h_assert_ok(c, rlock_extend(l, 40000, 5000));
+    redisContext *tr = h_cluster_redis(&ce.cl, to);
+    ck_assert_ptr_nonnull(tr);
+    ck_assert_int_eq(h_redis_ok(tr, "ASKING"), 0); /* the slot is not its own yet */
+    long long pttl = h_pttl(tr, key);
+    redisFree(tr);
+    printf("ask_extend: extended on the importing node: pttl %lld ms\n", pttl);
+    ck_assert_msg(pttl > 30000, "the Extend did not reach the key on the importing node (pttl %lld)",
+                  pttl);
+    ck_assert_msg(metric(&ce.e, "rlockd_redis_redirects_total{kind=\"ask\"} ") >= 1,
+                  "no ASK was followed");
+    h_thread_join(&th, h_now_ms() + 30000, "the migration did not end");
+    ck_assert_int_ge(m.rc, 1);
+    h_assert_ok(c, rlock_release(l, 5000));
+    rlock_lock_free(l);
+    rlock_close(c);
+    cl_stop(&ce);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster");
@@ -693,6 +750,7 @@ int main(void)
     TCase *lk = tcase_create("edge");
     tcase_set_timeout(lk, 120);
     tcase_add_test(lk, test_migrating_acquire);
+    tcase_add_test(lk, test_ask_extend);
     suite_add_tcase(s, lk);
     return h_run_suite(s);
 }
