@@ -324,6 +324,8 @@ struct h_fixture {
 void h_fixture_start(struct h_fixture *f, const char *extra_ini);
 /* The same without a client (f->c stays NULL; a test may set it later, and stop closes it). */
 void h_fixture_start_env(struct h_fixture *f, const char *extra_ini);
+/* h_fixture_start with rlockd's Redis connections through the proxy (h_env_start_proxied). */
+void h_fixture_start_proxied(struct h_fixture *f, const char *extra_ini);
 /* Assert the env is still alive, close c (when set) and r, and stop the env. Locks of c must
  * be freed first. */
 void h_fixture_stop(struct h_fixture *f);

@@ -40,6 +40,17 @@ void h_fixture_start(struct h_fixture *f, const char *extra_ini)
     f->c = h_client_or_fail(&f->e, &o);
 }
 
+void h_fixture_start_proxied(struct h_fixture *f, const char *extra_ini)
+{
+    memset(f, 0, sizeof *f);
+    ck_assert_msg(h_env_start_proxied(&f->e, extra_ini) == 0,
+                  "could not start redis-server + proxy + rlockd");
+    f->r = h_redis(&f->e);
+    ck_assert_msg(f->r != NULL, "cannot connect hiredis to %s", f->e.redis_sock);
+    struct rlock_options o = { .on_lost = h_lost_cb, .on_lost_arg = &f->lost };
+    f->c = h_client_or_fail(&f->e, &o);
+}
+
 void h_fixture_stop(struct h_fixture *f)
 {
     h_assert_env_alive(&f->e);

@@ -78,11 +78,7 @@ static void assert_within_key(struct h_fixture *f, struct rlock_lock *l, const c
 START_TEST(test_validity_from_send)
 {
     struct h_fixture f;
-    memset(&f, 0, sizeof f);
-    ck_assert_int_eq(h_env_start_proxied(&f.e, LATE_INI), 0);
-    f.r = h_redis(&f.e);
-    ck_assert_ptr_nonnull(f.r);
-    f.c = h_client_or_fail(&f.e, NULL);
+    h_fixture_start_proxied(&f, LATE_INI);
 
     h_proxy_delay(f.e.proxy, H_PROXY_COMMANDS, H_PROXY_DOWN, DELAY_MS);
     struct rlock_acquire_opts wd = {.ttl_ms = TTL_MS};
@@ -178,11 +174,7 @@ static void *late_acquire_run(void *arg)
 START_TEST(test_grant_read_late)
 {
     struct h_fixture f;
-    memset(&f, 0, sizeof f);
-    ck_assert_int_eq(h_env_start_proxied(&f.e, "[redis]\ncommand_timeout = 300ms\n"), 0);
-    f.r = h_redis(&f.e);
-    ck_assert_ptr_nonnull(f.r);
-    f.c = h_client_or_fail(&f.e, NULL);
+    h_fixture_start_proxied(&f, "[redis]\ncommand_timeout = 300ms\n");
     char key[256];
     h_lock_key(&f.e, "late-grant", key, sizeof key);
 
@@ -217,11 +209,7 @@ END_TEST
 START_TEST(test_late_command_settled)
 {
     struct h_fixture f;
-    memset(&f, 0, sizeof f);
-    ck_assert_int_eq(h_env_start_proxied(&f.e, "[redis]\ncommand_timeout = 300ms\n"), 0);
-    f.r = h_redis(&f.e);
-    ck_assert_ptr_nonnull(f.r);
-    f.c = h_client_or_fail(&f.e, NULL);
+    h_fixture_start_proxied(&f, "[redis]\ncommand_timeout = 300ms\n");
     char key[256];
     h_lock_key(&f.e, "late-cmd", key, sizeof key);
 
@@ -262,12 +250,8 @@ END_TEST
 START_TEST(test_pubsub_probe_missed)
 {
     struct h_fixture f;
-    memset(&f, 0, sizeof f);
-    /* A probe answered within command_timeout, sent every few seconds (pubsub.c). */
-    ck_assert_int_eq(h_env_start_proxied(&f.e, "[redis]\ncommand_timeout = 300ms\n"), 0);
-    f.r = h_redis(&f.e);
-    ck_assert_ptr_nonnull(f.r);
-    f.c = h_client_or_fail(&f.e, NULL);
+    /* A probe answered within command_timeout, sent every second (pubsub.c). */
+    h_fixture_start_proxied(&f, "[redis]\ncommand_timeout = 300ms\n");
     struct h_env peer;
     ck_assert_int_eq(h_env_start_peer(&peer, &f.e, NULL), 0);
     struct rlock_client *pc = h_client_or_fail(&peer, NULL);
@@ -326,12 +310,7 @@ END_TEST
 START_TEST(test_notice_during_try)
 {
     struct h_fixture f;
-    memset(&f, 0, sizeof f);
-    ck_assert_int_eq(h_env_start_proxied(&f.e, "[redis]\ncommand_timeout = 2s\n[limits]\n"
-                                               "min_ttl = 6s\n"),
-                     0);
-    f.r = h_redis(&f.e);
-    ck_assert_ptr_nonnull(f.r);
+    h_fixture_start_proxied(&f, "[redis]\ncommand_timeout = 2s\n[limits]\nmin_ttl = 6s\n");
     struct h_env peer;
     ck_assert_int_eq(h_env_start_peer(&peer, &f.e, NULL), 0);
     struct rlock_client *pc = h_client_or_fail(&peer, NULL);
@@ -410,11 +389,7 @@ END_TEST
 START_TEST(test_cleanup_through_outage)
 {
     struct h_fixture f;
-    memset(&f, 0, sizeof f);
-    ck_assert_int_eq(h_env_start_proxied(&f.e, "[redis]\ncommand_timeout = 300ms\n"), 0);
-    f.r = h_redis(&f.e);
-    ck_assert_ptr_nonnull(f.r);
-    f.c = h_client_or_fail(&f.e, NULL);
+    h_fixture_start_proxied(&f, "[redis]\ncommand_timeout = 300ms\n");
     char key[256];
     h_lock_key(&f.e, "outage", key, sizeof key);
     struct rlock_acquire_opts o = {.ttl_ms = 60000, .watchdog_off = 1};

@@ -8,6 +8,7 @@
 #include <hiredis/hiredis.h>
 
 #include "check_main.h"
+#include "resp.h"
 #include "cluster.h"
 
 START_TEST(test_crc16)
@@ -41,19 +42,6 @@ START_TEST(test_key_slot)
 }
 END_TEST
 
-/* Parse RESP text into a reply with hiredis' reader (the caller frees it). */
-static redisReply *resp(const char *text)
-{
-    redisReader *rd = redisReaderCreate();
-    void *reply = NULL;
-    ck_assert_ptr_nonnull(rd);
-    ck_assert_int_eq(redisReaderFeed(rd, text, strlen(text)), REDIS_OK);
-    ck_assert_int_eq(redisReaderGetReply(rd, &reply), REDIS_OK);
-    ck_assert_ptr_nonnull(reply);
-    redisReaderFree(rd);
-    return reply;
-}
-
 static const struct {
     const char *resp;
     int n; /* ranges, or -1 */
@@ -86,7 +74,7 @@ START_TEST(test_parse_slots)
 {
     struct cluster_range out[4];
     char err[128] = "";
-    redisReply *r = resp(slots_cases[_i].resp);
+    redisReply *r = unit_resp(slots_cases[_i].resp);
     int n = cluster_parse_slots(r, "10.0.0.9", out, 4, err, sizeof err);
     ck_assert_msg(n == slots_cases[_i].n, "case %d: %d ranges (%s)", _i, n, err);
     if (n < 0)
@@ -112,7 +100,7 @@ START_TEST(test_parse_slots_bound)
 {
     struct cluster_range out[1];
     char err[128] = "";
-    redisReply *r = resp(slots_cases[0].resp); /* two ranges, room for one */
+    redisReply *r = unit_resp(slots_cases[0].resp); /* two ranges, room for one */
     ck_assert_int_eq(cluster_parse_slots(r, NULL, out, 1, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "at most"));
     freeReplyObject(r);

@@ -10,20 +10,8 @@
 #include <hiredis/hiredis.h>
 
 #include "check_main.h"
+#include "resp.h"
 #include "reply.h"
-
-/* The one reply in resp (the caller frees it with freeReplyObject). */
-static redisReply *parse(const char *resp)
-{
-    redisReader *r = redisReaderCreate();
-    ck_assert_ptr_nonnull(r);
-    ck_assert_int_eq(redisReaderFeed(r, resp, strlen(resp)), REDIS_OK);
-    void *reply = NULL;
-    ck_assert_int_eq(redisReaderGetReply(r, &reply), REDIS_OK);
-    ck_assert_msg(reply != NULL, "no whole reply in %s", resp);
-    redisReaderFree(r);
-    return reply;
-}
 
 static const struct {
     const char *resp;
@@ -49,7 +37,7 @@ static const struct {
 
 START_TEST(test_acquire)
 {
-    redisReply *r = parse(acquires[_i].resp);
+    redisReply *r = unit_resp(acquires[_i].resp);
     uint64_t fence = 0;
     long long pttl = 0;
     ck_assert_int_eq(reply_acquire(r, &fence, &pttl), acquires[_i].kind);
@@ -91,7 +79,7 @@ static const struct {
 
 START_TEST(test_renew)
 {
-    redisReply *r = parse(renews[_i].resp);
+    redisReply *r = unit_resp(renews[_i].resp);
     int8_t out[8];
     char got[9] = "";
     ck_assert_int_eq(reply_renew(r, renews[_i].n, out), renews[_i].rc);
@@ -132,7 +120,7 @@ static const struct {
 
 START_TEST(test_delete)
 {
-    redisReply *r = parse(deletes[_i].resp);
+    redisReply *r = unit_resp(deletes[_i].resp);
     ck_assert_int_eq(reply_delete(r), deletes[_i].kind);
     const char *text = reply_error_text(r);
     if (deletes[_i].error == NULL)

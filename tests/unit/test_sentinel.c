@@ -8,6 +8,7 @@
 #include <hiredis/hiredis.h>
 
 #include "check_main.h"
+#include "resp.h"
 #include "sentinel.h"
 
 static const struct {
@@ -51,19 +52,6 @@ START_TEST(test_parse_switch_small_buffer)
 }
 END_TEST
 
-/* Parse RESP text into a reply with hiredis' reader (the caller frees it). */
-static redisReply *resp(const char *text)
-{
-    redisReader *rd = redisReaderCreate();
-    void *reply = NULL;
-    ck_assert_ptr_nonnull(rd);
-    ck_assert_int_eq(redisReaderFeed(rd, text, strlen(text)), REDIS_OK);
-    ck_assert_int_eq(redisReaderGetReply(rd, &reply), REDIS_OK);
-    ck_assert_ptr_nonnull(reply);
-    redisReaderFree(rd);
-    return reply;
-}
-
 static const struct {
     const char *resp;
     enum sentinel_master kind;
@@ -90,7 +78,7 @@ static const struct {
 
 START_TEST(test_parse_master)
 {
-    redisReply *r = resp(master_cases[_i].resp);
+    redisReply *r = unit_resp(master_cases[_i].resp);
     char addr[80] = "";
     enum sentinel_master kind = sentinel_parse_master(r, addr, sizeof addr);
     ck_assert_msg(kind == master_cases[_i].kind, "case %d: kind %d, want %d", _i, (int)kind,
