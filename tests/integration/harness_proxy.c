@@ -66,6 +66,7 @@ struct h_proxy {
     struct rule defaults[2][2]; /* [pubsub][dir], for connections yet to come */
     struct pconn *conns;
     uint64_t accepted;
+    char buf[PROXY_READ_MAX]; /* the thread's read buffer */
 };
 
 static int64_t proxy_now_ms(void)
@@ -355,8 +356,8 @@ static void note_subscribe(struct h_proxy *p, struct pconn *c, const char *data,
 /* Read what fd has for direction dir; 1 at its end (EOF or error). */
 static int pump_in(struct h_proxy *p, struct pconn *c, int fd, enum h_proxy_dir dir, int64_t now)
 {
-    static char buf[PROXY_READ_MAX];
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    char *buf = p->buf;
+    ssize_t n = recv(fd, buf, PROXY_READ_MAX, 0);
     if (n < 0)
         return errno != EAGAIN && errno != EINTR;
     if (n == 0)
