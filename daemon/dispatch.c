@@ -20,7 +20,7 @@
 #include "lock.h"
 #include "log.h"
 #include "metrics.h"
-#include "redis_pool.h"
+#include "pool.h"
 #include "resource.h"
 #include "session.h"
 #include "wire.h"
@@ -270,32 +270,32 @@ static void op_server_info(struct session *s, const Rlock__V1__Request *req)
     admin_server_info(s, req->id, req->server_info);
 }
 
-/* The op table, indexed by the Request's oneof case. admin: needs the admin role. */
-static const struct op {
-    const char *name;
+/* The op table, indexed by the Request's oneof case (its name: wire_op_name). */
+static const struct op_entry {
     op_fn *fn;
-    int admin;
+    int admin; /* needs a session with the admin role */
 } ops[] = {
-    [RLOCK__V1__REQUEST__BODY_HELLO] = {"hello", op_hello, 0},
-    [RLOCK__V1__REQUEST__BODY_ACQUIRE] = {"acquire", op_acquire, 0},
-    [RLOCK__V1__REQUEST__BODY_RELEASE] = {"release", op_release, 0},
-    [RLOCK__V1__REQUEST__BODY_EXTEND] = {"extend", op_extend, 0},
-    [RLOCK__V1__REQUEST__BODY_PING] = {"ping", op_ping, 0},
-    [RLOCK__V1__REQUEST__BODY_STATS] = {"stats", op_stats, 0},
-    [RLOCK__V1__REQUEST__BODY_CANCEL] = {"cancel", op_cancel, 0},
-    [RLOCK__V1__REQUEST__BODY_GOODBYE] = {"goodbye", op_goodbye, 0},
-    [RLOCK__V1__REQUEST__BODY_LIST_SESSIONS] = {"list_sessions", op_list_sessions, 1},
-    [RLOCK__V1__REQUEST__BODY_LIST_LOCKS] = {"list_locks", op_list_locks, 1},
-    [RLOCK__V1__REQUEST__BODY_FORCE_RELEASE] = {"force_release", op_force_release, 1},
-    [RLOCK__V1__REQUEST__BODY_KILL_SESSION] = {"kill_session", op_kill_session, 1},
-    [RLOCK__V1__REQUEST__BODY_SERVER_INFO] = {"server_info", op_server_info, 1},
+    [RLOCK__V1__REQUEST__BODY_HELLO] = {op_hello, 0},
+    [RLOCK__V1__REQUEST__BODY_ACQUIRE] = {op_acquire, 0},
+    [RLOCK__V1__REQUEST__BODY_RELEASE] = {op_release, 0},
+    [RLOCK__V1__REQUEST__BODY_EXTEND] = {op_extend, 0},
+    [RLOCK__V1__REQUEST__BODY_PING] = {op_ping, 0},
+    [RLOCK__V1__REQUEST__BODY_STATS] = {op_stats, 0},
+    [RLOCK__V1__REQUEST__BODY_CANCEL] = {op_cancel, 0},
+    [RLOCK__V1__REQUEST__BODY_GOODBYE] = {op_goodbye, 0},
+    [RLOCK__V1__REQUEST__BODY_LIST_SESSIONS] = {op_list_sessions, 1},
+    [RLOCK__V1__REQUEST__BODY_LIST_LOCKS] = {op_list_locks, 1},
+    [RLOCK__V1__REQUEST__BODY_FORCE_RELEASE] = {op_force_release, 1},
+    [RLOCK__V1__REQUEST__BODY_KILL_SESSION] = {op_kill_session, 1},
+    [RLOCK__V1__REQUEST__BODY_SERVER_INFO] = {op_server_info, 1},
 };
 
-const char *dispatch_op_name(int op)
+/* The handler of op, or NULL when this daemon has none. */
+static const struct op_entry *op_find(int op)
 {
     if (op <= 0 || (size_t)op >= sizeof ops / sizeof ops[0] || ops[op].fn == NULL)
         return NULL;
-    return ops[op].name;
+    return &ops[op];
 }
 
 Rlock__V1__Request *dispatch_decode(struct wire_budget *budget, const uint8_t *data, size_t len)
@@ -314,19 +314,20 @@ const char *dispatch_check(const Rlock__V1__Request *req, size_t len)
     if (protobuf_c_message_get_packed_size(&req->base) != len)
         return "non-canonical encoding: a NUL inside a string, a field sent twice, "
                "an explicit default value or a padded varint";
-    if ((size_t)req->body_case >= sizeof ops / sizeof ops[0] || ops[req->body_case].fn == NULL)
+    if (op_find((int)req->body_case) == NULL)
         return "unknown or missing operation";
     return NULL;
 }
 
 /* An admin operation from a session whose role does not allow it: refuse and count it. */
-static int admin_refused(struct session *s, const Rlock__V1__Request *req, const struct op *op)
+static int admin_refused(struct session *s, const Rlock__V1__Request *req,
+                         const struct op_entry *op)
 {
     if (!op->admin || s->role == AUTH_ROLE_OPEN || s->role == AUTH_ROLE_ADMIN)
         return 0;
     s->srv->ctr.permission_denied++;
     log_info("session %s (%s, %s): %s refused: not an admin session", s->id, s->peer,
-             s->name[0] ? s->name : "-", op->name);
+             s->name[0] ? s->name : "-", wire_op_name((int)req->body_case));
     respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_PERMISSION_DENIED,
                   "this request needs a session authenticated with an admin token");
     return 1;
@@ -352,7 +353,7 @@ void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
                       "Hello must be the first request");
         session_close(s, "request before Hello", 1);
     } else if ((bad = dispatch_check(req, len)) != NULL) {
-        srv->mx.frames_rejected[dispatch_op_name((int)req->body_case) == NULL
+        srv->mx.frames_rejected[op_find((int)req->body_case) == NULL
                                     ? METRIC_FRAME_UNKNOWN_OP
                                     : METRIC_FRAME_NON_CANONICAL]++;
         respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
@@ -362,16 +363,17 @@ void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
         /* Not reached today (server_stop closes every session, whose frames are then
          * dropped); kept so that no acquire can start once stopping, whatever changes. */
         srv->ctr.acquires++;
-        metrics_acquire_answered(srv, RLOCK__V1__STATUS__STATUS_SHUTTING_DOWN);
+        counters_acquire_answered(srv, RLOCK__V1__STATUS__STATUS_SHUTTING_DOWN);
         respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_SHUTTING_DOWN,
                       "the server is shutting down");
     } else {
         /* Timed here when answered at once; a request that goes on is timed when it ends. */
         srv->req_async = 0;
-        if (!admin_refused(s, req, &ops[req->body_case]))
-            ops[req->body_case].fn(s, req);
+        const struct op_entry *op = op_find((int)req->body_case);
+        if (!admin_refused(s, req, op))
+            op->fn(s, req);
         if (!srv->req_async)
-            metrics_observe(srv, (int)req->body_case, util_now_ms() - s->last_frame_ms);
+            counters_observe(srv, (int)req->body_case, util_now_ms() - s->last_frame_ms);
     }
     rlock__v1__request__free_unpacked(req, &budget.alloc);
 }

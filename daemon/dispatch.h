@@ -17,8 +17,6 @@ struct session;
 
 /* Handle one frame body of len bytes (already bounded by max_frame_bytes). */
 void dispatch_frame(struct session *s, const uint8_t *data, size_t len);
-/* The name of an operation (a Request oneof case), or NULL when there is none. */
-const char *dispatch_op_name(int op);
 
 /*
  * Unpack a frame body of len bytes through budget, which this sets up with

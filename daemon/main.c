@@ -16,7 +16,7 @@
 
 #include "config.h"
 #include "log.h"
-#include "server.h"
+#include "rlockd.h"
 
 #define DEFAULT_CONFIG "/etc/rlockd/rlockd.conf"
 
@@ -109,10 +109,10 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     srandom((unsigned)time(NULL) ^ (unsigned)getpid());
 
-    struct server *srv = server_new(cfg, path);
+    struct server *srv = rlockd_new(cfg, path);
     if (srv == NULL)
         return 1;
-    int rc = server_run(srv);
-    server_free(srv);
+    int rc = rlockd_run(srv);
+    rlockd_free(srv);
     return rc;
 }

@@ -124,3 +124,12 @@ const char *wire_lost_reason_name(int reason)
 {
     return enum_name(&rlock__v1__lost_reason__descriptor, reason, strlen("LOST_"));
 }
+
+const char *wire_op_name(int op)
+{
+    if (op <= 1) /* 1 is Request.id */
+        return NULL;
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(&rlock__v1__request__descriptor, (unsigned)op);
+    return f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE ? f->name : NULL;
+}

@@ -74,5 +74,8 @@ uint8_t *wire_pack_request(const Rlock__V1__Request *m, size_t *out_len);
 const char *wire_status_name(int status);
 /* Name of a lost reason ("EXPIRED", ...). */
 const char *wire_lost_reason_name(int reason);
+/* Name of a request kind, by Request's oneof case ("acquire", "list_locks", ...), from the
+ * schema; NULL for a case the schema does not have. */
+const char *wire_op_name(int op);
 
 #endif

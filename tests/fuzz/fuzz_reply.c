@@ -16,7 +16,7 @@
 #include <hiredis/hiredis.h>
 
 #include "fuzz.h"
-#include "redis_pool.h"
+#include "pool.h"
 #include "reply.h"
 #include "watchdog.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "check_main.h"
-#include "redis_pool.h"
+#include "pool.h"
 
 static const struct {
     const char *info;

@@ -12,7 +12,7 @@
 #include "check_main.h"
 #include "config.h"
 #include "resource.h"
-#include "redis_pool.h"
+#include "pool.h"
 #include "server.h"
 
 #define N 20000

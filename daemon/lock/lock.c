@@ -21,7 +21,7 @@
 #include "config.h"
 #include "log.h"
 #include "pubsub.h"
-#include "redis_pool.h"
+#include "pool.h"
 #include "relq.h"
 #include "reply.h"
 #include "resource.h"
@@ -49,7 +49,7 @@ static void answer_acquired(struct session *s, uint64_t id, const struct lease *
     a.watchdog = l->watchdog;
     a.valid_ms = lease_valid_ms(l, arrival_ms);
     s->srv->ctr.grants++;
-    metrics_acquire_answered(s->srv, RLOCK__V1__STATUS__STATUS_OK);
+    counters_acquire_answered(s->srv, RLOCK__V1__STATUS__STATUS_OK);
     session_respond(s, id, RLOCK__V1__STATUS__STATUS_OK, NULL,
                     RLOCK__V1__RESPONSE__BODY_ACQUIRE, &a);
 }
@@ -67,14 +67,14 @@ static void answer_error(struct request *req, Rlock__V1__Status st, const char *
     if (req->sess == NULL)
         return;
     if (req->op == RLOCK__V1__REQUEST__BODY_ACQUIRE)
-        metrics_acquire_answered(req->srv, st);
+        counters_acquire_answered(req->srv, st);
     session_respond(req->sess, req->id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
 }
 
 /* Refuse an Acquire at once (it never became a request). */
 static void acquire_refuse(struct session *s, uint64_t id, Rlock__V1__Status st, const char *msg)
 {
-    metrics_acquire_answered(s->srv, st);
+    counters_acquire_answered(s->srv, st);
     session_respond(s, id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
 }
 
@@ -147,7 +147,7 @@ static void request_finish(struct request *req)
     int kick = 0;
     if (res != NULL && req->in_queue)
         kick = waitq_remove(req);
-    req->state = REQUEST_DONE;
+    request_set_state(req, REQUEST_DONE);
     request_free(req);
     /* The request's own reference keeps res alive through the kick. */
     if (kick)
@@ -165,7 +165,7 @@ void lock_kick(struct resource *res)
         struct lease *l = res->holder;
         if (head->sess != NULL && head->sess->state == SESSION_CLOSING) {
             /* Its session is ending (and dropping its waiters): not worth a try. */
-            head->state = REQUEST_DONE;
+            request_set_state(head, REQUEST_DONE);
             waitq_remove(head);
             request_free(head);
             resource_unref(res);
@@ -188,7 +188,7 @@ void lock_kick(struct resource *res)
             l->holds++;
             answer_acquired(head->sess, head->id, l, head->arrival_ms);
         }
-        head->state = REQUEST_DONE;
+        request_set_state(head, REQUEST_DONE);
         waitq_remove(head);
         request_free(head);
         resource_unref(res);
@@ -280,7 +280,7 @@ static void release_send(struct request *req, const char *token, int64_t max_exp
     const char *args[3] = {res->key, token, channel};
     size_t lens[3] = {res->key_len, strlen(token), clen};
     memcpy(req->token, token, sizeof req->token);
-    req->state = REQUEST_IN_REDIS;
+    request_set_state(req, REQUEST_IN_REDIS);
     rpool_eval(req->srv->pool, res->route, SCRIPT_RELEASE, 1, 3, args, lens, release_reply_cb,
                req);
 }
@@ -316,7 +316,7 @@ static void acquire_try(struct request *req)
         res->head_trying = 1;
         res->wake_pending = 0; /* this try sees whatever woke the queue before */
     }
-    req->state = REQUEST_IN_REDIS;
+    request_set_state(req, REQUEST_IN_REDIS);
     req->sent_ms = util_now_ms();
     if (res->tombstones_unsent > 0 && res->promised_until_ms > req->sent_ms) {
         /* Its key may be free in Redis while a tombstone for a lost holder's promise is
@@ -414,7 +414,7 @@ static void acquire_busy(struct request *req, long long pttl)
     }
     /* Only the head of the queue tries, so this is the head: wait for a wake-up. */
     res->head_trying = 0;
-    req->state = REQUEST_WAITING;
+    request_set_state(req, REQUEST_WAITING);
     if (res->holder != NULL && res->holder->sess == req->sess) {
         /* Busy because this session's own earlier acquire won: a re-entry for the same
          * owner, else a wait for that owner's release. */
@@ -587,7 +587,7 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
     }
     uint32_t ttl = a->ttl_ms;
     if (check_ttl(s, id, &ttl) != 0) {
-        metrics_acquire_answered(srv, RLOCK__V1__STATUS__STATUS_INVALID);
+        counters_acquire_answered(srv, RLOCK__V1__STATUS__STATUS_INVALID);
         return;
     }
 
@@ -661,7 +661,7 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         req->in_queue = 1;
         res->nwaiters++;
         srv->nwaiters++;
-        req->state = REQUEST_WAITING;
+        request_set_state(req, REQUEST_WAITING);
         lock_kick(res);
         return;
     }
@@ -769,7 +769,7 @@ void lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e)
     const char *args[3] = {l->res->key, l->token, ttl_text};
     size_t lens[3] = {l->res->key_len, UTIL_UUID_LEN, 0};
     lens[2] = (size_t)snprintf(ttl_text, sizeof ttl_text, "%u", ttl);
-    req->state = REQUEST_IN_REDIS;
+    request_set_state(req, REQUEST_IN_REDIS);
     req->sent_ms = util_now_ms();
     l->extending = 1;
     rpool_eval(s->srv->pool, l->res->route, SCRIPT_RENEW, 1, 3, args, lens, extend_reply_cb,
@@ -826,4 +826,61 @@ uint32_t lock_session_end(struct session *s, int clean, uint32_t *budget)
         resource_unref(res);
     }
     return s->nleases;
+}
+
+/* --- sessions that ended: their leases, a batch per loop turn -------------------- */
+
+#define LOCK_END_BATCH 4096u
+
+void lock_end_some(struct server *srv, uint32_t budget)
+{
+    struct session *s;
+    while ((s = TAILQ_FIRST(&srv->ending)) != NULL && budget > 0) {
+        if (lock_session_end(s, s->end_clean, &budget) > 0)
+            break;
+        TAILQ_REMOVE(&srv->ending, s, end_link);
+        s->ending = 0;
+        session_schedule_reap(srv);
+    }
+    if (!TAILQ_EMPTY(&srv->ending)) {
+        /* A timer, not event_active: it runs on the next turn, after the I/O
+         * that turn finds, instead of again in this one. */
+        struct timeval now = {0, 0};
+        evtimer_add(srv->end_ev, &now);
+    }
+}
+
+static void end_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct server *srv = arg;
+    lock_end_some(srv, LOCK_END_BATCH);
+    server_check_stopped(srv);
+}
+
+void lock_session_closed(struct session *s)
+{
+    struct server *srv = s->srv;
+    uint32_t budget = srv->stopping ? UINT32_MAX : LOCK_END_BATCH;
+    if (lock_session_end(s, s->end_clean, &budget) == 0)
+        return;
+    s->ending = 1;
+    TAILQ_INSERT_TAIL(&srv->ending, s, end_link);
+    struct timeval now = {0, 0};
+    evtimer_add(srv->end_ev, &now);
+}
+
+int lock_start(struct server *srv)
+{
+    TAILQ_INIT(&srv->ending);
+    srv->end_ev = evtimer_new(srv->base, end_cb, srv);
+    return srv->end_ev != NULL ? 0 : -1;
+}
+
+void lock_stop(struct server *srv)
+{
+    if (srv->end_ev != NULL)
+        event_free(srv->end_ev);
+    srv->end_ev = NULL;
 }

@@ -18,7 +18,7 @@
 #include <event2/event.h>
 
 #include "config.h"
-#include "redis_pool.h"
+#include "pool.h"
 
 /* Old buckets moved per insert or removal while growing: the move ends
  * long before the table is due to grow again (after nbuckets / 2 inserts). */

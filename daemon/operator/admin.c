@@ -17,7 +17,7 @@
 #include "lease.h"
 #include "log.h"
 #include "pubsub.h"
-#include "redis_pool.h"
+#include "pool.h"
 #include "resource.h"
 #include "sentinel.h"
 #include "sessidx.h"

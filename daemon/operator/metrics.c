@@ -9,39 +9,13 @@
 
 #include "cleanup.h"
 #include "config.h"
-#include "dispatch.h"
 #include "pubsub.h"
-#include "redis_pool.h"
+#include "pool.h"
 #include "relq.h"
 #include "sentinel.h"
 #include "server.h"
 #include "util.h"
 #include "wire.h"
-
-/* Upper bounds of the latency buckets, in seconds; the last is +Inf. */
-static const double latency_bounds[METRIC_BUCKETS - 1] = {
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1, 10,
-};
-
-void metrics_acquire_answered(struct server *srv, int status)
-{
-    if (status >= 0 && status < METRIC_STATUSES)
-        srv->mx.acquires[status]++;
-}
-
-void metrics_observe(struct server *srv, int op, int64_t ms)
-{
-    if (op <= 0 || op >= METRIC_OPS)
-        return;
-    struct metric_histogram *h = &srv->mx.latency[op];
-    double s = ms > 0 ? (double)ms / 1000.0 : 0.0;
-    size_t b = 0;
-    while (b < METRIC_BUCKETS - 1 && s > latency_bounds[b])
-        b++;
-    h->buckets[b]++;
-    h->count++;
-    h->sum += s;
-}
 
 /* --- readers: one per metric, emitting its samples ------------------------------ */
 
@@ -165,7 +139,7 @@ READER(read_conns_rejected)
 READER(read_latency)
 {
     for (int op = 1; op < METRIC_OPS; op++) {
-        const char *name = dispatch_op_name(op);
+        const char *name = wire_op_name(op);
         if (name == NULL)
             continue;
         const struct metric_histogram *h = &srv->mx.latency[op];
@@ -174,7 +148,7 @@ READER(read_latency)
         for (size_t b = 0; b < METRIC_BUCKETS; b++) {
             cumulative += h->buckets[b];
             if (b < METRIC_BUCKETS - 1)
-                snprintf(labels, sizeof labels, "op=\"%s\",le=\"%g\"", name, latency_bounds[b]);
+                snprintf(labels, sizeof labels, "op=\"%s\",le=\"%g\"", name, counters_latency_bounds[b]);
             else
                 snprintf(labels, sizeof labels, "op=\"%s\",le=\"+Inf\"", name);
             struct metric_sample s = {m->name, "_bucket", labels, (double)cumulative};

@@ -2,15 +2,19 @@
  * server.h — the one server struct every part of the daemon hangs off.
  *
  * There is no mutable global state besides the log level (log.c): handlers
- * receive the server through the session or request they act on. server.c owns startup and shutdown order.
+ * receive the server through the session or request they act on. The fields
+ * that name a higher layer's types do so through opaque pointers and list
+ * heads only; each is owned by the part its comment names. rlockd.c owns
+ * startup and shutdown order; server.c the stop gate.
  */
 #ifndef RLOCKD_SERVER_H
 #define RLOCKD_SERVER_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
 
-#include "metrics.h"
+#include "counters.h"
 #include "theap.h"
 #include "util.h"
 
@@ -32,7 +36,6 @@ struct sdnotify;
 struct sessidx;
 
 TAILQ_HEAD(session_list, session);
-TAILQ_HEAD(lease_list, lease);
 
 /* Counters reported by Stats; one list so the reply and the struct agree. */
 #define SERVER_COUNTERS(X)                                                                      \
@@ -50,6 +53,13 @@ struct server_counters {
 };
 
 struct server {
+    /*
+     * The hooks through which a lower layer reaches a higher one, set by
+     * rlockd.c: a frame read by a session goes to the dispatch, a session's
+     * end to the lock logic.
+     */
+    void (*on_frame)(struct session *s, const uint8_t *data, size_t len);
+    void (*on_session_end)(struct session *s);
     struct event_base *base;
     struct config *cfg;
     const char *config_path;
@@ -63,7 +73,7 @@ struct server {
     struct session_list closed;     /* ended, freed by reap_ev after this loop turn */
     struct session_list draining;   /* ended, still writing their last reply */
     struct session_list ending;     /* ended with more leases than one turn lets go of */
-    struct event *end_ev;           /* lets go of the next SERVER_END_BATCH of them */
+    struct event *end_ev;           /* lets go of the next LOCK_END_BATCH of them (lock.c) */
     struct session_list flushq;     /* with replies to write at the end of this loop turn */
     struct event *flush_ev;
     struct session_list resumeq;    /* stopped by the frame cap, go on next loop turn */
@@ -98,31 +108,13 @@ struct server {
     struct event *stop_ev;
     int stopping;
     int finishing;                  /* nothing left to wait for: the loop ends soon */
-    int freeing;                    /* server_free runs: queues send nothing more */
+    int freeing;                    /* rlockd_free runs: queues send nothing more */
     uint32_t background;            /* requests in Redis with no session to answer */
+    uint32_t ncleanups;             /* entries of the cleanup list (kept by cleanup.c) */
 };
 
-/* Build the server from cfg (taking ownership) and open listeners; NULL on failure. */
-struct server *server_new(struct config *cfg, const char *config_path);
-/* Run the loop until SIGTERM/SIGINT shutdown completes. Returns the exit status. */
-int server_run(struct server *srv);
-void server_free(struct server *srv);
-
-/* Have the sessions on srv->flushq written once the current callbacks are done. */
-void server_schedule_flush(struct server *srv);
 /* Stopping, and no Redis work left to wait for: end the loop (at most once). */
 void server_check_stopped(struct server *srv);
-/* Ask the reaper to free closed sessions after the current loop turn. */
-void server_schedule_reap(struct server *srv);
-/*
- * s has ended: let go of its leases, SERVER_END_BATCH now and as many on each
- * later loop turn (all at once while stopping). A session ending with a
- * hundred thousand locks would otherwise hold the loop for a tenth of a
- * second or more: keepalives, renewals and loss notices of every other
- * session wait behind it, and a notice sent late is a notice sent after the
- * key is gone.
- */
-void server_end_session(struct server *srv, struct session *s);
 /* A session-less request (release, orphan) finished; shutdown waits for the last. */
 void server_background_done(struct server *srv);
 

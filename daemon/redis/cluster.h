@@ -2,7 +2,7 @@
  * cluster.h — the pure parts of Redis Cluster support: the key to hash slot
  * function (CRC16 with the hash-tag rule), the slot map read from CLUSTER
  * SLOTS, and the MOVED / ASK redirections. No sockets, no allocation: the
- * pool (redis_pool.c, redis_cluster.c) does the talking.
+ * pool (pool.c, pool_cluster.c) does the talking.
  *
  * Replies are hostile input: every type, count and length is checked, and
  * anything unexpected is refused with a reason rather than half-used.

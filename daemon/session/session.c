@@ -1,13 +1,16 @@
 /*
- * session.c — a client connection: framing on a bufferevent, keepalive and
- * Hello deadlines, replies and events, and the end of the session.
+ * session.c — a client connection: framing on a plain read event, keepalive
+ * and Hello deadlines, replies and events, and the end of the session.
  *
- *   socket -> bufferevent -> session_read (4-byte length, bounded, at most
- *   SESSION_FRAMES_PER_EVENT per read event) -> dispatch_frame -> handlers
- *   -> session_respond -> bufferevent output
+ *   socket -> read event -> session_read into the server's scratch buffer
+ *   (4-byte length, bounded, at most SESSION_FRAMES_PER_EVENT per read event)
+ *   -> srv->on_frame (the top's dispatch) -> handlers -> session_respond ->
+ *   output buffer, written once per loop turn (the flush event)
  *
  * A session is never freed inside its own callbacks: session_close moves it
  * to the server's closed list and the reaper frees it after the loop turn.
+ * What a session's end means for its locks is the lock logic's: the server's
+ * on_session_end hook.
  */
 #include "session.h"
 
@@ -21,8 +24,6 @@
 
 #include "auth.h"
 #include "config.h"
-#include "dispatch.h"
-#include "lock.h"
 #include "log.h"
 #include "sessidx.h"
 #include "wire.h"
@@ -72,7 +73,7 @@ static void session_retire(struct session *s)
     event_del(s->wev);
     evtimer_del(s->timer);
     TAILQ_INSERT_TAIL(&s->srv->closed, s, link);
-    server_schedule_reap(s->srv);
+    session_schedule_reap(s->srv);
 }
 
 void session_close(struct session *s, const char *reason, int flush)
@@ -84,7 +85,7 @@ void session_close(struct session *s, const char *reason, int flush)
              s->name[0] ? s->name : "-", reason, s->nleases, s->nleases == 1 ? "" : "s");
     /* Clean: the client said Goodbye, or the daemon itself is stopping. */
     s->end_clean = s->goodbye || s->srv->stopping;
-    server_end_session(s->srv, s);
+    s->srv->on_session_end(s);
     TAILQ_REMOVE(&s->srv->sessions, s, link);
     sessidx_remove(s->srv->sessidx, s);
     s->srv->nsessions--;
@@ -139,7 +140,7 @@ void session_queue_flush(struct session *s)
         return;
     s->flush_queued = 1;
     TAILQ_INSERT_TAIL(&s->srv->flushq, s, flush_link);
-    server_schedule_flush(s->srv);
+    session_schedule_flush(s->srv);
 }
 
 /* Write what the socket takes now. */
@@ -284,7 +285,7 @@ static ssize_t session_frames(struct session *s, const uint8_t *data, size_t len
             return -1;
         }
         s->last_frame_ms = util_now_ms(); /* any frame is a keepalive */
-        dispatch_frame(s, data + used + WIRE_HEADER_BYTES, flen);
+        s->srv->on_frame(s, data + used + WIRE_HEADER_BYTES, flen);
         used += WIRE_HEADER_BYTES + flen;
     }
     *capped = 1;
@@ -475,58 +476,75 @@ struct session *session_new(struct server *srv, int fd, const char *peer)
     return s;
 }
 
-/* --- requests --------------------------------------------------------------- */
+/* --- the sessions of the server: reaper, flush, resume ----------------------- */
 
-struct request *request_new(struct server *srv, struct session *s, uint64_t id, int op)
+static void reap_cb(evutil_socket_t fd, short what, void *arg)
 {
-    struct request *r = calloc(1, sizeof *r);
-    if (r == NULL)
-        return NULL;
-    r->srv = srv;
-    r->sess = s;
-    r->id = id;
-    r->op = op;
-    r->state = REQUEST_NEW;
-    if (op == RLOCK__V1__REQUEST__BODY_ACQUIRE)
-        srv->nacquires++;
-    if (s != NULL) {
-        r->arrival_ms = s->last_frame_ms;
-        srv->req_async = 1; /* timed when it ends (request_free) */
-        TAILQ_INSERT_TAIL(&s->requests, r, sess_link);
-        s->nrequests++;
-    } else {
-        srv->background++;
-    }
-    return r;
+    (void)fd;
+    (void)what;
+    session_reap_now(arg);
 }
 
-void request_orphan(struct request *r)
+void session_reap_now(struct server *srv)
 {
-    TAILQ_REMOVE(&r->sess->requests, r, sess_link);
-    r->sess->nrequests--;
-    r->sess = NULL;
-    r->srv->background++;
-    if (r->deadline_ev != NULL)
-        evtimer_del(r->deadline_ev);
+    struct session *s, *next;
+    for (s = TAILQ_FIRST(&srv->closed); s != NULL; s = next) {
+        next = TAILQ_NEXT(s, link);
+        if (s->ending)
+            continue; /* the lock logic schedules its reap once its leases are gone */
+        TAILQ_REMOVE(&srv->closed, s, link);
+        session_free(s);
+    }
 }
 
-void request_free(struct request *r)
+static void flush_cb(evutil_socket_t fd, short what, void *arg)
 {
-    if (r == NULL)
-        return;
-    struct server *srv = r->srv;
-    int background = r->sess == NULL;
-    if (r->op == RLOCK__V1__REQUEST__BODY_ACQUIRE)
-        srv->nacquires--;
-    if (!background && r->id != 0)
-        metrics_observe(srv, r->op, util_now_ms() - r->arrival_ms);
-    if (r->sess != NULL) {
-        TAILQ_REMOVE(&r->sess->requests, r, sess_link);
-        r->sess->nrequests--;
+    (void)fd;
+    (void)what;
+    struct server *srv = arg;
+    struct session *s;
+    while ((s = TAILQ_FIRST(&srv->flushq)) != NULL)
+        session_flush(s); /* takes s off the queue */
+}
+
+void session_schedule_flush(struct server *srv)
+{
+    event_active(srv->flush_ev, EV_TIMEOUT, 0);
+}
+
+void session_schedule_reap(struct server *srv)
+{
+    event_active(srv->reap_ev, EV_TIMEOUT, 0);
+}
+
+int session_start(struct server *srv)
+{
+    TAILQ_INIT(&srv->sessions);
+    TAILQ_INIT(&srv->closed);
+    TAILQ_INIT(&srv->draining);
+    TAILQ_INIT(&srv->flushq);
+    TAILQ_INIT(&srv->resumeq);
+    srv->reap_ev = event_new(srv->base, -1, 0, reap_cb, srv);
+    srv->flush_ev = event_new(srv->base, -1, 0, flush_cb, srv);
+    srv->resume_ev = evtimer_new(srv->base, session_resume_cb, srv);
+    srv->sessidx = sessidx_new(srv->hash_key);
+    if (srv->reap_ev == NULL || srv->flush_ev == NULL || srv->resume_ev == NULL ||
+        srv->sessidx == NULL)
+        return -1;
+    return 0;
+}
+
+void session_stop(struct server *srv)
+{
+    if (srv->reap_ev != NULL) {
+        session_reap_now(srv);
+        event_free(srv->reap_ev);
     }
-    if (r->deadline_ev != NULL)
-        event_free(r->deadline_ev);
-    free(r);
-    if (background)
-        server_background_done(srv);
+    if (srv->flush_ev != NULL)
+        event_free(srv->flush_ev);
+    if (srv->resume_ev != NULL)
+        event_free(srv->resume_ev);
+    srv->reap_ev = srv->flush_ev = srv->resume_ev = NULL;
+    sessidx_free(srv->sessidx);
+    srv->sessidx = NULL;
 }

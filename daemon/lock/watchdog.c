@@ -11,7 +11,7 @@
 
 #include "lease.h"
 #include "log.h"
-#include "redis_pool.h"
+#include "pool.h"
 #include "reply.h"
 #include "resource.h"
 #include "server.h"

@@ -9,7 +9,7 @@
 #include "lock.h"
 #include "log.h"
 #include "pubsub.h"
-#include "redis_pool.h"
+#include "pool.h"
 #include "reply.h"
 #include "resource.h"
 #include "server.h"
@@ -75,7 +75,7 @@ void cleanup_free(struct cleanup_list *cl)
         theap_remove(&cl->due, node);
         entry_free(ENTRY_OF(node));
     }
-    /* Entries in flight are not in the heap: rpool_free, which server_free runs
+    /* Entries in flight are not in the heap: rpool_free, which rlockd_free runs
      * first, has already answered (and so freed) them. */
     theap_free(&cl->due);
     event_free(cl->ev);
@@ -103,11 +103,18 @@ static void cleanup_rearm(struct cleanup_list *cl)
     evtimer_add(cl->ev, &tv);
 }
 
+/* The list has delta entries more: srv->ncleanups follows (the stop gate waits for them). */
+static void entries_changed(struct cleanup_list *cl, int delta)
+{
+    cl->n = (uint32_t)((int64_t)cl->n + delta);
+    cl->srv->ncleanups = cl->n;
+}
+
 static void entry_at(struct cleanup_list *cl, struct cleanup *e, int64_t at)
 {
     if (theap_set(&cl->due, &e->timer, at) != 0) {
         log_warn("cleanup: out of memory: %s is left to expire by its ttl", e->res->key);
-        cl->n--;
+        entries_changed(cl, -1);
         entry_free(e);
     }
 }
@@ -136,7 +143,7 @@ void cleanup_add(struct server *srv, struct resource *res, const char *token,
     e->give_up_ms = give_up_ms;
     e->backoff_ms = CLEANUP_FIRST_MS;
     e->list = cl;
-    cl->n++;
+    entries_changed(cl, 1);
     entry_at(cl, e, not_before_ms);
     cleanup_rearm(cl);
     log_debug("cleanup: will delete %s by token (%u pending)", res->key, cl->n);
@@ -144,7 +151,7 @@ void cleanup_add(struct server *srv, struct resource *res, const char *token,
 
 static void entry_done(struct cleanup_list *cl, struct cleanup *e)
 {
-    cl->n--;
+    entries_changed(cl, -1);
     entry_free(e);
 }
 

@@ -1,17 +1,13 @@
 /*
- * metrics.h — every number rlockd reports, declared once.
+ * counters.h — the counters behind rlockd's labelled metrics.
  *
- * METRIC_LIST names each metric with its Prometheus type, help text and the
- * function that reads its samples from the server. The /metrics endpoint
- * (http.c) and the Stats reply (dispatch.c) both walk that one list through
- * metrics_walk, so they cannot disagree. Names follow Prometheus's naming
- * guide: rlockd_ prefix, base units (seconds), _total for counters.
- *
- * The counters behind the labelled metrics live in struct metrics, one per
- * server; the code that counts calls the small metrics_* functions below.
+ * The parts that count (sessions, the lock logic, the watchdog) update
+ * struct metrics in the server directly or through the two functions below;
+ * the list that reports them (METRIC_LIST, metrics.c) reads it. Kept apart
+ * from that list so that counting needs nothing of what reports.
  */
-#ifndef RLOCKD_METRICS_H
-#define RLOCKD_METRICS_H
+#ifndef RLOCKD_COUNTERS_H
+#define RLOCKD_COUNTERS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -66,37 +62,10 @@ struct metrics {
     struct metric_histogram latency[METRIC_OPS]; /* request arrival to answer, per op */
 };
 
-void metrics_acquire_answered(struct server *srv, int status);
-void metrics_observe(struct server *srv, int op, int64_t ms);
+void counters_acquire_answered(struct server *srv, int status);
+void counters_observe(struct server *srv, int op, int64_t ms);
 
-/*
- * One sample: name (with a suffix for histograms: _bucket, _sum, _count),
- * labels as Prometheus text ('' or 'k="v",...'), value.
- */
-struct metric_sample {
-    const char *name;
-    const char *suffix;
-    const char *labels;
-    double value;
-};
-
-/* A metric as METRIC_LIST declares it. */
-struct metric_def {
-    const char *name;
-    const char *type; /* "counter", "gauge" or "histogram" */
-    const char *help;
-    void (*read)(const struct server *srv, const struct metric_def *m,
-                 void (*sample)(void *ctx, const struct metric_sample *s), void *ctx);
-};
-
-/*
- * Call head(ctx, def) for each metric, then sample(ctx, ...) for each of its
- * samples, in METRIC_LIST's order.
- */
-void metrics_walk(const struct server *srv, void (*head)(void *ctx, const struct metric_def *m),
-                  void (*sample)(void *ctx, const struct metric_sample *s), void *ctx);
-
-/* The Prometheus text exposition (format 0.0.4) of every metric, malloc'd; NULL when OOM. */
-char *metrics_render(const struct server *srv, size_t *len);
+/* Upper bounds of the latency buckets, in seconds; the last bucket is +Inf. */
+extern const double counters_latency_bounds[METRIC_BUCKETS - 1];
 
 #endif

@@ -19,11 +19,9 @@
 
 #include "config.h"
 #include "log.h"
-#include "pubsub.h"
-#include "redis_pool.h"
+#include "pool.h"
 #include "server.h"
 #include "util.h"
-#include "watchdog.h"
 
 #define SWITCH_CHANNEL "+switch-master"
 
@@ -40,6 +38,8 @@ struct sentinel {
     int asking;            /* a get-master-addr-by-name is unanswered */
     int64_t asked_ms;
     uint64_t switches; /* failovers followed */
+    sentinel_master_fn *on_master;
+    void *on_master_arg;
 };
 
 static void sn_arm(struct sentinel *sn, int64_t delay_ms)
@@ -105,16 +105,16 @@ static void sn_found(struct sentinel *sn, const char *text, int announced)
         snprintf(before, sizeof before, "%s:%u", old->host, old->port);
     if (!rpool_set_master(srv->pool, &addr))
         return;
-    pubsub_set_address(srv, &addr);
     if (old == NULL) {
         log_info("redis master %s is at %s (from Sentinel)", srv->cfg->redis_master_name, text);
-        return;
+    } else {
+        sn->switches++;
+        log_warn("redis master %s moved from %s to %s (Sentinel: %s): re-verifying every held "
+                 "lock",
+                 srv->cfg->redis_master_name, before, text,
+                 announced ? "+switch-master" : "found by the poll, the +switch-master notice missed");
     }
-    sn->switches++;
-    log_warn("redis master %s moved from %s to %s (Sentinel: %s): re-verifying every held lock",
-             srv->cfg->redis_master_name, before, text,
-             announced ? "+switch-master" : "found by the poll, the +switch-master notice missed");
-    watchdog_verify_all(srv);
+    sn->on_master(sn->on_master_arg, &addr, old != NULL);
 }
 
 int sentinel_parse_switch(const char *text, const char *master_name, char *addr, size_t len)
@@ -321,7 +321,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 
 /* --- lifecycle -------------------------------------------------------------- */
 
-int sentinel_start(struct server *srv)
+int sentinel_start(struct server *srv, sentinel_master_fn *on_master, void *arg)
 {
     const struct config *cfg = srv->cfg;
     srv->sentinel = NULL;
@@ -331,6 +331,8 @@ int sentinel_start(struct server *srv)
     if (sn == NULL)
         return -1;
     sn->srv = srv;
+    sn->on_master = on_master;
+    sn->on_master_arg = arg;
     char err[320];
     sn->n = config_parse_listen(cfg->redis_sentinels, sn->nodes, CONFIG_MAX_REDIS_NODES, err,
                                 sizeof err);

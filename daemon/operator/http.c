@@ -26,7 +26,7 @@
 #include "listener.h"
 #include "log.h"
 #include "metrics.h"
-#include "redis_pool.h"
+#include "pool.h"
 #include "server.h"
 
 struct http {

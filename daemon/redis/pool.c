@@ -1,5 +1,5 @@
 /*
- * redis_pool.c — hiredis async connections with our own timers.
+ * pool.c — hiredis async connections with our own timers.
  *
  * hiredis 0.14.1 has no async timeouts, so every connection carries one
  * timer that serves, by state, as the connect deadline (CONNECTING), the
@@ -18,10 +18,10 @@
  * deadlines, the NOSCRIPT retry, reconnecting, and Sentinel's move to a new
  * master; also the link, connect and login helpers pubsub.c and sentinel.c
  * share. The Redis Cluster side (which node a route runs on, MOVED / ASK /
- * TRYAGAIN, the slot map) is redis_cluster.c's; the structs and the few
- * functions the two files share are declared in redis_pool_int.h.
+ * TRYAGAIN, the slot map) is pool_cluster.c's; the structs and the few
+ * functions the two files share are declared in pool_int.h.
  */
-#include "redis_pool.h"
+#include "pool.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -37,7 +37,7 @@
 #include "cluster.h"
 #include "config.h"
 #include "log.h"
-#include "redis_pool_int.h"
+#include "pool_int.h"
 #include "util.h"
 
 /*

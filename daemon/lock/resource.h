@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "session.h"
+#include "request.h"
 
 struct lease;
 struct event;

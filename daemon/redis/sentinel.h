@@ -11,12 +11,12 @@
  * usual reconnect backoff; the poll also catches a failover announced while
  * no subscription was live.
  *
- * When the answer names a new address, the pool (rpool_set_master) and the
- * pub/sub connection (pubsub_set_address) move there; the pool's
- * connections check role:master and load the scripts afresh. After a switch
- * (not the first discovery) every held lock is re-verified on the new master
- * at once (watchdog_verify_all): a key the replica never received is a
- * LockLost.
+ * When the answer names a new address, the pool moves there
+ * (rpool_set_master), whose connections check role:master and load the
+ * scripts afresh, and the on_master hook is told: the top moves the pub/sub
+ * connection too and, after a switch (not the first discovery), has every
+ * held lock re-verified on the new master at once (a key the replica never
+ * received is a LockLost).
  */
 #ifndef RLOCKD_SENTINEL_H
 #define RLOCKD_SENTINEL_H
@@ -30,8 +30,19 @@ struct redisReply;
 /* Time between two asks of the current sentinel. */
 #define SENTINEL_POLL_MS 1000
 
-/* Start when the config names sentinels (srv->sentinel stays NULL otherwise); 0 or -1. */
-int sentinel_start(struct server *srv);
+/*
+ * The master is at addr (the pool moved there already): first found
+ * (switched 0), or after a failover (switched 1). The top moves the pub/sub
+ * connection there and, after a switch, has every held lock re-verified.
+ */
+struct config_address;
+typedef void sentinel_master_fn(void *arg, const struct config_address *addr, int switched);
+
+/*
+ * Start when the config names sentinels (srv->sentinel stays NULL otherwise);
+ * on_master(arg, ...) whenever the master is found at a new address. 0 or -1.
+ */
+int sentinel_start(struct server *srv, sentinel_master_fn *on_master, void *arg);
 /* Close both connections and free. Accepts srv->sentinel NULL. */
 void sentinel_stop(struct server *srv);
 

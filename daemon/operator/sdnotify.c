@@ -29,7 +29,7 @@
 #include <event2/event.h>
 
 #include "log.h"
-#include "redis_pool.h"
+#include "pool.h"
 #include "server.h"
 
 #define SDNOTIFY_STATUS_MS 2000

@@ -9,7 +9,7 @@
 #include "config.h"
 #include "lease.h"
 #include "log.h"
-#include "redis_pool.h"
+#include "pool.h"
 #include "reply.h"
 #include "resource.h"
 #include "server.h"

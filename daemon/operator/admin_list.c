@@ -30,6 +30,7 @@
 #include "lease.h"
 #include "resource.h"
 #include "sessidx.h"
+#include "request.h"
 #include "session.h"
 
 #define CURSOR_TEXT 64

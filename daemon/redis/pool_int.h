@@ -1,8 +1,8 @@
 /*
- * redis_pool_int.h — private to the pool: what redis_pool.c (connections,
- * calls, deadlines, setup) and redis_cluster.c (routing by slot,
+ * pool_int.h — private to the pool: what pool.c (connections,
+ * calls, deadlines, setup) and pool_cluster.c (routing by slot,
  * redirections, the slot map) share. The rest of the daemon sees only
- * redis_pool.h.
+ * pool.h.
  */
 #ifndef RLOCKD_REDIS_POOL_INT_H
 #define RLOCKD_REDIS_POOL_INT_H
@@ -14,7 +14,7 @@
 #include <hiredis/async.h>
 
 #include "cluster.h"
-#include "redis_pool.h"
+#include "pool.h"
 #include "scripts.h"
 #include "util.h"
 
@@ -95,7 +95,7 @@ struct rpool {
     uint8_t hash_key[UTIL_HASH_KEY_BYTES]; /* routes keys (secret: chosen names cannot pile up) */
 };
 
-/* redis_pool.c: a call taken off its connection, a call refused, a call sent
+/* pool.c: a call taken off its connection, a call refused, a call sent
  * (or queued, or refused) where its route names, a node's connections made. */
 void rpool_call_unlink(struct rcall *call);
 /* Answer a call no connection holds with an error, on the next loop turn. */
@@ -103,7 +103,7 @@ void rpool_call_refuse(struct rpool *p, struct rcall *call, const char *why);
 void rpool_call_dispatch(struct rpool *p, struct rcall *call, int from_redirect);
 int rpool_add_conns(struct rpool *p, uint32_t node) __attribute__((warn_unused_result));
 
-/* redis_cluster.c: the connection of a route, an error reply followed, the
+/* pool_cluster.c: the connection of a route, an error reply followed, the
  * slot map asked for, the TRYAGAIN calls sent again. */
 struct rconn *rpool_conn_for(const struct rpool *p, uint32_t route, int node);
 int rpool_call_redirect(struct rconn *c, struct rcall *call, const redisReply *reply);

@@ -10,7 +10,7 @@
 #include "lock.h"
 #include "log.h"
 #include "pubsub.h"
-#include "redis_pool.h"
+#include "pool.h"
 #include "resource.h"
 #include "server.h"
 #include "util.h"

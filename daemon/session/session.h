@@ -3,9 +3,9 @@
  *
  * State: ACCEPTED (until Hello) -> ACTIVE -> CLOSING, then freed by the
  * server's reaper after the loop turn. session_set_state is the only place
- * the state changes. Ending a session releases its locks (token compare),
- * cancels its waiters and orphans its requests still in Redis: those still
- * complete, and an orphaned acquire that was granted is released at once.
+ * the state changes. Ending a session is the lock logic's to finish (the
+ * server's on_session_end hook): it releases the session's locks (token
+ * compare), cancels its waiters and orphans its requests still in Redis.
  */
 #ifndef RLOCKD_SESSION_H
 #define RLOCKD_SESSION_H
@@ -25,36 +25,10 @@ struct event;
 
 enum session_state { SESSION_ACCEPTED, SESSION_ACTIVE, SESSION_CLOSING };
 
-enum request_state { REQUEST_NEW, REQUEST_IN_REDIS, REQUEST_WAITING, REQUEST_DONE };
-
-/* An acquire, release or extend that outlives its frame (it waits or talks to Redis). */
-struct request {
-    struct server *srv;
-    struct session *sess; /* NULL once orphaned */
-    uint64_t id;
-    int op; /* Rlock__V1__Request__BodyCase */
-    enum request_state state;
-    struct resource *res; /* counted reference */
-    char token[UTIL_UUID_LEN + 1];
-    uint32_t ttl_ms;
-    int watchdog;
-    uint64_t owner;      /* acquire: who in the session asks (re-entry is per owner) */
-    int no_reentry;      /* acquire: refuse rather than re-enter */
-    int cancelled;       /* acquire: withdrawn by a Cancel while its try was in Redis */
-    uint32_t max_hold_ms;   /* acquire: the lease's max_hold (0 = none) */
-    uint32_t lock_delay_ms; /* acquire: the lease's lock_delay; tombstone: its delay */
-    int64_t max_expiry_ms;  /* release, tombstone: the longest the key may live */
-    int64_t arrival_ms;  /* when the request's frame was read (valid_ms counts from here) */
-    int64_t deadline_ms; /* end of the wait; 0 = try once */
-    int64_t sent_ms;     /* when the current Redis call was sent (validity starts here) */
-    int expired;         /* the wait ran out while a try was in Redis */
-    uint64_t fence;      /* acquire: the grant's fence while its WAIT for replicas runs */
-    int in_queue;        /* on res->waiters */
-    struct event *deadline_ev;
-    TAILQ_ENTRY(request) sess_link;
-    TAILQ_ENTRY(request) wait_link;
-};
-TAILQ_HEAD(request_list, request);
+struct request;
+struct lease;
+TAILQ_HEAD(request_list, request); /* struct request is the lock logic's (request.h) */
+TAILQ_HEAD(lease_list, lease);     /* struct lease likewise (lease.h) */
 
 struct session {
     struct server *srv;
@@ -129,14 +103,22 @@ void session_abandon_flush(struct session *s);
 /* srv->resume_ev: go on reading the sessions the per-event frame cap stopped. */
 void session_resume_cb(evutil_socket_t fd, short what, void *arg);
 
-/* Free a closed session (called by the server's reaper only). */
+/* Free a closed session (called by the reaper only). */
 void session_free(struct session *s);
 
-/* Request objects: created by the lock logic, tracked by their session. */
-/* s may be NULL: a request nobody awaits (a release by token), counted as background work. */
-struct request *request_new(struct server *srv, struct session *s, uint64_t id, int op);
-/* The session ended while r is in Redis: r completes with nobody to answer. */
-void request_orphan(struct request *r);
-void request_free(struct request *r);
+/*
+ * The server's sessions: lists, the session index and the events that free
+ * closed sessions after the loop turn (reap), write output once per turn
+ * (flush) and go on reading after the frame cap (resume). session_start fails
+ * (-1) only when out of memory; session_stop frees what is left closed.
+ */
+int session_start(struct server *srv);
+void session_stop(struct server *srv);
+/* Have the sessions on srv->flushq written once the current callbacks are done. */
+void session_schedule_flush(struct server *srv);
+/* Have closed sessions freed after the current loop turn. */
+void session_schedule_reap(struct server *srv);
+/* Free the closed sessions now (those whose leases are all let go of). */
+void session_reap_now(struct server *srv);
 
 #endif

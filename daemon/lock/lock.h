@@ -39,10 +39,25 @@ void lock_cancel(struct session *s, uint64_t id, const Rlock__V1__Cancel *c);
  * The session ends: drop its waiters, orphan its requests in Redis, and free
  * up to *budget of its leases (taken off *budget) — released by token when
  * clean, tombstoned for their lock_delay when not (a connection lost without
- * Goodbye, a keepalive timeout). Returns the leases left (server.c lets go
- * of them over the next loop turns).
+ * Goodbye, a keepalive timeout). Returns the leases left (lock_session_closed
+ * lets go of them over the next loop turns).
  */
 uint32_t lock_session_end(struct session *s, int clean, uint32_t *budget);
+
+/*
+ * s has ended (the server's on_session_end hook): let go of its leases,
+ * LOCK_END_BATCH now and as many on each later loop turn (all at once while
+ * stopping). A session ending with a hundred thousand locks would otherwise
+ * hold the loop for a tenth of a second or more: keepalives, renewals and
+ * loss notices of every other session wait behind it, and a notice sent late
+ * is a notice sent after the key is gone.
+ */
+void lock_session_closed(struct session *s);
+/* Let go of up to budget leases of ended sessions now, oldest session first. */
+void lock_end_some(struct server *srv, uint32_t budget);
+/* The ending sessions' list and event (lock_start fails, -1, only when out of memory). */
+int lock_start(struct server *srv);
+void lock_stop(struct server *srv);
 
 /*
  * How long every watchdog lease of s stays valid, at least, counted from

@@ -46,7 +46,7 @@
 #include "config.h"
 #include "lock.h"
 #include "log.h"
-#include "redis_pool.h"
+#include "pool.h"
 #include "resource.h"
 #include "server.h"
 #include "util.h"

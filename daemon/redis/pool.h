@@ -1,5 +1,5 @@
 /*
- * redis_pool.h — a fixed set of hiredis async connections on the daemon's
+ * pool.h — a fixed set of hiredis async connections on the daemon's
  * event loop, running the embedded Lua scripts.
  *
  * Each connection goes DOWN -> CONNECTING -> READY -> (BROKEN ->) backoff ->

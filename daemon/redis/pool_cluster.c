@@ -1,8 +1,8 @@
 /*
- * redis_cluster.c — the pool on a Redis Cluster: which node and connection
+ * pool_cluster.c — the pool on a Redis Cluster: which node and connection
  * a route runs on, MOVED / ASK / TRYAGAIN followed, the slot map read again.
  *
- * Apart from the connections, calls and deadlines (redis_pool.c), which
+ * Apart from the connections, calls and deadlines (pool.c), which
  * hand a call here to be routed, or redirected after an error reply, and
  * ask for the map again when a node is lost; the pure parts (key slots,
  * parsing CLUSTER SLOTS and redirections) are cluster.c's. On a single
@@ -17,7 +17,7 @@
  * pool until retry_ev sends it again. The slot map is asked of one node at a
  * time; its answer replaces the owners, never the node indexes.
  */
-#include "redis_pool.h"
+#include "pool.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +29,7 @@
 #include "cluster.h"
 #include "config.h"
 #include "log.h"
-#include "redis_pool_int.h"
+#include "pool_int.h"
 #include "util.h"
 
 /*

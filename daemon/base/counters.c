@@ -1,0 +1,28 @@
+/* counters.c — see counters.h. */
+#include "counters.h"
+
+#include "server.h"
+
+const double counters_latency_bounds[METRIC_BUCKETS - 1] = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1, 10,
+};
+
+void counters_acquire_answered(struct server *srv, int status)
+{
+    if (status >= 0 && status < METRIC_STATUSES)
+        srv->mx.acquires[status]++;
+}
+
+void counters_observe(struct server *srv, int op, int64_t ms)
+{
+    if (op <= 0 || op >= METRIC_OPS)
+        return;
+    struct metric_histogram *h = &srv->mx.latency[op];
+    double s = ms > 0 ? (double)ms / 1000.0 : 0.0;
+    size_t b = 0;
+    while (b < METRIC_BUCKETS - 1 && s > counters_latency_bounds[b])
+        b++;
+    h->buckets[b]++;
+    h->count++;
+    h->sum += s;
+}
