@@ -4,20 +4,23 @@
 RLOCK_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RLOCK_BUILD=${RLOCK_BUILD:-$RLOCK_ROOT/build}
 
-# Debian 12 packages needed to build and test: the compiler and libraries;
-# scdoc for the man pages (man-db renders them in a test); redis-server for the
-# integration tests (also as the sentinels and cluster nodes: redis-server --sentinel,
-# cluster-enabled yes; redis-tools, which it pulls in, has redis-cli --cluster); systemd for systemd-analyze (the unit's checks; nothing
-# here boots it) and strace (the unit's system call filter against rlockd's
-# calls); dpkg-dev and file for the .deb (dpkg-shlibdeps);
-# python3-prometheus-client parses /metrics in a test.
-RLOCK_PACKAGES="build-essential cmake pkg-config libevent-dev libhiredis-dev
-libprotobuf-c-dev protobuf-c-compiler libinih-dev check redis-server scdoc man-db
-systemd strace dpkg-dev file python3 python3-prometheus-client"
+# Debian 12 packages. To build and run the product: the compiler and libraries,
+# scdoc for the man pages, redis-server (./scripts/run starts a private one).
+RLOCK_RUN_PACKAGES="build-essential cmake pkg-config libevent-dev libhiredis-dev
+libprotobuf-c-dev protobuf-c-compiler libinih-dev redis-server scdoc"
+# To test as well: Check; man-db renders the man pages in a test; redis-server also
+# serves as the sentinels and cluster nodes (redis-server --sentinel, cluster-enabled
+# yes; redis-tools, which it pulls in, has redis-cli --cluster); systemd for
+# systemd-analyze (the unit's checks; nothing here boots it) and strace (the unit's
+# system call filter against rlockd's calls); dpkg-dev and file for the .deb
+# (dpkg-shlibdeps); python3-prometheus-client parses /metrics in a test.
+RLOCK_PACKAGES="$RLOCK_RUN_PACKAGES check man-db systemd strace dpkg-dev file python3
+python3-prometheus-client"
 
+# rlock_install_deps [PACKAGES]: install what is missing of PACKAGES (default: all).
 rlock_install_deps() {
     local missing=""
-    for p in $RLOCK_PACKAGES; do
+    for p in ${1:-$RLOCK_PACKAGES}; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "ok installed" >/dev/null || missing="$missing $p"
     done
     [ -z "$missing" ] && return 0
@@ -28,8 +31,18 @@ rlock_install_deps() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
 }
 
-# rlock_build [extra cmake args...]
+# rlock_build [extra cmake args...]: configure and build everything (tests included).
 rlock_build() {
-    cmake -S "$RLOCK_ROOT" -B "$RLOCK_BUILD" "$@" >/dev/null
+    cmake -S "$RLOCK_ROOT" -B "$RLOCK_BUILD" -DBUILD_TESTING=ON "$@" >/dev/null
     cmake --build "$RLOCK_BUILD" -j "$(nproc)"
+}
+
+# rlock_build_product: rlockd and rlockctl. A new build tree is configured without the
+# tests (-DBUILD_TESTING=OFF: no Check needed); one the tests built is left as it is
+# configured, and only the two programs are brought up to date in it.
+rlock_build_product() {
+    if [ ! -f "$RLOCK_BUILD/CMakeCache.txt" ]; then
+        cmake -S "$RLOCK_ROOT" -B "$RLOCK_BUILD" -DBUILD_TESTING=OFF >/dev/null
+    fi
+    cmake --build "$RLOCK_BUILD" -j "$(nproc)" --target rlockd rlockctl
 }

@@ -372,7 +372,8 @@ int config_parse_listen(const char *text, struct config_address *out, size_t max
         memcpy(entry, p, n);
         entry[n] = '\0';
         if (config_parse_address(entry, &out[count], why, sizeof why) < 0) {
-            snprintf(err, errlen, "entry %zu (%s): %s", count + 1, entry, why);
+            /* An address fits in 64 bytes; a longer entry is quoted by its start. */
+            snprintf(err, errlen, "entry %zu (%.64s): %s", count + 1, entry, why);
             return -1;
         }
         count++;

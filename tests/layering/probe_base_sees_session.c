@@ -1,0 +1,2 @@
+/* Must not compile: base is the lowest layer. */
+#include "session.h"

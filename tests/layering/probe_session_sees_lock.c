@@ -1,0 +1,2 @@
+/* Must not compile: the session layer is below the lock logic. */
+#include "lock.h"

@@ -1,0 +1,2 @@
+/* Must not compile: sessions and Redis do not know each other. */
+#include "pool.h"
