@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Turn Lua scripts into a C source of NUL-terminated byte arrays.
 # Usage: cmake -DOUT=file.c -DLUA_DIR=dir -P embed.cmake
 # Each script NAME.lua becomes `const char lua_NAME[]`.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Install-time rules for rlockd.conf and the systemd unit, run from
 # cmake_install.cmake (install(SCRIPT)) with RLOCK_SOURCE_DIR,
 # RLOCK_BINARY_DIR and RLOCK_SBINDIR set by the install(CODE) before it.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # localize_archive.sh ARCHIVE — turn a static library into one relocatable
 # object whose only global symbols are those compiled with default
 # visibility (librlock: rlock_*). The objects are linked together first

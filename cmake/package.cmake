@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # `cpack` (run in the build directory) builds one Debian package, rlockd, with
 # everything `cmake --install` puts in place, installed under /usr (the
 # configuration in /etc/rlockd, a conffile). Its Depends come from
@@ -29,6 +30,16 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "redis-server (>= 5:6.2)")
 # For building against librlock.a or through pkg-config: rlock.pc requires libprotobuf-c.
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libprotobuf-c-dev, pkg-config")
+# The licence, as Debian wants it: /usr/share/doc/rlockd/copyright.
+set(RLOCK_COPYRIGHT ${CMAKE_BINARY_DIR}/debian/copyright)
+add_custom_command(OUTPUT ${RLOCK_COPYRIGHT}
+                   COMMAND ${CMAKE_COMMAND} -DOUT=${RLOCK_COPYRIGHT}
+                           -DLICENSE=${PROJECT_SOURCE_DIR}/LICENSE
+                           -P ${PROJECT_SOURCE_DIR}/cmake/copyright.cmake
+                   DEPENDS ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/cmake/copyright.cmake
+                   VERBATIM)
+add_custom_target(copyright ALL DEPENDS ${RLOCK_COPYRIGHT})
+install(FILES ${RLOCK_COPYRIGHT} DESTINATION ${CMAKE_INSTALL_DOCDIR})
 set(RLOCK_CONFFILES ${CMAKE_BINARY_DIR}/debian/conffiles)
 file(WRITE ${RLOCK_CONFFILES} "/etc/rlockd/rlockd.conf\n")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${RLOCK_CONFFILES})

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * dispatch.h — decode one request frame and hand it to its operation.
  *

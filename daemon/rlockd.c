@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlockd.c — the daemon as a whole: startup and shutdown order, signals and
  * reload; the one place that wires the parts together and installs the hooks

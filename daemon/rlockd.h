@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlockd.h — the daemon as a whole (rlockd.c): build it from a config, run
  * its loop until shutdown completes, free it.

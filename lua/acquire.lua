@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- acquire.lua: take a lock exactly as `SET key token NX PX ttl` does, and
 -- hand out a fencing token.
 --

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- release.lua: compare-and-delete, the same check as the classic unlock
 -- script, plus an optional release notice for waiters in other daemons.
 --

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- release_many.lua: free many locks in one call, each only if its key still
 -- holds the given token (a session's end, an orphaned grant, shutdown, a
 -- forced release), and announce each one freed to waiters in other daemons.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- renew.lua: extend many leases in one call, each only if the key still
 -- holds its token. A missing key is never recreated, and a lease is never
 -- shortened: a key with more time left than the new ttl keeps it.

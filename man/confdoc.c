@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * confdoc.c — write rlockd.conf(5)'s scdoc source: the template with its
  * "@KEYS@" line replaced by every key of the config table (config_key_doc),

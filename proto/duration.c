@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* duration.c — see duration.h. */
 #include "duration.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * duration.h — parse human durations ("250ms", "10s", "5m", "1h", "1.5s").
  * Shared by the daemon's config and the CLI's options.

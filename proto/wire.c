@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * wire.c — framing, bounded unpack allocator and name tables for rlock.v1.
  * See wire.h for the contracts.

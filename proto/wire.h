@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * wire.h — pure helpers shared by both ends of the rlock.v1 protocol.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Private servers for benchmarks and their smoke test: a redis-server on a
 # free loopback port (the baseline's apps and rlockd reach Redis over TCP)
 # and an rlockd on a unix socket (a per-host daemon), both in one temp dir

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # bench_report.jq — the figures of docs/benchmarks.md from the results of
 # ./scripts/bench (slurped: one array of flat objects, each tagged with test
 # and round). Called with --arg what NAME to select one output; each prints

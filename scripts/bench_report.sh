@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Write docs/benchmarks.md and its plots (docs/bench/*.png, gnuplot) from the
 # results of ./scripts/bench.
 #   bench_report.sh RESULTS.jsonl META.env DOCS_DIR

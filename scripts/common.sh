@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared by scripts/run and scripts/test: install what is missing, then build.
 # Sourced, not executed.
 

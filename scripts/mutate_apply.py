@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Read tests/mutations.txt and apply or revert one mutation in a tree.
 
 The list is a sequence of blocks separated by blank lines:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Install the build the way a package does (prefix /usr, into a DESTDIR) and
 # check what a user gets: every file in its place, the unit as shipped, the man
 # pages rendering, and client/examples/ building and running against the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The Debian package: cpack builds it from the build tree; its control data
 # names the right dependencies (exactly the runtime libraries rlockd and
 # librlock link, each installed here at a version that satisfies it), its
@@ -60,6 +61,7 @@ cat > "$tmp/expected" <<LIST
 /usr/lib/pkgconfig/rlock.pc
 /usr/lib/systemd/system/rlockd.service
 /usr/sbin/rlockd
+/usr/share/doc/rlockd/copyright
 /usr/share/man/man1/rlockctl.1.gz
 /usr/share/man/man3/librlock.3.gz
 /usr/share/man/man5/rlockd.conf.5.gz
@@ -76,6 +78,8 @@ mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates" "$root/var/lib/d
 touch "$root/var/lib/dpkg/status" "$root/var/lib/dpkg/available"
 dpkg --root="$root" --unpack "$deb" >"$tmp/dpkg.log" 2>&1 || { cat "$tmp/dpkg.log"; fail "dpkg --unpack"; }
 dpkg --root="$root" -L rlockd | grep -x /usr/sbin/rlockd >/dev/null || fail "dpkg does not list /usr/sbin/rlockd"
+grep -q '^License: BSD-3-Clause$' "$root/usr/share/doc/rlockd/copyright" ||
+    fail "the package's copyright file names no BSD-3-Clause licence"
 [ -e "$root/etc/rlockd/rlockd.conf" ] || [ -e "$root/etc/rlockd/rlockd.conf.dpkg-new" ] ||
     fail "rlockd.conf not unpacked"
 if ldd "$root/usr/sbin/rlockd" | grep 'not found' >/dev/null; then fail "rlockd: $(ldd "$root/usr/sbin/rlockd")"; fi

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The product alone, as a packager builds it: -DBUILD_TESTING=OFF, the Release
 # type, warnings as errors, on a machine without Check. Check's pkg-config file
 # is hidden (PKG_CONFIG_LIBDIR names a directory of links to every other one),

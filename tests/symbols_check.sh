@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # symbols_check.sh LIBDIR — librlock.a and librlock.so define no global symbol
 # but the public rlock_* API: an application linking either may use any other
 # name (wire_*, rlock__v1__* of its own protobuf code, ...) without a clash.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The unit's SystemCallFilter= against the system calls rlockd really makes:
 # rlockd runs under strace with a real redis-server through a workload that
 # touches every path the service takes (start, sessions and locks over a unix

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # systemd/rlockd.service, checked with systemd's own tools (nothing here
 # boots systemd):
 #  - systemd-analyze verify, clean, on a scratch root that holds this

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The README tour, automated: ./scripts/run with a config whose Redis is not
 # reachable (so it starts its private redis-server), then two `rlockctl run`
 # on one resource: the second waits until the first command has exited.

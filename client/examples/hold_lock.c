@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hold_lock.c — a small librlock example: connect, acquire a lock (waiting
  * for it if asked), print its token and fence, hold it for a while, release.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * admin.c — the operators' requests of the blocking API (rlock.h).
  *

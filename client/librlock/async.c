@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * async.c — the asynchronous API: the engine driven by the application's
  * own event loop. No thread of the library is involved; completions and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * blocking.c — the blocking API: a thin layer over the engine.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * client.c — the life of a client, blocking or asynchronous: creation,
  * the hand-over of the engine's outputs when c->mu is released, shutdown,

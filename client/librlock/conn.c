@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * conn.c — sockets, clocks and futex waits for librlock.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * engine.c — the protocol engine of one client: everything that happens on
  * its connection, whoever drives it.

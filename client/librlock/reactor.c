@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * reactor.c — the library's two threads, shared by every blocking client of
  * the process, and what fork() does to them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlock.c — names, versions, the per-thread error detail and thread owners.
  * See rlock.h for the contracts.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlock_internal.h — the pieces of librlock shared between its source files.
  * Nothing here is installed; applications see only rlock.h.

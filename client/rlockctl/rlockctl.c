@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlockctl.c — the command-line client of rlockd: global options, the auth
  * token, the table of subcommands, and the small ones (ping, stats). `run`

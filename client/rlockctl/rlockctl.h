@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlockctl.h — what the rlockctl subcommands share: global options, exit
  * codes, and helpers for connecting, parsing durations and reporting errors.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlockctl_admin.c — the operators' subcommands: info, sessions, locks,
  * release --force, kill-session.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlockctl_job.c — the processes of `rlockctl run`'s job.
  *

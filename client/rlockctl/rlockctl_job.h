@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlockctl_job.h — the job of `rlockctl run`: the command and every process
  * descended from it, its process group, and the controlling terminal.

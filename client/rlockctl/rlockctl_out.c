@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* rlockctl_out.c — see rlockctl_out.h. */
 #include "rlockctl_out.h"
 

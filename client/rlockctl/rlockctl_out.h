@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlockctl_out.h — how rlockctl prints: aligned tables and name/value lists
  * for people, JSON for scripts (docs/rlockctl.md gives the schemas), times

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlockctl_run.c — `rlockctl run`: a distributed flock(1).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * auth.c — see auth.h: token tables, their parser, and the constant-time
  * check of a presented token.

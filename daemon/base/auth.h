@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * auth.h — the tokens clients present in Hello, and the role each one grants.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * config.h — rlockd's configuration: one table of keys drives parsing,
  * validation, --dump-config and the commented conf/rlockd.conf.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* counters.c — see counters.h. */
 #include "counters.h"
 

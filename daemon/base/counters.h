@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * counters.h — the counters behind rlockd's labelled metrics.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* iobuf.c — see iobuf.h. */
 #include "iobuf.h"
 

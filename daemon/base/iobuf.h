@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * iobuf.h — a growable byte buffer for a connection's input or output:
  * bytes are appended at the end and consumed from the front, and the front

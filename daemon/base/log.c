@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* log.c — see log.h. */
 #include "log.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * server.c — the stop gate: once shutdown has begun, the loop ends when
  * nothing is left to wait for (rlockd.c starts and stops the daemon).

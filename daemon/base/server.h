@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * server.h — the one server struct every part of the daemon hangs off.
  *

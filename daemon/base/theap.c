@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* theap.c — see theap.h. */
 #include "theap.h"
 

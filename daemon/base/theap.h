@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * theap.h — a 4-ary min-heap of timers, keyed by a time in milliseconds.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * util.h — small pure helpers used across the daemon: clocks, hashing,
  * random tokens, libevent timer arithmetic.

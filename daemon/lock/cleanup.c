@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cleanup.c — see cleanup.h. Entries wait in a timer heap keyed by their next attempt. */
 #include "cleanup.h"
 

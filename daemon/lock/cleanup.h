@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cleanup.h — compare-and-delete calls that must not be forgotten.
  *

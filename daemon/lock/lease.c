@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lease.c — see lease.h. The bookkeeping of one held lock: its validity and
  * the longest its key may live, its place in the timer heap, and how it is

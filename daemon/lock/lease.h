@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lease.h — a lock held by a session of this daemon, and what the daemon
  * believes about its key in Redis.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lock.c — what Acquire, Release, Extend and Cancel mean, in terms of
  * leases, resources, local wait queues and the Lua scripts.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lock.h — what Acquire, Release, Extend and Cancel mean, in terms of
  * leases (lease.h), resources, local wait queues and the Lua scripts.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * pubsub.c — see pubsub.h. One hiredis connection in subscribed mode.
  *

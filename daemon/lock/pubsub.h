@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * pubsub.h — release notices between the rlockd instances that share one
  * Redis, so that a waiter here is woken at once when a lock is freed through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* relq.c — see relq.h. */
 #include "relq.h"
 

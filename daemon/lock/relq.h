@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * relq.h — releases nobody awaits, batched and paced.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* request.c — see request.h. */
 #include "request.h"
 

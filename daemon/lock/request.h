@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * request.h — an acquire, release or extend that outlives its frame: it
  * waits in a resource's queue or talks to Redis.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * resource.c — chained hash table of resources, growing by doubling, with a
  * cursor scan for the admin listings.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * resource.h — the daemon's view of one lock name: its Redis keys, the
  * local holder (if a session of this daemon holds it) and the FIFO of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tombstone.c — see tombstone.h. */
 #include "tombstone.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tombstone.h — keep a lock taken, by nobody, until a promise is over.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* watchdog.c — see watchdog.h. */
 #include "watchdog.h"
 

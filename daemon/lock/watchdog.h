@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * watchdog.h — the timers of held locks: renewal, loss, max_hold.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * admin.c — ForceRelease, KillSession and ServerInfo, and what the admin
  * requests share (see admin.h; the listings are in admin_list.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * admin.h — the operator's requests: listings of sessions and locks, forced
  * release, ending a session, and the server's description.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * admin_list.c — ListSessions and ListLocks: one bounded page per request.
  *

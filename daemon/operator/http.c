@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * http.c — the metrics and health endpoint: libevent's evhttp on its own
  * listener ([metrics] listen: HOST:PORT or unix:/path; empty = off).

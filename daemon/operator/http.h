@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * http.h — the metrics and health endpoint ([metrics] listen): /metrics,
  * /healthz, /readyz. See http.c.

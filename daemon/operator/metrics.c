@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* metrics.c — see metrics.h. */
 #include "metrics.h"
 

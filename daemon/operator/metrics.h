@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * metrics.h — every number rlockd reports, declared once.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sdnotify.c — tell systemd (Type=notify) how the daemon is doing, by the
  * documented datagram protocol of sd_notify(3), written by hand: one

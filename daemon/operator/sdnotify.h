@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sdnotify.h — the systemd notify protocol (Type=notify), written by hand.
  * See sdnotify.c for what is sent when.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cluster.c — see cluster.h. */
 #include "cluster.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster.h — the pure parts of Redis Cluster support: the key to hash slot
  * function (CRC16 with the hash-tag rule), the slot map read from CLUSTER

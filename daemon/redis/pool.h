@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * pool.h — a fixed set of hiredis async connections on the daemon's
  * event loop, running the embedded Lua scripts.

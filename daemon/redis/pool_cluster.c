@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * pool_cluster.c — the pool on a Redis Cluster: which node and connection
  * a route runs on, MOVED / ASK / TRYAGAIN followed, the slot map read again.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * pool_int.h — private to the pool: what pool.c (connections,
  * calls, deadlines, setup) and pool_cluster.c (routing by slot,

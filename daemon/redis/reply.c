@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* reply.c — see reply.h. */
 #include "reply.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * reply.h — what Redis said, in the lock logic's terms.
  *

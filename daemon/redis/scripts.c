@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* scripts.c — see scripts.h. The lua_* arrays come from the generated lua_scripts.c. */
 #include "scripts.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * scripts.h — the Lua scripts embedded from lua/ at build time.
  * One X-macro lists them; the pool loads each on every new connection.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sentinel.h — find the Redis master through Redis Sentinel and follow it
  * across failovers ([redis] sentinels and master_name).

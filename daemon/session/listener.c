@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * listener.c — evconnlistener per configured address; accepted sockets
  * become sessions unless max_sessions is reached.

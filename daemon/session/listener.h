@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * listener.h — the sockets rlockd accepts clients on (TCP and unix).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sessidx.c — see sessidx.h. A sorted array of (serial, session) with holes
  * where sessions left, compacted once holes outnumber the live sessions; and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sessidx.h — the live sessions by serial number and by id, for the admin
  * requests: a page of the session list starts after a serial number, and

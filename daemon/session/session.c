@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * session.c — a client connection: framing on a plain read event, keepalive
  * and Hello deadlines, replies and events, and the end of the session.

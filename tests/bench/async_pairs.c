@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * async_pairs.c — rlockd's async mode: --conns asynchronous clients spread
  * over min(--threads, --conns) libevent loops, one thread each; every client

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench.h — rlock-bench: what a run is asked to do (the command line, parsed
  * once in main.c), the error classes it counts, and the entry point of each

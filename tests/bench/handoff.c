@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* handoff.c — see handoff.h. */
 #include "handoff.h"
 

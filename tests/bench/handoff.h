@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * handoff.h — how long a resource stays free between two holders in this
  * process: from the moment the previous holder saw its release complete to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hist.c — see hist.h. */
 #include "hist.h"
 

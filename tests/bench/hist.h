@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hist.h — a log-bucket latency histogram (the HDR idea): fixed memory,
  * bounded relative error, mergeable, so every worker keeps its own and they

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hold.c — what rlockd costs while nothing happens: many locks held by many
  * sessions with the watchdog renewing them (--hold-locks), or many sessions

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * main.c — rlock-bench's command line: parse and check the options, raise
  * the descriptor limit, run what was asked, print the report.

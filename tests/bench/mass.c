@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mass.c — one session holding --mass-release locks closes: how long until
  * Redis holds none of their keys, and what the daemon's counters say about

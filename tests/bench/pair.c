@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* pair.c — see pair.h. */
 #include "pair.h"
 

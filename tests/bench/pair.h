@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * pair.h — the bookkeeping of one acquire/release pair, the same for the
  * threaded workers (pairs.c) and the asynchronous ones (async_pairs.c):

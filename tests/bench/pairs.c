@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * pairs.c — the threaded pair run (redis-direct, and rlockd's sync and
  * shared modes): --threads workers, each taking a random resource, holding

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* procinfo.c — see procinfo.h. */
 #include "procinfo.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * procinfo.h — what the kernel says about a process: CPU time and resident
  * memory from /proc, and which process listens on an address, so that the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* redis_conn.c — see redis_conn.h. */
 #include "redis_conn.h"
 

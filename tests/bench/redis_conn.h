@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * redis_conn.h — a synchronous hiredis connection from an address in the
  * project's notation ("HOST:PORT", "[v6]:PORT" or "unix:/path"), and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * report.h — the results of one run as an ordered list of named values,
  * printed either as aligned text for people or as one flat JSON object for

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Smoke run of rlock-bench against a private redis-server and rlockd: every
 # mode for a few seconds (sync, shared, async, redis-direct, a contended
 # resource, held locks, idle sessions, a mass release). Asserts only that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* spool.c — see spool.h. */
 #include "spool.h"
 

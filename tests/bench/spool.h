@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * spool.h — a pool of asynchronous rlockd clients on one libevent loop in
  * the calling thread: many sessions for the runs that hold locks or just

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stats.c — see stats.h; also the names of the error classes. */
 #include "stats.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * stats.h — what one worker counts while it runs: pair latencies, handoffs,
  * tries and errors. Each worker owns one (no locking on the hot path); the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * target.h — what a threaded pair worker talks to, behind one table of
  * operations: Redis directly with the seeds' commands (target_direct.c), or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * target_direct.c — the baseline: an application that talks to Redis
  * itself, the way the seeds do. One synchronous hiredis connection per

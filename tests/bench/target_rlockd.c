@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * target_rlockd.c — rlockd through librlock's blocking API: one client per
  * worker (--mode sync), or one client shared by every worker (--mode

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* window.c — see window.h. */
 #include "window.h"
 

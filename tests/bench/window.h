@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * window.h — the measuring window of a run: workers start in WARMUP, count
  * only what completes in MEASURE, and wind down in STOP. At the window's two

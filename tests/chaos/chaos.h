@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * chaos.h — the chaos test of rlockd and librlock (rlock-chaos): what its
  * processes share.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * chaos_check.c — the offline check of a chaos run: reads the histories a
  * run left in its dir (run.log, w<N>.log, store.log), recounts everything

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * chaos_driver.h — the driver's state, shared by chaos_main.c (setup, the
  * run, teardown) and chaos_nemesis.c (the faults).

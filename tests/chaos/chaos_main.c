@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * chaos_main.c — rlock-chaos: the driver of the chaos test, and the entry
  * point of its other parts (see chaos.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * chaos_nemesis.c — the faults of the chaos test, each aimed by pid.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * chaos_store.c — the fenced store: the storage a lock protects, reduced to
  * what fencing needs. It keeps, per resource, the highest fence it has

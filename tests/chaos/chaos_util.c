@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * chaos_util.c — what every part of rlock-chaos uses: the shared mapping,
  * the clock, a seeded generator and the line-per-write history files.

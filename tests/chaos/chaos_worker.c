@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * chaos_worker.c — one worker of the chaos test: a careful application of
  * librlock, logging everything it does.

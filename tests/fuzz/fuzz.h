@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz.h — what every fuzz target in this directory provides, and the check
  * they use for properties beyond "no crash".

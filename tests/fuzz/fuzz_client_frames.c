@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_client_frames.c — bytes as the daemon might send them, taken in by
  * librlock's engine: framing, unpack through the bounded allocator, and what

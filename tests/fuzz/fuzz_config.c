@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_config.c — bytes as the configuration file, through config_load
  * exactly as rlockd reads one (a path, opened and read by the loader).

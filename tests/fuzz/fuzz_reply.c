@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_reply.c — bytes as Redis might send them, read by hiredis's own reply
  * reader into the redisReply trees the daemon's callbacks receive, then

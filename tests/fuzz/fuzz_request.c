@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_request.c — bytes from a client, taken apart as rlockd does it.
  *

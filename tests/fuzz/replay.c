@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * replay.c — main() for a fuzz target built without libFuzzer: runs it once
  * on every file named on the command line, or in a directory named there.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * seeds.c — writes the generated part of the seed corpora:
  *

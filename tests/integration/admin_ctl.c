@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* admin_ctl.c — see admin_ctl.h. */
 #include "admin_ctl.h"
 

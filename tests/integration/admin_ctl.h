@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * admin_ctl.h — the admin tests drive rlockctl as a real process and read
  * what it prints: its exit status, its stdout, and the JSON of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * harness.c — private redis-server + rlockd processes for integration tests.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * harness.h — the integration-test harness: a private redis-server and a real
  * rlockd per test case, hiredis access to the keys, process helpers with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* harness_cluster.c — see harness_cluster.h. */
 #include "harness_cluster.h"
 

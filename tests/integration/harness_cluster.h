@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * harness_cluster.h — a Redis Cluster of real redis-server processes on
  * loopback TCP, for the tests of rlockd's cluster routing.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * harness_counter.c — the mutual-exclusion counter: worker processes each
  * run read-sleep-write increments of a counter file under `rlockctl run`.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * harness_fixture.c — the pieces test bodies share: the usual env + client +
  * hiredis fixture, lock and key assertions, rlock-holder as a child, test

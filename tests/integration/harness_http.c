@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * harness_http.c — plain HTTP/1.0 GETs on a unix socket (rlockd's metrics
  * endpoint in the test envs), with a deadline on the whole exchange.

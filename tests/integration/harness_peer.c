@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * harness_peer.c — see harness_peer.h. Everything here asserts: it is called
  * from test bodies only.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * harness_peer.h — a raw-protocol session (harness_raw.h) with numbered
  * requests and assertions on its answers, for tests that must see each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * harness_proc.c — time, files and child processes for the integration
  * harness: spawning with redirected output and PR_SET_PDEATHSIG, waiting with

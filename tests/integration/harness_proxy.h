@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * harness_proxy.h — a fault-injecting proxy between two unix sockets, run by
  * a thread of the test process: between rlockd and Redis (late answers, held

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * harness_raw.h — a client that speaks rlock.v1 frame by frame, for tests that
  * need what librlock hides or never sends: hostile bytes, exact bytes of a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * harness_tcp.c — Redis servers and sentinels on loopback TCP ports (the
  * Sentinel and Cluster tests: those speak TCP to each other).

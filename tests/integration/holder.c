@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * holder.c — rlock-holder, a lock-holding process for fault tests
  * (kill -9, SIGSTOP/SIGCONT).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Scrape rlockd's /metrics over a unix socket and parse it with the
 Prometheus client library's own text parser (Debian: python3-prometheus-client).
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * pty_shell.c — a pseudo-terminal led by a tiny job-control shell (see
  * pty_shell.h). The shell does what an interactive shell does for a

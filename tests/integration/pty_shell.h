@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * pty_shell.h — a pseudo-terminal whose session is led by a tiny job-control
  * shell, for tests of programs that handle the terminal (rlockctl run).

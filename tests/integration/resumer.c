@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * resumer.c — rlock-resumer: what a process that was stopped for longer than
  * its session timeout sees first when it resumes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_admin.c — the operators' views and actions, through rlockctl run as a
  * real process and through librlock, against a real rlockd and redis-server.

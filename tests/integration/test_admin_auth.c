@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_admin_auth.c — clients' tokens ([auth]): who gets in, who may send
  * the admin requests, what is counted, and that no token text ever shows.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_async.c — the asynchronous API of librlock (rlock_async_*) and its
  * libevent bridge (rlock_event.h) against a real rlockd.

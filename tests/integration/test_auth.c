@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_auth.c — rlockd's own Redis connections: password AUTH with SELECT of
  * another database, an ACL user with its password, and a wrong password,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_badinput.c — hostile bytes on the daemon's socket hurt nobody else.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_callbacks.c — what runs on the library's callback thread, what a lost
  * lock looks like from outside it, fork(), validity and per-thread errors.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_cancel.c — stopping an acquire that waits: cancellation tokens,
  * rlock_shutdown and rlock_close from other threads.

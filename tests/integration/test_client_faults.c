@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_client_faults.c — librlock's error paths against the real rlockd and
  * redis-server of the harness, with the faults made by real signals to the

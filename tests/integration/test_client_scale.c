@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_client_scale.c — librlock with many locks and many clients, against a
  * real rlockd.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_cluster.c — rlockd on a Redis Cluster of three masters (real
  * redis-server processes on loopback, formed with redis-cli --cluster create).

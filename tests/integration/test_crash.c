@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_crash.c — a holder killed with SIGKILL loses its lock at once: the
  * daemon sees the connection drop and deletes the key long before its lease

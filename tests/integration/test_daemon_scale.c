@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_daemon_scale.c — loss notices and latency when the daemon is loaded.
  *

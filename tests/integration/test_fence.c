@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_fence.c — fencing tokens only ever grow: over 1000 sequential grants
  * of one resource, after the fence counter key is deleted, after FLUSHALL

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_guards.c — the checks that keep rlockd from touching keys that are
  * not its own, and from forgetting keys that are.

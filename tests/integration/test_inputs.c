@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_inputs.c — names the daemon must refuse, and Redis keys of a type it
  * does not expect.

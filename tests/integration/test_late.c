@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_late.c — late answers, through the fault-injecting proxy
  * (harness_proxy.h) between rlockd and Redis, or between a client and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_limits.c — every limit at its edge: the last value accepted and the
  * first refused, with the status and message the daemon gives.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_lock_delay.c — [limits] lock_delay (2 s here): after a session ends
  * uncleanly its locks stay taken for the delay, so that a holder that was

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_max_hold.c — a lock held past its max_hold by a live client (its
  * session sends keepalives, the watchdog renews the lease) is lost with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_metrics.c — the HTTP endpoint against what really happened:
  *

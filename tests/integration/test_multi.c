@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_multi.c — two rlockd (A and B) on one Redis, sharing its keys.
  *

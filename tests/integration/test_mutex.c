@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_mutex.c — mutual exclusion end to end: 16 processes each run 200
  * read-sleep-write increments of a counter file under `rlockctl run`. Any

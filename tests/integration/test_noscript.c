@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_noscript.c — SCRIPT FLUSH under load is invisible to clients.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_owners.c — re-entry is per owner, not per client.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_pause.c — a paused holder (SIGSTOP) stops sending keepalives; the
  * daemon ends its session after the session timeout and frees its locks.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_protocol.c — the rlock.v1 semantics of docs/protocol.md, checked frame
  * by frame against a real rlockd and redis-server.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_redis_errors.c — Redis answers with an error, not silence, on each of
  * rlockd's call paths. Real error replies from a real Redis: its ACLs deny a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_redis_faults.c — rlockd against a Redis that stops or is not there.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_reentry.c — a session that acquires a resource it already holds gets
  * the same lock back with a higher hold count, and the Redis key lives until

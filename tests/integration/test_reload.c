@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_reload.c — SIGHUP re-reads the configuration file:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_restart.c — Redis killed with SIGKILL and started again under load.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_resume.c — a client process stopped for longer than its session
  * timeout, then resumed (SIGSTOP/SIGCONT; a suspended machine looks the same

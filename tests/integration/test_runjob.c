@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_runjob.c — `rlockctl run` holds the lock for the whole job (the
  * command and every process it started), against a real rlockd:

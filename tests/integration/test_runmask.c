@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_runmask.c — `rlockctl run` started with SIGCHLD and SIGTERM blocked
  * (a parent's signal mask is inherited across exec) must still notice the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_scripts.c — the Lua scripts of lua/ on their own, run with EVAL
  * against the env's redis-server, one call at a time, so that each per-key

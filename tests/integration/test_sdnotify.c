@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_sdnotify.c — the test plays systemd: it binds a NOTIFY_SOCKET
  * datagram socket, starts rlockd with it and WATCHDOG_USEC, and reads what

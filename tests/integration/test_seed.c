@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_seed.c — rlockd and apps using the classic pattern (SET NX PX to take,
  * the compare-and-delete Lua script to release) share the same keys:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_sentinel.c — rlockd on Redis Sentinel: 1 master, 1 replica and 3
  * sentinels, real processes on loopback TCP ports.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_shutdown.c — SIGTERM releases every held lock before rlockd exits
  * (status 0), and the clients learn their locks are gone; with Redis

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_stall.c — a Redis that stops answering (SIGSTOP) while an acquire is
  * in flight: the client gets a prompt UNAVAILABLE, never a lock, and once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_tables.c — every entry of the protocol's tables, not a sample of them.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_unknown_outcome.c — an Extend whose outcome is unknown: Redis is
  * stopped (SIGSTOP) while the Extend is in it, the daemon answers

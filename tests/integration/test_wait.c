@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_wait.c — blocking acquires: waiters are granted in arrival order, a
  * wait that expires returns TIMEOUT on time, and a waiter behind a holder

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_watchdog.c — the daemon's renewal of leases.
  *  - A 1 s lease held for 10 s by a live session (which holds a 30 s one too)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Must compile: the lock logic sees itself, sessions, Redis and base. */
 #include "lock.h"
 #include "pool.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Must compile: a program using librlock sees rlock.h. */
 #include "rlock.h"
 

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Fails when a source of daemon/ or client/ includes a project header by a
 # relative path ("../lock/lock.h"): the per-layer include paths are what keep
 # a layer from seeing the ones above it, and such a path would go around them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* check_main.c — see check_main.h. */
 #include "check_main.h"
 

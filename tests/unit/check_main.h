@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * check_main.h — build a Check suite from a table and turn its outcome into
  * an exit code.

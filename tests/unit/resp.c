@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* resp.c — see resp.h. */
 #include "resp.h"
 

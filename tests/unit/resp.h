@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * resp.h — Redis replies for unit tests, built from RESP text by hiredis' own
  * reader: exactly what a connection hands the code under test.

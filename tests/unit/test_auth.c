@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_auth.c — daemon/auth.c: the token file and inline syntax, the errors
  * (which name lines, never tokens), the file's permissions, and the check of

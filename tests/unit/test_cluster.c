@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_cluster.c — Redis Cluster's pure parts: CRC16 and the key's slot (the
  * spec's values), CLUSTER SLOTS replies (built by hiredis' own reader from

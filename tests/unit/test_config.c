@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_config.c — daemon/config.c: defaults, loading, every class of error
  * with its file and line, the dump, addresses, and the shipped

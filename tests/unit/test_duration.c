@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_duration.c — proto/duration.c: units, bare numbers in either bare
  * unit, fractions, blanks, junk, negatives and overflow.

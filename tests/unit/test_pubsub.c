@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_pubsub.c — which resource a release notice's channel names
  * (PREFIX{resource}:free), as the pub/sub connection reads it.

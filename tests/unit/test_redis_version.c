@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_redis_version.c — the Redis version rlockd accepts at connect, read
  * from the text of INFO server.

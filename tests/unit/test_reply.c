@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_reply.c — daemon/reply.c: what each script's answer means, for the
  * replies Redis really sends and for every other shape hiredis can produce.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_restable.c — daemon/resource.c's table: every resource is found, and
  * a full scan visits each exactly once, at every size the table passes

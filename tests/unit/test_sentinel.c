@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_sentinel.c — what rlockd reads from Redis Sentinel: the text of a
  * +switch-master message and the reply to SENTINEL get-master-addr-by-name

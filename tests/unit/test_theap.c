@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_theap.c — daemon/theap.c: nodes come out in time order, moving and
  * removing keep the order, many nodes at one instant, times far from zero

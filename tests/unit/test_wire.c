@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_wire.c — proto/wire.c: the length prefix and the framing step, packing a Request and
  * unpacking it through the bounded allocator, refusal (without leaks) when

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlock.h — C client for rlockd, the distributed lock daemon.
  *

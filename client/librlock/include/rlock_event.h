@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlock_event.h — run an asynchronous librlock client on a libevent loop.
  *
