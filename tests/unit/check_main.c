@@ -13,6 +13,9 @@ int unit_run(const char *name, const struct unit_test *table, size_t n)
     for (size_t i = 0; i < n; i++) {
         if (tc == NULL || strcmp(table[i].tcase, table[i - 1].tcase) != 0) {
             tc = tcase_create(table[i].tcase);
+            /* Check's default is 4 s a test: the table test takes 2 s alone, more on a
+             * loaded machine. ctest's own timeout still bounds the program. */
+            tcase_set_timeout(tc, 120);
             suite_add_tcase(s, tc);
         }
         if (table[i].loops > 0)
