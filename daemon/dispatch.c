@@ -28,12 +28,9 @@
 
 #define HELLO_NAME_MAX 128
 
-typedef void op_fn(struct session *s, const Rlock__V1__Request *req);
-
-static void respond_error(struct session *s, uint64_t id, Rlock__V1__Status st, const char *msg)
-{
-    session_respond(s, id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
-}
+/* A handler answers its request, now or later: 1 when it goes on in a request of the lock
+ * logic (timed when that ends), 0 when it was answered at once (timed here). */
+typedef int op_fn(struct session *s, const Rlock__V1__Request *req);
 
 static uint32_t clamp_u32(uint32_t v, uint32_t lo, uint32_t hi)
 {
@@ -80,13 +77,13 @@ static int hello_authenticate(struct session *s, const Rlock__V1__Hello *h)
     return -1;
 }
 
-static void op_hello(struct session *s, const Rlock__V1__Request *req)
+static int op_hello(struct session *s, const Rlock__V1__Request *req)
 {
     const Rlock__V1__Hello *h = req->hello;
     const struct config *cfg = s->srv->cfg;
     if (s->state != SESSION_ACCEPTED) {
-        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, "Hello was already sent");
-        return;
+        session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, "Hello was already sent");
+        return 0;
     }
     char msg[96];
     const char *close_reason;
@@ -95,17 +92,17 @@ static void op_hello(struct session *s, const Rlock__V1__Request *req)
         char shown[4 * HELLO_NAME_MAX + 8];
         log_escape(h->client_name, shown, sizeof shown); /* never a forged line */
         log_warn("session %s (%s): refused Hello: %s: \"%s\"", s->id, s->peer, bad, shown);
-        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
+        session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
         session_close(s, close_reason, 1);
-        return;
+        return 0;
     }
     snprintf(s->name, sizeof s->name, "%s", h->client_name);
     if (hello_authenticate(s, h) != 0) {
-        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_UNAUTHENTICATED,
+        session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_UNAUTHENTICATED,
                       h->auth_token[0] == '\0' ? "this daemon requires an auth token"
                                                 : "the auth token is not valid");
         session_close(s, "authentication failed", 1);
-        return;
+        return 0;
     }
     s->requested_timeout_ms = h->session_timeout_ms;
     uint32_t timeout = h->session_timeout_ms == 0
@@ -128,44 +125,48 @@ static void op_hello(struct session *s, const Rlock__V1__Request *req)
     r.min_ttl_ms = cfg->min_ttl_ms;
     session_respond(s, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
                     RLOCK__V1__RESPONSE__BODY_HELLO, &r);
+    return 0;
 }
 
-static void op_acquire(struct session *s, const Rlock__V1__Request *req)
+static int op_acquire(struct session *s, const Rlock__V1__Request *req)
 {
-    lock_acquire(s, req->id, req->acquire);
+    return lock_acquire(s, req->id, req->acquire);
 }
 
-static void op_release(struct session *s, const Rlock__V1__Request *req)
+static int op_release(struct session *s, const Rlock__V1__Request *req)
 {
-    lock_release(s, req->id, req->release);
+    return lock_release(s, req->id, req->release);
 }
 
-static void op_extend(struct session *s, const Rlock__V1__Request *req)
+static int op_extend(struct session *s, const Rlock__V1__Request *req)
 {
-    lock_extend(s, req->id, req->extend);
+    return lock_extend(s, req->id, req->extend);
 }
 
-static void op_cancel(struct session *s, const Rlock__V1__Request *req)
+static int op_cancel(struct session *s, const Rlock__V1__Request *req)
 {
     lock_cancel(s, req->id, req->cancel);
+    return 0;
 }
 
 /* A clean end: locks released at once (no lock_delay), then the connection closes. */
-static void op_goodbye(struct session *s, const Rlock__V1__Request *req)
+static int op_goodbye(struct session *s, const Rlock__V1__Request *req)
 {
     s->goodbye = 1;
     session_respond(s, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
                     RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
     session_close(s, "goodbye", 1);
+    return 0;
 }
 
-static void op_ping(struct session *s, const Rlock__V1__Request *req)
+static int op_ping(struct session *s, const Rlock__V1__Request *req)
 {
     Rlock__V1__PingReply r = RLOCK__V1__PING_REPLY__INIT;
     r.server_time_ms = util_wall_ms();
     r.valid_ms = lock_session_valid_ms(s, s->last_frame_ms);
     session_respond(s, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
                     RLOCK__V1__RESPONSE__BODY_PING, &r);
+    return 0;
 }
 
 /* The metrics' samples, gathered for the Stats reply (the same list as /metrics). */
@@ -210,7 +211,7 @@ static void stats_sample(void *ctx, const struct metric_sample *smp)
     sm->n++;
 }
 
-static void op_stats(struct session *s, const Rlock__V1__Request *req)
+static int op_stats(struct session *s, const Rlock__V1__Request *req)
 {
     const struct server *srv = s->srv;
     const struct rpool_stats *ps = rpool_stats(srv->pool);
@@ -244,31 +245,37 @@ static void op_stats(struct session *s, const Rlock__V1__Request *req)
     }
     free(sm.items);
     free(sm.ptrs);
+    return 0;
 }
 
-static void op_list_sessions(struct session *s, const Rlock__V1__Request *req)
+static int op_list_sessions(struct session *s, const Rlock__V1__Request *req)
 {
     admin_list_sessions(s, req->id, req->list_sessions);
+    return 0;
 }
 
-static void op_list_locks(struct session *s, const Rlock__V1__Request *req)
+static int op_list_locks(struct session *s, const Rlock__V1__Request *req)
 {
     admin_list_locks(s, req->id, req->list_locks);
+    return 0;
 }
 
-static void op_force_release(struct session *s, const Rlock__V1__Request *req)
+static int op_force_release(struct session *s, const Rlock__V1__Request *req)
 {
     admin_force_release(s, req->id, req->force_release);
+    return 0;
 }
 
-static void op_kill_session(struct session *s, const Rlock__V1__Request *req)
+static int op_kill_session(struct session *s, const Rlock__V1__Request *req)
 {
     admin_kill_session(s, req->id, req->kill_session);
+    return 0;
 }
 
-static void op_server_info(struct session *s, const Rlock__V1__Request *req)
+static int op_server_info(struct session *s, const Rlock__V1__Request *req)
 {
     admin_server_info(s, req->id, req->server_info);
+    return 0;
 }
 
 /* The op table, indexed by the Request's oneof case (its name: wire_op_name). */
@@ -329,7 +336,7 @@ static int admin_refused(struct session *s, const Rlock__V1__Request *req,
     s->srv->ctr.permission_denied++;
     log_info("session %s (%s, %s): %s refused: not an admin session", s->id, s->peer,
              s->name[0] ? s->name : "-", wire_op_name((int)req->body_case));
-    respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_PERMISSION_DENIED,
+    session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_PERMISSION_DENIED,
                   "this request needs a session authenticated with an admin token");
     return 1;
 }
@@ -343,21 +350,21 @@ void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
         srv->mx.frames_rejected[METRIC_FRAME_MALFORMED]++;
         log_warn("session %s (%s): undecodable frame of %zu bytes%s", s->id, s->peer, len,
                  budget.exhausted ? " (allocation budget exhausted)" : "");
-        respond_error(s, 0, RLOCK__V1__STATUS__STATUS_INVALID, "malformed frame");
+        session_respond_error(s, 0, RLOCK__V1__STATUS__STATUS_INVALID, "malformed frame");
         session_close(s, "malformed frame", 1);
         return;
     }
     const char *bad;
     if (s->state == SESSION_ACCEPTED && req->body_case != RLOCK__V1__REQUEST__BODY_HELLO) {
         srv->mx.frames_rejected[METRIC_FRAME_BEFORE_HELLO]++;
-        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
+        session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
                       "Hello must be the first request");
         session_close(s, "request before Hello", 1);
     } else if ((bad = dispatch_check(req, len)) != NULL) {
         srv->mx.frames_rejected[op_find((int)req->body_case) == NULL
                                     ? METRIC_FRAME_UNKNOWN_OP
                                     : METRIC_FRAME_NON_CANONICAL]++;
-        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
+        session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
         if (req->body_case == RLOCK__V1__REQUEST__BODY_HELLO)
             session_close(s, "bad Hello", 1); /* as every other refused Hello */
     } else if (srv->stopping && req->body_case == RLOCK__V1__REQUEST__BODY_ACQUIRE) {
@@ -365,15 +372,12 @@ void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
          * dropped); kept so that no acquire can start once stopping, whatever changes. */
         srv->ctr.acquires++;
         counters_acquire_answered(srv, RLOCK__V1__STATUS__STATUS_SHUTTING_DOWN);
-        respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_SHUTTING_DOWN,
+        session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_SHUTTING_DOWN,
                       "the server is shutting down");
     } else {
         /* Timed here when answered at once; a request that goes on is timed when it ends. */
-        srv->req_async = 0;
         const struct op_entry *op = op_find((int)req->body_case);
-        if (!admin_refused(s, req, op))
-            op->fn(s, req);
-        if (!srv->req_async)
+        if (admin_refused(s, req, op) || !op->fn(s, req))
             counters_observe(srv, (int)req->body_case, util_now_ms() - s->last_frame_ms);
     }
     rlock__v1__request__free_unpacked(req, &budget.alloc);

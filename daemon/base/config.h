@@ -4,7 +4,8 @@
  * validation, --dump-config and the commented conf/rlockd.conf.
  *
  * A struct config is built whole from a file (or from defaults) and never
- * edited while live (a future reload would build a new one and swap it).
+ * edited while live: a reload (SIGHUP, rlockd.c) builds a new one, merges the
+ * reloadable keys into it (config_reload_merge) and swaps it in.
  */
 #ifndef RLOCKD_CONFIG_H
 #define RLOCKD_CONFIG_H

@@ -93,7 +93,6 @@ struct server {
     uint64_t nacquires;             /* acquire requests alive: waiting, or in Redis */
     struct server_counters ctr;
     struct metrics mx;              /* the counters behind the labelled metrics */
-    int req_async;                  /* the request being dispatched went on in a request */
     struct util_rng rng;            /* tokens and session ids */
     uint8_t hash_key[UTIL_HASH_KEY_BYTES]; /* per-process key of the resource table's hash */
     int64_t start_ms;

@@ -69,19 +69,14 @@ static void answer_error(struct request *req, Rlock__V1__Status st, const char *
         return;
     if (req->op == RLOCK__V1__REQUEST__BODY_ACQUIRE)
         counters_acquire_answered(req->srv, st);
-    session_respond(req->sess, req->id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
+    session_respond_error(req->sess, req->id, st, msg);
 }
 
 /* Refuse an Acquire at once (it never became a request). */
 static void acquire_refuse(struct session *s, uint64_t id, Rlock__V1__Status st, const char *msg)
 {
     counters_acquire_answered(s->srv, st);
-    session_respond(s, id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
-}
-
-static void respond_error(struct session *s, uint64_t id, Rlock__V1__Status st, const char *msg)
-{
-    session_respond(s, id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
+    session_respond_error(s, id, st, msg);
 }
 
 uint32_t lock_session_valid_ms(const struct session *s, int64_t from_ms)
@@ -555,7 +550,7 @@ static int check_ttl(struct session *s, uint64_t id, uint32_t *ttl)
         char msg[96];
         snprintf(msg, sizeof msg, "ttl_ms must be between %u and %u", cfg->min_ttl_ms,
                  cfg->max_ttl_ms);
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID, msg);
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID, msg);
         return -1;
     }
     return 0;
@@ -576,7 +571,7 @@ static uint32_t effective_lock_delay(const struct config *cfg, uint32_t asked)
     return d > cfg->max_lock_delay_ms ? cfg->max_lock_delay_ms : d;
 }
 
-void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
+int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
 {
     struct server *srv = s->srv;
     const struct config *cfg = srv->cfg;
@@ -584,12 +579,12 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
     srv->ctr.acquires++;
     if (bad != NULL) {
         acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
-        return;
+        return 0;
     }
     uint32_t ttl = a->ttl_ms;
     if (check_ttl(s, id, &ttl) != 0) {
         counters_acquire_answered(srv, RLOCK__V1__STATUS__STATUS_INVALID);
-        return;
+        return 0;
     }
 
     struct lease *held = session_lease(s, a->resource);
@@ -597,50 +592,50 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         if (a->no_reentry) {
             acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_ALREADY_HELD,
                           "this owner already holds the lock (re-entry refused)");
-            return;
+            return 0;
         }
         held->holds++;
         answer_acquired(s, id, held, s->last_frame_ms);
-        return;
+        return 0;
     }
     if (held != NULL && a->wait_ms == 0) { /* another owner of this session holds it */
         acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED,
                       "held by another owner of this session");
-        return;
+        return 0;
     }
     if (s->nleases + s->nrequests >= cfg->max_locks_per_session) {
         acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
                       "too many locks held or awaited by this session");
-        return;
+        return 0;
     }
     /* Tries in Redis count too: a burst of them could all succeed at once. */
     if (srv->nleases + srv->nacquires >= cfg->max_locks) {
         acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
                       "too many locks held or awaited in this daemon (limits.max_locks)");
-        return;
+        return 0;
     }
     struct resource *res = resource_get(srv, a->resource, strlen(a->resource));
     if (res == NULL) {
         acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
-        return;
+        return 0;
     }
     if (!rpool_route_ready(srv->pool, res->route)) {
         resource_unref(res);
         acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_UNAVAILABLE, "redis unavailable");
-        return;
+        return 0;
     }
     uint32_t wait = a->wait_ms < cfg->max_wait_ms ? a->wait_ms : cfg->max_wait_ms;
     if (wait > 0 && res->nwaiters >= cfg->max_waiters_per_resource) {
         resource_unref(res);
         acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
                       "too many waiters on this resource");
-        return;
+        return 0;
     }
     struct request *req = request_new(s->srv, s, id, RLOCK__V1__REQUEST__BODY_ACQUIRE);
     if (req == NULL) {
         resource_unref(res);
         acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
-        return;
+        return 0;
     }
     req->res = res;
     req->ttl_ms = ttl;
@@ -664,31 +659,32 @@ void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         srv->nwaiters++;
         request_set_state(req, REQUEST_WAITING);
         lock_kick(res);
-        return;
+        return 1;
     }
     acquire_try(req);
+    return 1;
 }
 
 /* --- release ---------------------------------------------------------------- */
 
-void lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r)
+int lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r)
 {
     struct lease *l = session_lease(s, r->resource);
     if (l == NULL || (r->token[0] != '\0' && strcmp(r->token, l->token) != 0)) {
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
                       "this session does not hold the lock");
-        return;
+        return 0;
     }
     if (--l->holds > 0) {
         answer_released(s, id, l->holds, NULL);
-        return;
+        return 0;
     }
     s->srv->mx.releases++;
     struct request *req = request_new(s->srv, s, id, RLOCK__V1__REQUEST__BODY_RELEASE);
     if (req == NULL) {
         l->holds++;
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
-        return;
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
+        return 0;
     }
     req->res = l->res;
     resource_ref(l->res);
@@ -697,6 +693,7 @@ void lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r)
     int64_t max_expiry = l->max_expiry_ms;
     lease_forget(l);
     release_send(req, token, max_expiry);
+    return 1;
 }
 
 /* --- extend ----------------------------------------------------------------- */
@@ -740,26 +737,26 @@ static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
     request_finish(req);
 }
 
-void lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e)
+int lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e)
 {
     struct lease *l = session_lease(s, e->resource);
     if (l == NULL || (e->token[0] != '\0' && strcmp(e->token, l->token) != 0)) {
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
                       "this session does not hold the lock");
-        return;
+        return 0;
     }
     if (l->extending) {
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
                       "an Extend of this lock is already in progress");
-        return;
+        return 0;
     }
     uint32_t ttl = e->ttl_ms != 0 ? e->ttl_ms : l->ttl_ms;
     if (check_ttl(s, id, &ttl) != 0)
-        return;
+        return 0;
     struct request *req = request_new(s->srv, s, id, RLOCK__V1__REQUEST__BODY_EXTEND);
     if (req == NULL) {
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
-        return;
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
+        return 0;
     }
     req->res = l->res;
     resource_ref(l->res);
@@ -775,6 +772,7 @@ void lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e)
     l->extending = 1;
     rpool_eval(s->srv->pool, l->res->route, SCRIPT_RENEW, 1, 3, args, lens, extend_reply_cb,
                req);
+    return 1;
 }
 
 /* --- cancel ----------------------------------------------------------------- */

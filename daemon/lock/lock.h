@@ -30,10 +30,14 @@ struct resource;
 const char *lock_check_resource(const struct config *cfg, const char *name);
 int lock_check_ttl(const struct config *cfg, uint32_t *ttl);
 
-/* Request handlers (the session is ACTIVE). Each answers exactly once. */
-void lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a);
-void lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r);
-void lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e);
+/*
+ * Request handlers (the session is ACTIVE). Each answers exactly once: at
+ * once (they return 0), or later, from the struct request they made for it
+ * (they return 1: the request is timed when it ends, request_free).
+ */
+int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a);
+int lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r);
+int lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e);
 void lock_cancel(struct session *s, uint64_t id, const Rlock__V1__Cancel *c);
 
 /*

@@ -114,12 +114,20 @@ static void ps_queue(struct pubsub *ps, struct resource *res)
     event_active(ps->flush_ev, EV_TIMEOUT, 0);
 }
 
+/* The one place a channel's state changes; nactive counts the ACTIVE ones. */
+static void channel_set(struct pubsub *ps, struct resource *res, enum ps_sub_state st)
+{
+    if (res->ps_state == PS_SUB_ACTIVE && st != PS_SUB_ACTIVE)
+        ps->nactive--;
+    else if (res->ps_state != PS_SUB_ACTIVE && st == PS_SUB_ACTIVE)
+        ps->nactive++;
+    res->ps_state = (uint8_t)st;
+}
+
 /* res leaves the subscribed list (its channel is NONE now); queued again if still wanted. */
 static void ps_untrack(struct pubsub *ps, struct resource *res)
 {
-    if (res->ps_state == PS_SUB_ACTIVE)
-        ps->nactive--;
-    res->ps_state = PS_SUB_NONE;
+    channel_set(ps, res, PS_SUB_NONE);
     TAILQ_REMOVE(&ps->subscribed, res, ps_link);
     if (res->ps_want)
         ps_queue(ps, res);
@@ -172,13 +180,11 @@ static void ps_flush(struct pubsub *ps)
         if (res->ps_want && res->ps_state == PS_SUB_NONE) {
             resource_ref(res); /* the subscribed list's */
             TAILQ_INSERT_TAIL(&ps->subscribed, res, ps_link);
-            res->ps_state = PS_SUB_SUBSCRIBING;
+            channel_set(ps, res, PS_SUB_SUBSCRIBING);
             sub[nsub++] = res;
         } else if (!res->ps_want &&
                    (res->ps_state == PS_SUB_SUBSCRIBING || res->ps_state == PS_SUB_ACTIVE)) {
-            if (res->ps_state == PS_SUB_ACTIVE)
-                ps->nactive--;
-            res->ps_state = PS_SUB_LEAVING;
+            channel_set(ps, res, PS_SUB_LEAVING);
             unsub[nunsub++] = res;
         }
     }
@@ -310,8 +316,7 @@ static void ps_message_cb(redisAsyncContext *ac, void *r, void *privdata)
             lock_wake(res);
     } else if (strcmp(kind, "subscribe") == 0) {
         if (res != NULL && res->ps_state == PS_SUB_SUBSCRIBING) {
-            res->ps_state = PS_SUB_ACTIVE;
-            ps->nactive++;
+            channel_set(ps, res, PS_SUB_ACTIVE);
             lock_wake(res); /* a release before now reached nobody here */
         }
     } else if (strcmp(kind, "unsubscribe") == 0) {
@@ -517,7 +522,7 @@ void pubsub_stop(struct server *srv)
     }
     struct resource *res;
     while ((res = TAILQ_FIRST(&ps->subscribed)) != NULL) {
-        res->ps_state = PS_SUB_NONE;
+        channel_set(ps, res, PS_SUB_NONE);
         TAILQ_REMOVE(&ps->subscribed, res, ps_link);
         resource_unref(res);
     }

@@ -22,8 +22,7 @@ struct request *request_new(struct server *srv, struct session *s, uint64_t id, 
     if (op == RLOCK__V1__REQUEST__BODY_ACQUIRE)
         srv->nacquires++;
     if (s != NULL) {
-        r->arrival_ms = s->last_frame_ms;
-        srv->req_async = 1; /* timed when it ends (request_free) */
+        r->arrival_ms = s->last_frame_ms; /* timed from then to its end (request_free) */
         TAILQ_INSERT_TAIL(&s->requests, r, sess_link);
         s->nrequests++;
     } else {

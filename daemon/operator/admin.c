@@ -25,11 +25,6 @@
 #include "session.h"
 #include "wire.h"
 
-static void respond_error(struct session *s, uint64_t id, Rlock__V1__Status st, const char *msg)
-{
-    session_respond(s, id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
-}
-
 uint32_t admin_limit(uint32_t asked)
 {
     if (asked == 0)
@@ -54,19 +49,19 @@ uint64_t admin_wall_ms(int64_t when_ms)
 void admin_force_release(struct session *s, uint64_t id, const Rlock__V1__ForceRelease *q)
 {
     if (q->resource[0] == '\0') {
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID, "resource is empty");
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID, "resource is empty");
         return;
     }
     struct resource *res = resource_find(s->srv, q->resource, strlen(q->resource));
     struct lease *l = res != NULL ? res->holder : NULL;
     if (l == NULL) {
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
                       "no session of this daemon holds it (if its key exists, another daemon "
                       "or an application holds it)");
         return;
     }
     if (q->token[0] != '\0' && strcmp(q->token, l->token) != 0) {
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
                       "held here, but with another token");
         return;
     }
@@ -91,7 +86,7 @@ void admin_kill_session(struct session *s, uint64_t id, const Rlock__V1__KillSes
 {
     struct session *t = sessidx_find(s->srv->sessidx, q->session_id);
     if (t == NULL) {
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_FOUND,
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_FOUND,
                       "no session with that id on this daemon");
         return;
     }

@@ -38,11 +38,6 @@
 /* A repeated field's tag and length in front of each entry, at most. */
 #define ENTRY_OVERHEAD 6
 
-static void respond_error(struct session *s, uint64_t id, Rlock__V1__Status st, const char *msg)
-{
-    session_respond(s, id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
-}
-
 /* Parse "<tag><hex>[.<hex>.<hex>]" into up to three numbers; how many, or -1. */
 static int cursor_parse(const char *text, char tag, uint64_t out[3])
 {
@@ -114,7 +109,7 @@ void admin_list_sessions(struct session *s, uint64_t id, const Rlock__V1__ListSe
     struct server *srv = s->srv;
     uint64_t after[3] = {0, 0, 0};
     if (q->cursor[0] != '\0' && cursor_parse(q->cursor, 's', after) != 1) {
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID,
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID,
                       "cursor is not one of ListSessions (pass next_cursor back as it came)");
         return;
     }
@@ -125,7 +120,7 @@ void admin_list_sessions(struct session *s, uint64_t id, const Rlock__V1__ListSe
     if (infos == NULL || ptrs == NULL) {
         free(infos);
         free(ptrs);
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
         return;
     }
     int64_t now = util_now_ms();
@@ -313,7 +308,7 @@ void admin_list_locks(struct session *s, uint64_t id, const Rlock__V1__ListLocks
     uint64_t cur[3] = {0, 0, 0};
     int parts = q->cursor[0] == '\0' ? 1 : cursor_parse(q->cursor, 'b', cur);
     if (parts != 1 && parts != 3) {
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID,
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID,
                       "cursor is not one of ListLocks (pass next_cursor back as it came)");
         return;
     }
@@ -336,7 +331,7 @@ void admin_list_locks(struct session *s, uint64_t id, const Rlock__V1__ListLocks
                                next, sizeof next)
                   : 0;
     if (rc != 0) {
-        respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
     } else {
         Rlock__V1__ListLocksReply r = RLOCK__V1__LIST_LOCKS_REPLY__INIT;
         r.n_locks = p.n;

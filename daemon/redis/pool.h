@@ -3,8 +3,9 @@
  * pool.h — a fixed set of hiredis async connections on the daemon's
  * event loop, running the embedded Lua scripts.
  *
- * Each connection goes DOWN -> CONNECTING -> READY -> (BROKEN ->) backoff ->
- * CONNECTING. On connect it sends AUTH and SELECT when configured and SCRIPT
+ * Each connection goes DOWN -> CONNECTING -> READY, and back to DOWN on any
+ * failure, where a backoff timer leads to CONNECTING again (the link states
+ * below). On connect it sends AUTH and SELECT when configured and SCRIPT
  * LOADs every script; it is READY once all of those succeeded.
  *
  * Contract of rpool_eval():

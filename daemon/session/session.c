@@ -245,6 +245,11 @@ void session_respond(struct session *s, uint64_t id, Rlock__V1__Status status, c
     session_send(s, &m);
 }
 
+void session_respond_error(struct session *s, uint64_t id, Rlock__V1__Status st, const char *msg)
+{
+    session_respond(s, id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
+}
+
 void session_push_event(struct session *s, Rlock__V1__Event *ev)
 {
     Rlock__V1__ServerMessage m = RLOCK__V1__SERVER_MESSAGE__INIT;
@@ -280,8 +285,7 @@ static ssize_t session_frames(struct session *s, const uint8_t *data, size_t len
                      cfg->max_frame_bytes);
             log_warn("session %s (%s): %s", s->id, s->peer, msg);
             s->srv->mx.frames_rejected[METRIC_FRAME_TOO_LARGE]++;
-            session_respond(s, 0, RLOCK__V1__STATUS__STATUS_INVALID, msg,
-                            RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
+            session_respond_error(s, 0, RLOCK__V1__STATUS__STATUS_INVALID, msg);
             session_close(s, "frame too large", 1);
             return -1;
         }

@@ -81,6 +81,8 @@ struct session *session_new(struct server *srv, int fd, const char *peer);
 /* Send a Response. body may be NULL; body_case selects the reply field. */
 void session_respond(struct session *s, uint64_t id, Rlock__V1__Status status, const char *msg,
                      Rlock__V1__Response__BodyCase body_case, void *body);
+/* Send a Response with status st (an error) and message msg, and no body. */
+void session_respond_error(struct session *s, uint64_t id, Rlock__V1__Status st, const char *msg);
 /* Send an Event. */
 void session_push_event(struct session *s, Rlock__V1__Event *ev);
 /* Have s's output written at the end of this loop turn (server flush). */
