@@ -10,6 +10,7 @@
 #include "admin.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "config.h"
 #include "lease.h"
 #include "log.h"
+#include "metrics.h"
 #include "pubsub.h"
 #include "pool.h"
 #include "resource.h"
@@ -107,6 +109,84 @@ void admin_kill_session(struct session *s, uint64_t id, const Rlock__V1__KillSes
     /* A clean end, as after Goodbye: the locks are freed at once, without lock_delay. */
     t->goodbye = 1;
     session_close(t, "ended by an operator", 1);
+}
+
+/* The metrics' samples, gathered for the Stats reply (the same list as /metrics). */
+struct stats_metrics {
+    Rlock__V1__Metric *items;
+    Rlock__V1__Metric **ptrs;
+    size_t n, cap;
+    int oom;
+};
+
+static void stats_sample(void *ctx, const struct metric_sample *smp)
+{
+    struct stats_metrics *sm = ctx;
+    if (sm->oom)
+        return;
+    if (sm->n == sm->cap) {
+        size_t cap = sm->cap ? sm->cap * 2 : 128;
+        Rlock__V1__Metric *items = realloc(sm->items, cap * sizeof *items);
+        if (items != NULL)
+            sm->items = items;
+        Rlock__V1__Metric **ptrs = items ? realloc(sm->ptrs, cap * sizeof *ptrs) : NULL;
+        if (items == NULL || ptrs == NULL) {
+            sm->oom = 1;
+            return;
+        }
+        sm->ptrs = ptrs;
+        sm->cap = cap;
+    }
+    Rlock__V1__Metric *m = &sm->items[sm->n];
+    rlock__v1__metric__init(m);
+    size_t nl = strlen(smp->name) + strlen(smp->suffix) + 1;
+    m->name = malloc(nl);
+    m->labels = strdup(smp->labels);
+    if (m->name == NULL || m->labels == NULL) {
+        free(m->name);
+        free(m->labels);
+        sm->oom = 1;
+        return;
+    }
+    snprintf(m->name, nl, "%s%s", smp->name, smp->suffix);
+    m->value = smp->value;
+    sm->n++;
+}
+
+void admin_stats(struct session *s, uint64_t id)
+{
+    const struct server *srv = s->srv;
+    const struct rpool_stats *ps = rpool_stats(srv->pool);
+    Rlock__V1__StatsReply r = RLOCK__V1__STATS_REPLY__INIT;
+    r.sessions = srv->nsessions;
+    r.held_locks = srv->nleases;
+    r.waiters = srv->nwaiters;
+    r.redis_connections = rpool_size(srv->pool);
+    r.redis_connections_ready = rpool_ready_count(srv->pool);
+    r.redis_up = r.redis_connections_ready > 0;
+    r.script_reloads = ps->script_reloads;
+    r.acquires = srv->ctr.acquires;
+    r.grants = srv->ctr.grants;
+    r.locks_lost = srv->ctr.locks_lost;
+    r.redis_errors = ps->errors;
+    r.uptime_ms = (uint64_t)(util_now_ms() - srv->start_ms);
+    r.server_version = RLOCKD_VERSION;
+    struct stats_metrics sm = {0};
+    metrics_walk(srv, NULL, stats_sample, &sm);
+    for (size_t i = 0; i < sm.n; i++) /* now that items no longer move */
+        sm.ptrs[i] = &sm.items[i];
+    if (!sm.oom) {
+        r.n_metrics = sm.n;
+        r.metrics = sm.ptrs;
+    }
+    session_respond(s, id, RLOCK__V1__STATUS__STATUS_OK, NULL,
+                    RLOCK__V1__RESPONSE__BODY_STATS, &r);
+    for (size_t i = 0; i < sm.n; i++) {
+        free(sm.items[i].name);
+        free(sm.items[i].labels);
+    }
+    free(sm.items);
+    free(sm.ptrs);
 }
 
 void admin_server_info(struct session *s, uint64_t id, const Rlock__V1__ServerInfo *q)
