@@ -33,47 +33,10 @@
 #include <unistd.h>
 
 #define ENG_RX_INITIAL (16u * 1024u)
-#define ENG_TX_INITIAL (4u * 1024u)
 #define ENG_CALLTAB_INITIAL 16u
 /* Safety margin on the session timeout: at least this, or 1/ENG_MARGIN_DIV of it. */
 #define ENG_MARGIN_MIN_MS 2
 #define ENG_MARGIN_DIV 50
-
-/* --- buffers ------------------------------------------------------------------------ */
-
-/* Make room for need more bytes after the valid ones. 0 or -1. */
-static int buf_reserve(struct rlk_buf *b, size_t need)
-{
-    if (b->off > 0 && b->off + b->len + need > b->cap) {
-        memmove(b->data, b->data + b->off, b->len);
-        b->off = 0;
-    }
-    if (b->len + need <= b->cap)
-        return 0;
-    size_t cap = b->cap ? b->cap : ENG_TX_INITIAL;
-    while (cap < b->len + need)
-        cap *= 2;
-    uint8_t *p = realloc(b->data, cap);
-    if (p == NULL)
-        return -1;
-    b->data = p;
-    b->cap = cap;
-    return 0;
-}
-
-static void buf_consume(struct rlk_buf *b, size_t n)
-{
-    b->off += n;
-    b->len -= n;
-    if (b->len == 0)
-        b->off = 0;
-}
-
-static void buf_free(struct rlk_buf *b)
-{
-    free(b->data);
-    memset(b, 0, sizeof *b);
-}
 
 /* --- pending calls by id ------------------------------------------------------------ */
 
@@ -287,7 +250,7 @@ void rlk_eng_flush(struct rlock_client *c)
         int64_t before = rlk_alive_ms();
         ssize_t n = send(c->fd, c->tx.data + c->tx.off, c->tx.len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
-            buf_consume(&c->tx, (size_t)n);
+            iobuf_consume(&c->tx, (size_t)n);
             c->tx_sent += (uint64_t)n;
             /*
              * Stamped with a time from before the write once everything queued
@@ -338,7 +301,7 @@ enum rlock_err rlk_eng_submit(struct rlock_client *c, Rlock__V1__Request *req,
             rlk_error_set(&call->detail, RLOCK_ERR_NOMEM, 0, "out of memory queueing a request");
             return RLOCK_ERR_NOMEM;
         }
-    } else if (buf_reserve(&c->tx, WIRE_HEADER_BYTES + body) < 0) {
+    } else if (iobuf_reserve(&c->tx, WIRE_HEADER_BYTES + body) < 0) {
         rlk_error_set(&call->detail, RLOCK_ERR_NOMEM, 0, "out of memory queueing a request");
         return RLOCK_ERR_NOMEM;
     }
@@ -387,7 +350,7 @@ static void held_release(struct rlock_client *c)
             p = &call->hnext_held;
             continue;
         }
-        if (buf_reserve(&c->tx, call->held_len) < 0) {
+        if (iobuf_reserve(&c->tx, call->held_len) < 0) {
             rlk_eng_end(c, "out of memory queueing a request", 0);
             return;
         }
@@ -669,7 +632,7 @@ static int take_frame(struct rlock_client *c, const uint8_t *data, uint32_t len)
 /* Act on every complete frame in rx. 0, or -1 when the session ended. */
 static int parse_frames(struct rlock_client *c)
 {
-    struct rlk_buf *b = &c->rx;
+    struct iobuf *b = &c->rx;
     while (b->len >= WIRE_HEADER_BYTES) {
         const uint8_t *p = b->data + b->off;
         uint32_t flen = wire_get_len(p);
@@ -683,7 +646,7 @@ static int parse_frames(struct rlock_client *c)
         if (b->len - WIRE_HEADER_BYTES < flen)
             break;
         int rc = take_frame(c, p + WIRE_HEADER_BYTES, flen);
-        buf_consume(b, WIRE_HEADER_BYTES + flen);
+        iobuf_consume(b, WIRE_HEADER_BYTES + flen);
         if (rc < 0)
             return -1;
     }
@@ -699,7 +662,7 @@ void rlk_eng_read(struct rlock_client *c)
             if (frame > c->rx.len && frame - c->rx.len > want)
                 want = frame - c->rx.len;
         }
-        if (buf_reserve(&c->rx, want) < 0) {
+        if (iobuf_reserve(&c->rx, want) < 0) {
             rlk_eng_end(c, "out of memory for a frame", 0);
             return;
         }
@@ -884,7 +847,7 @@ void rlk_eng_goodbye(struct rlock_client *c)
     req.goodbye = &g;
     req.id = ++c->next_id; /* its answer matches no call and is dropped */
     size_t body = protobuf_c_message_get_packed_size(&req.base);
-    if (buf_reserve(&c->tx, WIRE_HEADER_BYTES + body) < 0)
+    if (iobuf_reserve(&c->tx, WIRE_HEADER_BYTES + body) < 0)
         return; /* the daemon then sees an unclean end: lock_delay applies */
     uint8_t *at = c->tx.data + c->tx.off + c->tx.len;
     wire_put_len(at, (uint32_t)body);
@@ -1006,8 +969,8 @@ void rlk_eng_free(struct rlock_client *c)
         free(n);
     }
     c->notes_tail = &c->notes;
-    buf_free(&c->tx);
-    buf_free(&c->rx);
+    iobuf_free(&c->tx);
+    iobuf_free(&c->rx);
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;

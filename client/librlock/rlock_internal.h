@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "iobuf.h"
 #include "rlock.h"
 #include "wire.h"
 
@@ -136,13 +137,6 @@ enum rlk_mode { RLK_MODE_BLOCKING, RLK_MODE_ASYNC };
 /* OPEN -> ENDED, once, by rlk_eng_end(). */
 enum rlk_session_state { RLK_SESSION_OPEN, RLK_SESSION_ENDED };
 
-struct rlk_buf {
-    uint8_t *data;
-    size_t off; /* consumed from the front */
-    size_t len; /* valid bytes from off */
-    size_t cap;
-};
-
 struct rlk_calltab {
     struct rlk_call **b;
     size_t nb; /* power of two */
@@ -175,7 +169,7 @@ struct rlock_client {
     struct rlk_calltab pending;
     uint32_t ncancelled;            /* pending acquires withdrawn, answer still due */
     struct rlk_call *held_back;     /* acquires waiting for those answers (engine.c) */
-    struct rlk_buf tx, rx;
+    struct iobuf tx, rx;
     uint64_t tx_queued, tx_sent;    /* bytes queued / written since the start */
     int64_t last_tx_ms;      /* rlk_alive_ms() before the write that emptied tx */
     int64_t last_rx_ms;      /* ... when the last frame was read */

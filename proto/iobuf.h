@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * iobuf.h — a growable byte buffer for a connection's input or output:
+ * iobuf.h — a growable byte buffer for a connection's input or output, the
+ * daemon's sessions and librlock's engine alike:
  * bytes are appended at the end and consumed from the front, and the front
  * is compacted only when room is needed, so a steady stream of small frames
  * costs no allocation.
  */
-#ifndef RLOCKD_IOBUF_H
-#define RLOCKD_IOBUF_H
+#ifndef RLOCK_IOBUF_H
+#define RLOCK_IOBUF_H
 
 #include <stddef.h>
 #include <stdint.h>
