@@ -45,11 +45,11 @@ static enum rlock_err async_submit(struct rlock_client *c, Rlock__V1__Request *r
     call->handle = handle;
     call->done_fn = done;
     call->done_arg = arg;
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     (void)rlk_eng_check(c);
     enum rlock_err e = rlk_eng_submit(c, req, call);
     int queued = rlk_eng_want_write(c);
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     if (e != RLOCK_OK) {
         rlk_fail_with(&call->detail);
         free(call);
@@ -92,9 +92,9 @@ RLOCK_API enum rlock_err rlock_async_connect(const char *address,
     e = fd == -2 ? RLOCK_ERR_ARG : RLOCK_ERR_CONNECT;
     if (fd < 0)
         goto fail;
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     int rc = rlk_eng_init(c, fd);
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     if (rc < 0) {
         e = RLOCK_ERR_NOMEM;
         snprintf(err, sizeof err, "out of memory");
@@ -130,11 +130,11 @@ RLOCK_API int rlock_async_events(const struct rlock_client *c)
     if (c == NULL)
         return 0;
     struct rlock_client *m = (struct rlock_client *)c;
-    rlk_lock_client(m);
+    rlk_client_lock(m);
     int ev = c->state == RLK_SESSION_OPEN ? POLLIN : 0;
     if (rlk_eng_want_write(c))
         ev |= POLLOUT;
-    rlk_unlock_client(m);
+    rlk_client_unlock(m);
     return ev;
 }
 
@@ -143,10 +143,10 @@ RLOCK_API int64_t rlock_async_timeout_ms(const struct rlock_client *c)
     if (c == NULL)
         return -1;
     struct rlock_client *m = (struct rlock_client *)c;
-    rlk_lock_client(m);
+    rlk_client_lock(m);
     int64_t wake = c->state == RLK_SESSION_OPEN ? c->async_wake : -1;
     int waiting = c->done_head != NULL || c->notes != NULL;
-    rlk_unlock_client(m);
+    rlk_client_unlock(m);
     if (waiting)
         return 0; /* completions wait to be run */
     if (wake < 0)
@@ -178,9 +178,9 @@ static void deliver_call(struct rlock_client *c, struct rlk_call *call)
     r.server_time_ms = call->server_time_ms;
     call->done_fn(c, &r, call->done_arg);
     if (call->handle != NULL && call->kind == RLK_CALL_ACQUIRE) {
-        rlk_lock_client(c);
+        rlk_client_lock(c);
         rlk_handle_destroy(c, call->handle);
-        rlk_unlock_client(c);
+        rlk_client_unlock(c);
     }
     free(call);
 }
@@ -188,14 +188,14 @@ static void deliver_call(struct rlock_client *c, struct rlk_call *call)
 void rlk_async_deliver(struct rlock_client *c)
 {
     for (;;) {
-        rlk_lock_client(c);
+        rlk_client_lock(c);
         struct rlk_call *done = c->done_head;
         struct rlk_note *notes = c->notes;
         c->done_head = NULL;
         c->done_tail = &c->done_head;
         c->notes = NULL;
         c->notes_tail = &c->notes;
-        rlk_unlock_client(c);
+        rlk_client_unlock(c);
         if (done == NULL && notes == NULL)
             return;
         while (done != NULL) {
@@ -220,13 +220,13 @@ RLOCK_API enum rlock_err rlock_async_process(struct rlock_client *c, int revents
     if (e != RLOCK_OK)
         return e;
     c->in_process = 1;
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     if (c->state == RLK_SESSION_OPEN && (revents & (POLLIN | POLLHUP | POLLERR)))
         rlk_eng_read(c);
     if (c->state == RLK_SESSION_OPEN && (revents & POLLOUT))
         rlk_eng_flush(c);
     c->async_wake = rlk_eng_timers(c, rlk_alive_ms());
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     rlk_async_deliver(c);
     c->in_process = 0;
     if (c->free_after_process) {
@@ -234,9 +234,9 @@ RLOCK_API enum rlock_err rlock_async_process(struct rlock_client *c, int revents
         return RLOCK_ERR_CLOSED;
     }
     /* A completion may have ended the session (rlock_shutdown): say so now. */
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     int open = c->state == RLK_SESSION_OPEN;
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     return open ? RLOCK_OK : RLOCK_ERR_CLOSED;
 }
 
@@ -257,11 +257,11 @@ RLOCK_API enum rlock_err rlock_async_acquire(struct rlock_client *c, const char 
     uint64_t owner = opts->owner ? opts->owner : rlock_thread_owner();
     if (opts->owner >= RLOCK_OWNER_THREAD_BIT)
         return rlk_fail(RLOCK_ERR_ARG, "owner must be below RLOCK_OWNER_THREAD_BIT");
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     struct rlock_lock *h = rlk_handle_new(c, resource);
     if (h != NULL)
         rlk_handle_set_owner(h, owner);
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     if (h == NULL)
         return rlk_fail(RLOCK_ERR_NOMEM, "out of memory");
     Rlock__V1__Acquire a = RLOCK__V1__ACQUIRE__INIT;
@@ -278,9 +278,9 @@ RLOCK_API enum rlock_err rlock_async_acquire(struct rlock_client *c, const char 
     req.acquire = &a;
     e = async_submit(c, &req, RLK_CALL_ACQUIRE, h, done, arg, id);
     if (e != RLOCK_OK) {
-        rlk_lock_client(c);
+        rlk_client_lock(c);
         rlk_handle_destroy(c, h);
-        rlk_unlock_client(c);
+        rlk_client_unlock(c);
     }
     return e;
 }
@@ -297,9 +297,9 @@ static enum rlock_err async_handle_call(struct rlock_lock *l, Rlock__V1__Request
     if (e != RLOCK_OK)
         return e;
     struct rlock_error detail;
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     e = rlk_handle_usable(c, l, &detail, token);
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     if (e != RLOCK_OK)
         return rlk_fail_with(&detail);
     return async_submit(c, req, kind, l, done, arg, id);
@@ -352,10 +352,10 @@ RLOCK_API enum rlock_err rlock_async_cancel(struct rlock_client *c, uint64_t id)
     enum rlock_err e = async_check(c);
     if (e != RLOCK_OK)
         return e;
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     int rc = rlk_eng_cancel_id(c, id);
     int queued = rlk_eng_want_write(c);
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     if (rc < 0)
         return rlk_fail(RLOCK_ERR_NOT_HELD, "no acquire %llu is pending",
                         (unsigned long long)id);

@@ -120,24 +120,24 @@ static enum rlock_err call_enter(struct rlock_client *c)
     if (rlk_inherited(c))
         return rlk_fail(RLOCK_ERR_CLOSED, "session ended: the client was inherited across "
                                           "fork(); only rlock_close may be used");
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     if (c->closing) {
-        rlk_unlock_client(c);
+        rlk_client_unlock(c);
         return rlk_fail(RLOCK_ERR_CLOSED, "session ended: the client is being closed");
     }
     c->calls_active++;
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     return RLOCK_OK;
 }
 
 static void call_leave(struct rlock_client *c)
 {
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     /* A call gives the socket back before it returns: none may be left leading. */
     assert(c->calls_active > 1 || c->leader_call == NULL);
     if (--c->calls_active == 0 && c->closing)
         pthread_cond_broadcast(&c->idle_cv);
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
 }
 
 /* c->mu held: the request of call is written out, in part, or not at all. */
@@ -160,11 +160,11 @@ static enum rlock_err call_run(struct rlock_client *c, Rlock__V1__Request *req,
     uint64_t budget = (uint64_t)extra_ms + (timeout_ms ? timeout_ms : RLOCK_DEFAULT_TIMEOUT_MS);
     int64_t deadline = rlk_mono_ms() + (int64_t)budget;
 
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     if (!rlk_eng_check(c)) {
         rlk_error_set(&call->detail, RLOCK_ERR_CLOSED, 0, "session ended: %s",
                       c->end_reason[0] ? c->end_reason : "closed");
-        rlk_unlock_client(c);
+        rlk_client_unlock(c);
         return rlk_fail_with(&call->detail);
     }
     /* Take the socket before the request goes out: the answer cannot then
@@ -175,7 +175,7 @@ static enum rlock_err call_run(struct rlock_client *c, Rlock__V1__Request *req,
         rlk_reactor_want_write(c);
     if (e != RLOCK_OK && lead)
         rlk_reactor_lead_end(c, call);
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     if (e != RLOCK_OK)
         return rlk_fail_with(&call->detail);
     if (k != NULL)
@@ -189,7 +189,7 @@ static enum rlock_err call_run(struct rlock_client *c, Rlock__V1__Request *req,
         int cancel = (s & RLK_CALL_CANCEL_REQ) != 0;
         if (cancel || rlk_mono_ms() >= deadline) {
             char why[RLK_REASON_BYTES];
-            rlk_lock_client(c);
+            rlk_client_lock(c);
             if (lead) { /* cancelled before it ever waited: give the socket back */
                 rlk_reactor_lead_end(c, call);
                 lead = 0;
@@ -200,7 +200,7 @@ static enum rlock_err call_run(struct rlock_client *c, Rlock__V1__Request *req,
             int completed = rlk_eng_abandon(c, call, cancel, why);
             if (rlk_eng_want_write(c)) /* a Cancel the socket did not take at once */
                 rlk_reactor_want_write(c);
-            rlk_unlock_client(c);
+            rlk_client_unlock(c);
             if (completed)
                 break;
             if (k != NULL)
@@ -223,9 +223,9 @@ static enum rlock_err call_run(struct rlock_client *c, Rlock__V1__Request *req,
             rlk_futex_wait(&call->state, s, deadline);
     }
     if (lead) { /* done before it ever waited (answered while being written) */
-        rlk_lock_client(c);
+        rlk_client_lock(c);
         rlk_reactor_lead_end(c, call);
-        rlk_unlock_client(c);
+        rlk_client_unlock(c);
     }
     if (k != NULL)
         cancel_unwatch(k, call);
@@ -270,12 +270,12 @@ static enum rlock_err client_hello(struct rlock_client *c, const struct rlock_op
 static int client_check_new(struct rlock_client *c, const char *address, int64_t took_ms,
                             char *err, size_t errlen)
 {
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     int open = rlk_eng_check(c);
     uint32_t timeout_ms = c->session_timeout_ms;
     char reason[RLK_REASON_BYTES];
     snprintf(reason, sizeof reason, "%s", c->end_reason);
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     if (open)
         return 0;
     snprintf(err, errlen,
@@ -319,9 +319,9 @@ RLOCK_API enum rlock_err rlock_connect(const char *address, const struct rlock_o
     if (fd < 0)
         goto fail;
     e = RLOCK_ERR_NOMEM;
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     int rc = rlk_eng_init(c, fd);
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     if (rc < 0) {
         snprintf(err, sizeof err, "out of memory");
         goto fail;
@@ -383,11 +383,11 @@ RLOCK_API enum rlock_err rlock_acquire(struct rlock_client *c, const char *resou
     if (e != RLOCK_OK)
         return e;
 
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     struct rlock_lock *h = rlk_handle_new(c, resource);
     if (h != NULL)
         rlk_handle_set_owner(h, owner);
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     if (h == NULL) {
         call_leave(c);
         return rlk_fail(RLOCK_ERR_NOMEM, "out of memory");
@@ -409,9 +409,9 @@ RLOCK_API enum rlock_err rlock_acquire(struct rlock_client *c, const char *resou
     if (e == RLOCK_OK) {
         *out = h;
     } else if (call.handle != NULL) { /* not handed over to a cancelled acquire */
-        rlk_lock_client(c);
+        rlk_client_lock(c);
         rlk_handle_destroy(c, h);
-        rlk_unlock_client(c);
+        rlk_client_unlock(c);
     }
     call_leave(c);
     return e;
@@ -427,9 +427,9 @@ static enum rlock_err handle_call(struct rlock_lock *h, Rlock__V1__Request *req,
     enum rlock_err e = call_enter(c);
     if (e != RLOCK_OK)
         return e;
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     e = rlk_handle_usable(c, h, &call->detail, token);
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     if (e == RLOCK_OK)
         e = call_run(c, req, call, 0, timeout_ms, NULL);
     else

@@ -65,12 +65,12 @@ void rlk_client_free(struct rlock_client *c)
     free(c);
 }
 
-void rlk_lock_client(struct rlock_client *c)
+void rlk_client_lock(struct rlock_client *c)
 {
     pthread_mutex_lock(&c->mu);
 }
 
-void rlk_unlock_client(struct rlock_client *c)
+void rlk_client_unlock(struct rlock_client *c)
 {
     /* Blocking calls were woken as they completed; only the notes travel on. */
     struct rlk_note *notes = NULL;
@@ -88,10 +88,10 @@ RLOCK_API void rlock_shutdown(struct rlock_client *c)
 {
     if (c == NULL)
         return;
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     rlk_eng_goodbye(c);
     rlk_eng_end(c, "shut down by the application", 1);
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     if (c->mode == RLK_MODE_ASYNC && !c->in_process)
         rlk_async_deliver(c); /* the CLOSED completions, now */
 }
@@ -100,14 +100,14 @@ RLOCK_API void rlock_close(struct rlock_client *c)
 {
     if (c == NULL)
         return;
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     c->closing = 1;
     atomic_store(&c->cb_closed, 1);
     rlk_eng_goodbye(c);
     rlk_eng_end(c, "closed by the application", 1);
     while (c->mode == RLK_MODE_BLOCKING && c->calls_active > 0)
         pthread_cond_wait(&c->idle_cv, &c->mu);
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     if (c->mode == RLK_MODE_ASYNC) {
         if (c->in_process) {
             c->free_after_process = 1; /* rlock_async_process frees it on its way out */
@@ -135,9 +135,9 @@ RLOCK_API uint32_t rlock_session_timeout_ms(const struct rlock_client *c)
     if (c == NULL)
         return 0;
     struct rlock_client *m = (struct rlock_client *)c; /* the mutex is not part of the value */
-    rlk_lock_client(m);
+    rlk_client_lock(m);
     uint32_t v = c->session_timeout_ms;
-    rlk_unlock_client(m);
+    rlk_client_unlock(m);
     return v;
 }
 
@@ -145,8 +145,8 @@ RLOCK_API int rlock_client_alive(struct rlock_client *c)
 {
     if (c == NULL)
         return 0;
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     int alive = rlk_eng_check(c) && !rlk_inherited(c);
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     return alive;
 }

@@ -12,7 +12,7 @@
  * never blocks (the socket is non-blocking) and never calls the application:
  * what it produces for others — completed calls, lost-lock notes — is queued
  * on the client and handed over by the driver after c->mu is released
- * (rlk_unlock_client). A blocking client is driven by the reactor thread and
+ * (rlk_client_unlock). A blocking client is driven by the reactor thread and
  * by its callers; an asynchronous one by rlock_async_process.
  *
  * The session is over (rlk_eng_end) at EOF, on a read or write error, on an

@@ -406,7 +406,7 @@ static struct lock_view lock_view(const struct rlock_lock *h)
     if (h == NULL)
         return v;
     struct rlock_client *c = h->client;
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     /* A resumed process may ask before any thread of the library has looked at the clock. */
     (void)rlk_eng_check(c);
     const struct rlk_lock *lk = h->lk;
@@ -418,7 +418,7 @@ static struct lock_view lock_view(const struct rlock_lock *h)
         if (v.state == RLOCK_HELD || v.state == RLOCK_UNCERTAIN)
             v.valid_until = lock_valid_until(c, lk);
     }
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     return v;
 }
 
@@ -474,9 +474,9 @@ RLOCK_API void rlock_lock_free(struct rlock_lock *l)
     if (l == NULL)
         return;
     struct rlock_client *c = l->client;
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     rlk_handle_destroy(c, l);
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
 }
 
 RLOCK_API size_t rlock_foreach_lock(struct rlock_client *c,
@@ -485,7 +485,7 @@ RLOCK_API size_t rlock_foreach_lock(struct rlock_client *c,
 {
     if (c == NULL || visit == NULL)
         return 0;
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     (void)rlk_eng_check(c);
     int64_t now = rlk_alive_ms();
     size_t n = rlk_inherited(c) ? 0 : (size_t)c->nheld, strings = 0;
@@ -511,7 +511,7 @@ RLOCK_API size_t rlock_foreach_lock(struct rlock_client *c,
             in->valid_until = rlk_alive_to_mono(lock_valid_until(c, lk));
         }
     }
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     size_t visited = 0;
     while (visited < i) {
         int stop = visit(&infos[visited], arg);
@@ -527,7 +527,7 @@ RLOCK_API int rlock_lost_fd(struct rlock_client *c)
 {
     if (c == NULL)
         return -1;
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     if (c->lost_fd < 0) {
         c->lost_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         /* Created after the fact: what has happened already must show too. */
@@ -538,6 +538,6 @@ RLOCK_API int rlock_lost_fd(struct rlock_client *c)
         }
     }
     int fd = c->lost_fd;
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     return fd;
 }

@@ -59,7 +59,8 @@ unsigned rlk_fork_gen(void)
 
 /* --- the reactor --------------------------------------------------------------------- */
 
-static struct {
+/* The I/O thread's state: every blocking client's socket and keepalive timer. */
+static struct reactor {
     pthread_mutex_t mu;
     pthread_cond_t turn_cv;   /* a new turn of the loop began */
     int started;
@@ -68,7 +69,7 @@ static struct {
     int64_t armed;            /* what the timerfd is set for (rlk_alive_ms), -1 none */
     struct rlock_client **heap;
     size_t n, cap;
-} R = {
+} reactor = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .turn_cv = PTHREAD_COND_INITIALIZER,
     .epfd = -1,
@@ -88,18 +89,19 @@ struct cb_item {
     struct rlk_note *notes;
 };
 
-static struct {
+/* The callback thread's queue of lost-lock notes. */
+static struct cbqueue {
     pthread_mutex_t mu;
     pthread_cond_t work_cv;   /* an item was queued */
     pthread_cond_t idle_cv;   /* a callback returned */
     struct cb_item *head, **tail;
     struct rlock_client *current; /* whose callback runs now */
     pthread_t thread;
-} Q = {
+} cbq = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .work_cv = PTHREAD_COND_INITIALIZER,
     .idle_cv = PTHREAD_COND_INITIALIZER,
-    .tail = &Q.head,
+    .tail = &cbq.head,
 };
 
 static void notes_free(struct rlk_note *n)
@@ -111,22 +113,22 @@ static void notes_free(struct rlk_note *n)
     }
 }
 
-/* --- timer heap (R.mu held) ------------------------------------------------------------ */
+/* --- timer heap (reactor.mu held) ------------------------------------------------------------ */
 
 static void heap_set(size_t i, struct rlock_client *c)
 {
-    R.heap[i] = c;
+    reactor.heap[i] = c;
     c->heap_idx = i + 1;
 }
 
 static void heap_up(size_t i)
 {
-    struct rlock_client *c = R.heap[i];
+    struct rlock_client *c = reactor.heap[i];
     while (i > 0) {
         size_t p = (i - 1) / 2;
-        if (R.heap[p]->wake_at <= c->wake_at)
+        if (reactor.heap[p]->wake_at <= c->wake_at)
             break;
-        heap_set(i, R.heap[p]);
+        heap_set(i, reactor.heap[p]);
         i = p;
     }
     heap_set(i, c);
@@ -134,17 +136,17 @@ static void heap_up(size_t i)
 
 static void heap_down(size_t i)
 {
-    struct rlock_client *c = R.heap[i];
+    struct rlock_client *c = reactor.heap[i];
     for (;;) {
         size_t l = 2 * i + 1, m = i;
         int64_t best = c->wake_at;
-        if (l < R.n && R.heap[l]->wake_at < best)
-            m = l, best = R.heap[l]->wake_at;
-        if (l + 1 < R.n && R.heap[l + 1]->wake_at < best)
+        if (l < reactor.n && reactor.heap[l]->wake_at < best)
+            m = l, best = reactor.heap[l]->wake_at;
+        if (l + 1 < reactor.n && reactor.heap[l + 1]->wake_at < best)
             m = l + 1;
         if (m == i)
             break;
-        heap_set(i, R.heap[m]);
+        heap_set(i, reactor.heap[m]);
         i = m;
     }
     heap_set(i, c);
@@ -156,7 +158,7 @@ static void heap_remove(struct rlock_client *c)
         return;
     size_t i = c->heap_idx - 1;
     c->heap_idx = 0;
-    struct rlock_client *last = R.heap[--R.n];
+    struct rlock_client *last = reactor.heap[--reactor.n];
     if (last == c)
         return;
     heap_set(i, last);
@@ -173,25 +175,25 @@ static int heap_put(struct rlock_client *c, int64_t wake_at)
         heap_down(c->heap_idx - 1);
         return 0;
     }
-    if (R.n == R.cap) {
-        size_t cap = R.cap ? R.cap * 2 : 64;
-        struct rlock_client **h = realloc(R.heap, cap * sizeof *h);
+    if (reactor.n == reactor.cap) {
+        size_t cap = reactor.cap ? reactor.cap * 2 : 64;
+        struct rlock_client **h = realloc(reactor.heap, cap * sizeof *h);
         if (h == NULL)
             return -1;
-        R.heap = h;
-        R.cap = cap;
+        reactor.heap = h;
+        reactor.cap = cap;
     }
     c->wake_at = wake_at;
-    heap_set(R.n++, c);
-    heap_up(R.n - 1);
+    heap_set(reactor.n++, c);
+    heap_up(reactor.n - 1);
     return 0;
 }
 
 /* Aim the timerfd at the heap's earliest time. */
 static void timer_rearm(void)
 {
-    int64_t at = R.n > 0 ? R.heap[0]->wake_at : -1;
-    if (at == R.armed || R.timerfd < 0)
+    int64_t at = reactor.n > 0 ? reactor.heap[0]->wake_at : -1;
+    if (at == reactor.armed || reactor.timerfd < 0)
         return;
     struct itimerspec its = {0};
     if (at >= 0) {
@@ -200,8 +202,8 @@ static void timer_rearm(void)
         if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
             its.it_value.tv_nsec = 1; /* all zero would disarm it */
     }
-    if (timerfd_settime(R.timerfd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
-        R.armed = at;
+    if (timerfd_settime(reactor.timerfd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+        reactor.armed = at;
 }
 
 /* --- serving a client ------------------------------------------------------------------ */
@@ -216,7 +218,7 @@ static void interest_update(struct rlock_client *c)
         return;
     if (c->state != RLK_SESSION_OPEN) {
         /* An ended session's socket stays readable (EOF): stop watching it. */
-        epoll_ctl(R.epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        epoll_ctl(reactor.epfd, EPOLL_CTL_DEL, c->fd, NULL);
         c->epoll_in = 0;
         c->epoll_out = 0;
         c->epoll_rd = 0;
@@ -230,7 +232,7 @@ static void interest_update(struct rlock_client *c)
         .events = (want_rd ? EPOLLIN : 0u) | (want_out ? EPOLLOUT : 0u),
         .data.ptr = c,
     };
-    if (epoll_ctl(R.epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0) {
+    if (epoll_ctl(reactor.epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0) {
         c->epoll_out = want_out;
         c->epoll_rd = want_rd;
     }
@@ -241,17 +243,17 @@ static void timer_update(struct rlock_client *c, int64_t next)
 {
     if (next < 0)
         return;
-    pthread_mutex_lock(&R.mu);
+    pthread_mutex_lock(&reactor.mu);
     if (c->registered && (c->heap_idx == 0 || next < c->wake_at)) {
         (void)heap_put(c, next);
         timer_rearm();
     }
-    pthread_mutex_unlock(&R.mu);
+    pthread_mutex_unlock(&reactor.mu);
 }
 
 static void serve(struct rlock_client *c, uint32_t events)
 {
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     if (c->state == RLK_SESSION_OPEN) {
         if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
             rlk_eng_read(c);
@@ -261,7 +263,7 @@ static void serve(struct rlock_client *c, uint32_t events)
         timer_update(c, rlk_eng_timers(c, rlk_alive_ms()));
     }
     interest_update(c);
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
 }
 
 static void drain(int fd)
@@ -373,7 +375,7 @@ int rlk_reactor_lead_wait(struct rlock_client *c, struct rlk_call *call, int64_t
             drain(wakefd);
         if (p[0].revents == 0)
             continue;
-        rlk_lock_client(c);
+        rlk_client_lock(c);
         if (c->state == RLK_SESSION_OPEN) {
             c->leader_reading = 1;
             rlk_eng_read(c);
@@ -384,24 +386,24 @@ int rlk_reactor_lead_wait(struct rlock_client *c, struct rlk_call *call, int64_t
         /* What reading queued (a held-back request, a keepalive) may wait for
          * the socket: the I/O thread writes it. */
         interest_update(c);
-        rlk_unlock_client(c);
+        rlk_client_unlock(c);
     }
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     rlk_reactor_lead_end(c, call);
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     return rc;
 }
 
 int rlk_reactor_lead(struct rlock_client *c, struct rlk_call *call, int64_t deadline)
 {
-    rlk_lock_client(c);
+    rlk_client_lock(c);
     int lead = rlk_reactor_lead_begin(c, call);
     unsigned s = atomic_load_explicit(&call->state, memory_order_seq_cst);
     if (lead && (s & (RLK_CALL_DONE | RLK_CALL_CANCEL_REQ))) {
         rlk_reactor_lead_end(c, call);
         lead = 0;
     }
-    rlk_unlock_client(c);
+    rlk_client_unlock(c);
     if (lead && rlk_reactor_lead_wait(c, call, deadline) < 0)
         return -1;
     return lead;
@@ -419,21 +421,21 @@ static void run_timers(void)
 {
     int64_t now = rlk_alive_ms();
     for (;;) {
-        pthread_mutex_lock(&R.mu);
-        if (R.n == 0 || R.heap[0]->wake_at > now) {
+        pthread_mutex_lock(&reactor.mu);
+        if (reactor.n == 0 || reactor.heap[0]->wake_at > now) {
             timer_rearm();
-            pthread_mutex_unlock(&R.mu);
+            pthread_mutex_unlock(&reactor.mu);
             return;
         }
-        struct rlock_client *c = R.heap[0];
+        struct rlock_client *c = reactor.heap[0];
         heap_remove(c);
-        pthread_mutex_unlock(&R.mu);
+        pthread_mutex_unlock(&reactor.mu);
 
-        rlk_lock_client(c);
+        rlk_client_lock(c);
         int64_t next = c->state == RLK_SESSION_OPEN ? rlk_eng_timers(c, now) : -1;
         timer_update(c, next);
         interest_update(c);
-        rlk_unlock_client(c);
+        rlk_client_unlock(c);
     }
 }
 
@@ -442,20 +444,20 @@ static void *io_main(void *arg)
     (void)arg;
     struct epoll_event evs[REACTOR_EVENTS];
     for (;;) {
-        pthread_mutex_lock(&R.mu);
-        R.turn++;
-        pthread_cond_broadcast(&R.turn_cv);
-        int epfd = R.epfd;
-        pthread_mutex_unlock(&R.mu);
+        pthread_mutex_lock(&reactor.mu);
+        reactor.turn++;
+        pthread_cond_broadcast(&reactor.turn_cv);
+        int epfd = reactor.epfd;
+        pthread_mutex_unlock(&reactor.mu);
         int n = epoll_wait(epfd, evs, REACTOR_EVENTS, -1);
         if (n < 0 && errno != EINTR)
             n = 0; /* cannot happen with a valid epfd; keep turning */
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
             if (p == &tag_wake) {
-                drain(R.wakefd);
+                drain(reactor.wakefd);
             } else if (p == &tag_timer) {
-                drain(R.timerfd);
+                drain(reactor.timerfd);
                 run_timers();
             } else {
                 serve(p, evs[i].events);
@@ -469,17 +471,17 @@ static void *cb_main(void *arg)
 {
     (void)arg;
     rlk_in_callback = 1;
-    pthread_mutex_lock(&Q.mu);
+    pthread_mutex_lock(&cbq.mu);
     for (;;) {
-        while (Q.head == NULL)
-            pthread_cond_wait(&Q.work_cv, &Q.mu);
-        struct cb_item *it = Q.head;
-        Q.head = it->next;
-        if (Q.head == NULL)
-            Q.tail = &Q.head;
+        while (cbq.head == NULL)
+            pthread_cond_wait(&cbq.work_cv, &cbq.mu);
+        struct cb_item *it = cbq.head;
+        cbq.head = it->next;
+        if (cbq.head == NULL)
+            cbq.tail = &cbq.head;
         struct rlock_client *c = it->c;
-        Q.current = c;
-        pthread_mutex_unlock(&Q.mu);
+        cbq.current = c;
+        pthread_mutex_unlock(&cbq.mu);
         for (struct rlk_note *n = it->notes; n != NULL; n = n->next) {
             /* Closed from an earlier callback of this batch: no further calls. */
             if (atomic_load(&c->cb_closed))
@@ -488,33 +490,33 @@ static void *cb_main(void *arg)
         }
         notes_free(it->notes);
         free(it);
-        pthread_mutex_lock(&Q.mu);
-        Q.current = NULL;
+        pthread_mutex_lock(&cbq.mu);
+        cbq.current = NULL;
         int free_it = c->free_after_cb;
-        pthread_cond_broadcast(&Q.idle_cv);
+        pthread_cond_broadcast(&cbq.idle_cv);
         if (free_it) {
-            pthread_mutex_unlock(&Q.mu);
+            pthread_mutex_unlock(&cbq.mu);
             rlk_client_free(c);
-            pthread_mutex_lock(&Q.mu);
+            pthread_mutex_lock(&cbq.mu);
         }
     }
     return NULL;
 }
 
-/* R.mu held: create the descriptors and the two threads, once per process (and per fork). */
+/* reactor.mu held: create the descriptors and the two threads, once per process (and per fork). */
 static int reactor_start(void)
 {
-    if (R.started)
+    if (reactor.started)
         return 0;
-    R.epfd = epoll_create1(EPOLL_CLOEXEC);
-    R.timerfd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
-    R.wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    R.armed = -1;
+    reactor.epfd = epoll_create1(EPOLL_CLOEXEC);
+    reactor.timerfd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+    reactor.wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    reactor.armed = -1;
     struct epoll_event te = {.events = EPOLLIN, .data.ptr = &tag_timer};
     struct epoll_event we = {.events = EPOLLIN, .data.ptr = &tag_wake};
-    if (R.epfd < 0 || R.timerfd < 0 || R.wakefd < 0 ||
-        epoll_ctl(R.epfd, EPOLL_CTL_ADD, R.timerfd, &te) < 0 ||
-        epoll_ctl(R.epfd, EPOLL_CTL_ADD, R.wakefd, &we) < 0)
+    if (reactor.epfd < 0 || reactor.timerfd < 0 || reactor.wakefd < 0 ||
+        epoll_ctl(reactor.epfd, EPOLL_CTL_ADD, reactor.timerfd, &te) < 0 ||
+        epoll_ctl(reactor.epfd, EPOLL_CTL_ADD, reactor.wakefd, &we) < 0)
         goto fail;
     /* Signals meant for the application must never land on the library's threads. */
     sigset_t all, old;
@@ -526,32 +528,32 @@ static int reactor_start(void)
     pthread_t io;
     int rc = pthread_create(&io, &attr, io_main, NULL);
     if (rc == 0)
-        rc = pthread_create(&Q.thread, &attr, cb_main, NULL);
+        rc = pthread_create(&cbq.thread, &attr, cb_main, NULL);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0)
         goto fail; /* an I/O thread started alone just waits on an empty set */
-    R.started = 1;
+    reactor.started = 1;
     return 0;
 fail:
-    if (R.epfd >= 0)
-        close(R.epfd);
-    if (R.timerfd >= 0)
-        close(R.timerfd);
-    if (R.wakefd >= 0)
-        close(R.wakefd);
-    R.epfd = R.timerfd = R.wakefd = -1;
+    if (reactor.epfd >= 0)
+        close(reactor.epfd);
+    if (reactor.timerfd >= 0)
+        close(reactor.timerfd);
+    if (reactor.wakefd >= 0)
+        close(reactor.wakefd);
+    reactor.epfd = reactor.timerfd = reactor.wakefd = -1;
     return -1;
 }
 
 int rlk_reactor_add(struct rlock_client *c)
 {
     pthread_mutex_lock(&c->mu);
-    pthread_mutex_lock(&R.mu);
+    pthread_mutex_lock(&reactor.mu);
     int rc = reactor_start();
     if (rc == 0) {
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-        rc = epoll_ctl(R.epfd, EPOLL_CTL_ADD, c->fd, &ev);
+        rc = epoll_ctl(reactor.epfd, EPOLL_CTL_ADD, c->fd, &ev);
     }
     if (rc == 0) {
         c->epoll_in = 1;
@@ -560,7 +562,7 @@ int rlk_reactor_add(struct rlock_client *c)
         c->registered = 1;
         c->heap_idx = 0;
     }
-    pthread_mutex_unlock(&R.mu);
+    pthread_mutex_unlock(&reactor.mu);
     pthread_mutex_unlock(&c->mu);
     return rc == 0 ? 0 : -1;
 }
@@ -568,27 +570,27 @@ int rlk_reactor_add(struct rlock_client *c)
 void rlk_reactor_remove(struct rlock_client *c)
 {
     pthread_mutex_lock(&c->mu);
-    pthread_mutex_lock(&R.mu);
+    pthread_mutex_lock(&reactor.mu);
     int was = c->registered;
     if (was) {
         c->registered = 0;
         heap_remove(c);
         timer_rearm();
         if (c->epoll_in)
-            epoll_ctl(R.epfd, EPOLL_CTL_DEL, c->fd, NULL);
+            epoll_ctl(reactor.epfd, EPOLL_CTL_DEL, c->fd, NULL);
         c->epoll_in = c->epoll_out = c->epoll_rd = 0;
     }
     pthread_mutex_unlock(&c->mu);
     if (was) {
         /* Wait for the I/O thread's next turn: then it holds no pointer to c. */
-        uint64_t target = R.turn + 1;
+        uint64_t target = reactor.turn + 1;
         uint64_t one = 1;
-        ssize_t n = write(R.wakefd, &one, sizeof one);
+        ssize_t n = write(reactor.wakefd, &one, sizeof one);
         (void)n;
-        while (R.turn < target)
-            pthread_cond_wait(&R.turn_cv, &R.mu);
+        while (reactor.turn < target)
+            pthread_cond_wait(&reactor.turn_cv, &reactor.mu);
     }
-    pthread_mutex_unlock(&R.mu);
+    pthread_mutex_unlock(&reactor.mu);
 }
 
 void rlk_reactor_want_write(struct rlock_client *c)
@@ -613,17 +615,17 @@ void rlk_callbacks_post(struct rlock_client *c, struct rlk_note *notes)
     it->next = NULL;
     it->c = c;
     it->notes = notes;
-    pthread_mutex_lock(&Q.mu);
-    *Q.tail = it;
-    Q.tail = &it->next;
-    pthread_cond_signal(&Q.work_cv);
-    pthread_mutex_unlock(&Q.mu);
+    pthread_mutex_lock(&cbq.mu);
+    *cbq.tail = it;
+    cbq.tail = &it->next;
+    pthread_cond_signal(&cbq.work_cv);
+    pthread_mutex_unlock(&cbq.mu);
 }
 
 int rlk_callbacks_forget(struct rlock_client *c)
 {
-    pthread_mutex_lock(&Q.mu);
-    for (struct cb_item **p = &Q.head; *p != NULL;) {
+    pthread_mutex_lock(&cbq.mu);
+    for (struct cb_item **p = &cbq.head; *p != NULL;) {
         struct cb_item *it = *p;
         if (it->c != c) {
             p = &it->next;
@@ -633,21 +635,21 @@ int rlk_callbacks_forget(struct rlock_client *c)
         notes_free(it->notes);
         free(it);
     }
-    Q.tail = &Q.head;
-    while (*Q.tail != NULL)
-        Q.tail = &(*Q.tail)->next;
-    int self = Q.current == c && rlk_in_callback;
-    while (!self && Q.current == c)
-        pthread_cond_wait(&Q.idle_cv, &Q.mu);
-    pthread_mutex_unlock(&Q.mu);
+    cbq.tail = &cbq.head;
+    while (*cbq.tail != NULL)
+        cbq.tail = &(*cbq.tail)->next;
+    int self = cbq.current == c && rlk_in_callback;
+    while (!self && cbq.current == c)
+        pthread_cond_wait(&cbq.idle_cv, &cbq.mu);
+    pthread_mutex_unlock(&cbq.mu);
     return self;
 }
 
 void rlk_callbacks_free_after(struct rlock_client *c)
 {
-    pthread_mutex_lock(&Q.mu);
+    pthread_mutex_lock(&cbq.mu);
     c->free_after_cb = 1;
-    pthread_mutex_unlock(&Q.mu);
+    pthread_mutex_unlock(&cbq.mu);
 }
 
 /* --- registry and fork ----------------------------------------------------------------- */
@@ -657,14 +659,14 @@ static void atfork_prepare(void)
     pthread_mutex_lock(&registry_mu);
     for (struct rlock_client *c = registry; c != NULL; c = c->reg_next)
         pthread_mutex_lock(&c->mu);
-    pthread_mutex_lock(&R.mu);
-    pthread_mutex_lock(&Q.mu);
+    pthread_mutex_lock(&reactor.mu);
+    pthread_mutex_lock(&cbq.mu);
 }
 
 static void atfork_parent(void)
 {
-    pthread_mutex_unlock(&Q.mu);
-    pthread_mutex_unlock(&R.mu);
+    pthread_mutex_unlock(&cbq.mu);
+    pthread_mutex_unlock(&reactor.mu);
     for (struct rlock_client *c = registry; c != NULL; c = c->reg_next)
         pthread_mutex_unlock(&c->mu);
     pthread_mutex_unlock(&registry_mu);
@@ -674,27 +676,27 @@ static void atfork_child(void)
 {
     atomic_fetch_add(&fork_gen, 1);
     /* The parent's threads do not exist here, nor do the waits on these conditions. */
-    if (R.epfd >= 0)
-        close(R.epfd);
-    if (R.timerfd >= 0)
-        close(R.timerfd);
-    if (R.wakefd >= 0)
-        close(R.wakefd);
-    R.epfd = R.timerfd = R.wakefd = -1;
-    R.started = 0;
-    R.armed = -1;
-    R.n = 0;
-    pthread_cond_init(&R.turn_cv, NULL);
+    if (reactor.epfd >= 0)
+        close(reactor.epfd);
+    if (reactor.timerfd >= 0)
+        close(reactor.timerfd);
+    if (reactor.wakefd >= 0)
+        close(reactor.wakefd);
+    reactor.epfd = reactor.timerfd = reactor.wakefd = -1;
+    reactor.started = 0;
+    reactor.armed = -1;
+    reactor.n = 0;
+    pthread_cond_init(&reactor.turn_cv, NULL);
     struct cb_item *it;
-    while ((it = Q.head) != NULL) {
-        Q.head = it->next;
+    while ((it = cbq.head) != NULL) {
+        cbq.head = it->next;
         notes_free(it->notes);
         free(it);
     }
-    Q.tail = &Q.head;
-    Q.current = NULL;
-    pthread_cond_init(&Q.work_cv, NULL);
-    pthread_cond_init(&Q.idle_cv, NULL);
+    cbq.tail = &cbq.head;
+    cbq.current = NULL;
+    pthread_cond_init(&cbq.work_cv, NULL);
+    pthread_cond_init(&cbq.idle_cv, NULL);
     for (struct rlock_client *c = registry; c != NULL; c = c->reg_next) {
         c->registered = 0;
         c->heap_idx = 0;
@@ -703,8 +705,8 @@ static void atfork_child(void)
         c->calls_active = 0; /* their threads stayed in the parent */
         pthread_cond_init(&c->idle_cv, NULL);
     }
-    pthread_mutex_unlock(&Q.mu);
-    pthread_mutex_unlock(&R.mu);
+    pthread_mutex_unlock(&cbq.mu);
+    pthread_mutex_unlock(&reactor.mu);
     for (struct rlock_client *c = registry; c != NULL; c = c->reg_next)
         pthread_mutex_unlock(&c->mu);
     pthread_mutex_unlock(&registry_mu);

@@ -4,16 +4,29 @@
  * Nothing here is installed; applications see only rlock.h.
  *
  *   rlock.c     names, versions, per-thread errors and owners
+ *   conn.c      sockets, clocks, futex waits
  *   engine.c    the protocol engine: one session's frames, pending requests,
  *               keepalives and end; single-threaded (c->mu held)
  *   locks.c     lock objects and handles: grants, releases, losses, getters
- *   blocking.c  the blocking API, a thin layer over the engine
- *   admin.c     the operators' requests (blocking), their replies unpacked by
- *               the calling thread
- *   async.c     the asynchronous API, the engine driven by the application
+ *   client.c    a client's life: creation, c->mu (rlk_client_lock/unlock, which
+ *               hands the engine's outputs on when released), shutdown, close
  *   reactor.c   the process's two threads: socket I/O + keepalives for every
  *               blocking client, and the callback thread; fork handling
- *   conn.c      sockets, clocks, futex waits
+ *   blocking.c  the blocking API, a thin layer over the engine
+ *   async.c     the asynchronous API, the engine driven by the application
+ *   admin.c     the operators' requests (blocking), their replies unpacked by
+ *               the calling thread
+ *
+ * Who calls whom. The API layers (blocking.c, async.c, admin.c) call down into
+ * the engine and locks under c->mu. The engine and locks.c call above them only
+ * client.c's lock and unlock and, in reactor.c, the fork generation
+ * (rlk_fork_gen) and the wake-up of a blocking call's I/O leader
+ * (rlk_reactor_wake_leader); client.c, on unlock, gives the engine's
+ * outputs to the mode of the client: the callback thread (reactor.c) for a
+ * blocking client, the application's next rlock_async_process for an
+ * asynchronous one. reactor.c drives the engine of every blocking client from
+ * its I/O thread. Those hand-overs are the circle engine/locks <-> client <->
+ * reactor/async: it stays inside librlock/, on purpose, with one lock order.
  *
  * Locking. c->mu guards the client's engine, lock objects and handles. The
  * process-wide locks are taken only after it, in this order:
@@ -375,13 +388,13 @@ enum rlock_err rlk_call_simple(struct rlock_client *c, Rlock__V1__Request *req,
                                struct rlk_call *call, uint32_t timeout_ms);
 
 /* Lock c->mu. */
-void rlk_lock_client(struct rlock_client *c);
+void rlk_client_lock(struct rlock_client *c);
 /*
  * Unlock c->mu and hand the engine's outputs over: wake completed blocking
  * calls, pass lost-lock notes to the callback thread (blocking clients) or
  * leave them, with owned completions, for rlock_async_process (async ones).
  */
-void rlk_unlock_client(struct rlock_client *c);
+void rlk_client_unlock(struct rlock_client *c);
 /* The Hello a client with opts sends (its strings point into opts). */
 void rlk_hello_fill(Rlock__V1__Hello *h, const struct rlock_options *opts);
 /* A new client of mode with opts (registered for fork handling); NULL when out of memory. */

@@ -7,7 +7,7 @@
  * and may not have read its LockLost yet. A tombstone — the key set to
  * "tombstone:TOKEN", which no holder has, expiring at that time — keeps
  * everyone off meanwhile: waiters of any daemon and applications using the
- * seeds' SET NX alike. The calls go out on the resource's connection before
+ * classic SET NX alike. The calls go out on the resource's connection before
  * any try that follows them, and are retried every 100 ms while Redis does
  * not answer and the promise runs; the daemon's shutdown waits for them
  * like for releases.

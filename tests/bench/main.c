@@ -18,7 +18,7 @@ static const char USAGE[] =
     "usage: rlock-bench [options]\n"
     "\n"
     "Acquire+release pairs against rlockd (through librlock) or against Redis directly\n"
-    "with the seeds' commands (SET key token NX PX ttl, then EVALSHA of the\n"
+    "with the classic commands (SET key token NX PX ttl, then EVALSHA of the\n"
     "compare-and-delete), with latency percentiles, handoff times and the CPU time of\n"
     "this process, of rlockd and of Redis per pair.\n"
     "\n"
@@ -65,7 +65,7 @@ static const char USAGE[] =
     "                                 whose CPU to read (default: the process listening\n"
     "                                 on --server / --redis)\n"
     "  --json                         one flat JSON object instead of text\n"
-    "  --seed-sha                     load the seeds' compare-and-delete into the Redis at\n"
+    "  --classic-sha                     load the classic compare-and-delete into the Redis at\n"
     "                                 --server, print its SHA1 and exit\n"
     "  --help\n"
     "\n"
@@ -76,7 +76,7 @@ enum {
     OPT_TARGET = 256, OPT_MODE, OPT_SERVER, OPT_REDIS, OPT_PREFIX, OPT_THREADS, OPT_CONNS,
     OPT_INFLIGHT, OPT_RESOURCES, OPT_HOLD, OPT_WAIT, OPT_RETRY, OPT_TTL, OPT_WARMUP,
     OPT_DURATION, OPT_HOLD_LOCKS, OPT_SESSIONS, OPT_IDLE, OPT_MASS, OPT_MASS_TIMEOUT,
-    OPT_SESSION_TIMEOUT, OPT_RLOCKD_PID, OPT_REDIS_PID, OPT_JSON, OPT_SEED_SHA, OPT_HELP,
+    OPT_SESSION_TIMEOUT, OPT_RLOCKD_PID, OPT_REDIS_PID, OPT_JSON, OPT_CLASSIC_SHA, OPT_HELP,
 };
 
 static const struct option LONGOPTS[] = {
@@ -104,7 +104,7 @@ static const struct option LONGOPTS[] = {
     {"rlockd-pid", required_argument, NULL, OPT_RLOCKD_PID},
     {"redis-pid", required_argument, NULL, OPT_REDIS_PID},
     {"json", no_argument, NULL, OPT_JSON},
-    {"seed-sha", no_argument, NULL, OPT_SEED_SHA},
+    {"classic-sha", no_argument, NULL, OPT_CLASSIC_SHA},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -150,7 +150,7 @@ static int parse_seconds(const char *s, double min, double *out)
 }
 
 /* Apply one option; 0, or 2 after a message. */
-static int apply(struct bench_opts *o, int opt, const char *arg, int *seed_sha)
+static int apply(struct bench_opts *o, int opt, const char *arg, int *classic_sha)
 {
     uint64_t u;
     int bad = 0;
@@ -210,7 +210,7 @@ static int apply(struct bench_opts *o, int opt, const char *arg, int *seed_sha)
         o->redis_pid = (pid_t)u;
         break;
     case OPT_JSON: o->json = 1; break;
-    case OPT_SEED_SHA: *seed_sha = 1; break;
+    case OPT_CLASSIC_SHA: *classic_sha = 1; break;
     default: return 2;
     }
     return bad ? usage_error("bad value: %s", arg) : 0;
@@ -280,18 +280,18 @@ int main(int argc, char **argv)
         .resources = 100000, .retry_us = 1000, .ttl_ms = 30000, .warmup_s = 1.0,
         .duration_s = 5.0, .sessions = 1, .mass_timeout_s = 30.0,
     };
-    int seed_sha = 0, opt;
+    int classic_sha = 0, opt;
     while ((opt = getopt_long(argc, argv, "", LONGOPTS, NULL)) != -1) {
         if (opt == OPT_HELP) {
             fputs(USAGE, stdout);
             return 0;
         }
-        if (opt == '?' || apply(&o, opt, optarg, &seed_sha) != 0)
+        if (opt == '?' || apply(&o, opt, optarg, &classic_sha) != 0)
             return 2;
     }
     if (optind < argc)
         return usage_error("unexpected argument %s", argv[optind]);
-    if (seed_sha) {
+    if (classic_sha) {
         char sha[41], err[256];
         if (target_direct_load_script(o.server ? o.server : "127.0.0.1:6379", sha, err,
                                       sizeof err) != 0) {

@@ -3,7 +3,7 @@
  * pairs.c — the threaded pair run (redis-direct, and rlockd's sync and
  * shared modes): --threads workers, each taking a random resource, holding
  * it --hold µs and releasing it, in a loop, until the window closes. A busy
- * try is retried after --retry-us (the seeds' way; with --wait rlockd queues
+ * try is retried after --retry-us (the classic scripts' way; with --wait rlockd queues
  * instead). Workers connect before the warm-up starts; the main thread only
  * keeps the window's time.
  */

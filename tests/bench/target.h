@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * target.h — what a threaded pair worker talks to, behind one table of
- * operations: Redis directly with the seeds' commands (target_direct.c), or
+ * operations: Redis directly with the classic commands (target_direct.c), or
  * rlockd through librlock's blocking API (target_rlockd.c). Each worker
  * holds at most one lock at a time, kept in its own state.
  */
@@ -37,7 +37,7 @@ extern const struct target_ops target_direct_ops;
 extern const struct target_ops target_rlockd_ops;
 
 /*
- * Load the seeds' compare-and-delete into the Redis at address and write its
+ * Load the classic compare-and-delete into the Redis at address and write its
  * SHA1 (41 bytes with the NUL) to sha: what redis-benchmark needs for the
  * pipelined ceiling. 0, or -1 with err.
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * target_direct.c — the baseline: an application that talks to Redis
- * itself, the way the seeds do. One synchronous hiredis connection per
+ * itself, the way the classic scripts do. One synchronous hiredis connection per
  * worker; `SET key token NX PX ttl` to take a lock, EVALSHA of the classic
  * compare-and-delete to release it (loaded once per connection, EVAL when
  * Redis answers NOSCRIPT). Keys have rlockd's layout, PREFIX{resource}, and
@@ -20,7 +20,7 @@
 #include "pair.h"
 #include "redis_conn.h"
 
-/* The seeds' release script, byte for byte. */
+/* The classic release script, byte for byte. */
 static const char SEED_RELEASE[] =
     "if redis.call('get',KEYS[1]) == ARGV[1] then return redis.call('del',KEYS[1]) "
     "else return 0 end";
@@ -88,7 +88,7 @@ static void direct_close(void *w)
     free(d);
 }
 
-/* A version-4 UUID string from the worker's generator, like the seeds' uuidv4(). */
+/* A version-4 UUID string from the worker's generator, like the classic scripts' uuidv4(). */
 static void make_token(struct direct *d)
 {
     static const char hex[] = "0123456789abcdef";

@@ -74,10 +74,10 @@ static void submit_call(struct fuzz_run *run, Rlock__V1__Request *req, enum rlk_
     call->done_arg = run;
     if (kind == RLK_CALL_STATS)
         call->stats = &run->stats;
-    rlk_lock_client(run->c);
+    rlk_client_lock(run->c);
     if (rlk_eng_submit(run->c, req, call) != RLOCK_OK)
         free(call);
-    rlk_unlock_client(run->c);
+    rlk_client_unlock(run->c);
 }
 
 static void submit_calls(struct fuzz_run *run)
@@ -120,9 +120,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct rlock_options opts = {.on_lost = lost_cb, .on_lost_arg = &run};
     run.c = rlk_client_new(&opts, RLK_MODE_ASYNC);
     FUZZ_CHECK(run.c != NULL);
-    rlk_lock_client(run.c);
+    rlk_client_lock(run.c);
     FUZZ_CHECK(rlk_eng_init(run.c, sv[0]) == 0); /* the engine owns sv[0] now */
-    rlk_unlock_client(run.c);
+    rlk_client_unlock(run.c);
     submit_calls(&run);
 
     size_t off = 0;

@@ -146,7 +146,7 @@ static void fill_keep(const struct h_env *e, struct filler *fl, int ms)
     }
 }
 
-/* The application of the seeds: SET NX PX every millisecond until it wins. */
+/* The classic application: SET NX PX every millisecond until it wins. */
 struct spinner {
     struct h_env *e;
     char key[256];
@@ -176,7 +176,7 @@ static void *spinner_main(void *arg)
             atomic_store(&sp->taken_ms, before);
             break;
         }
-        /* A short pause, as the seeds' retry loops have: spinning flat out would
+        /* A short pause, as the classic retry loops have: spinning flat out would
          * keep this thread and Redis on both of a small machine's cores, and
          * measure how the daemon fares without a CPU rather than with 600k locks. */
         h_sleep_ms(1);

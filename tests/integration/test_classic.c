@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_seed.c — rlockd and apps using the classic pattern (SET NX PX to take,
+ * test_classic.c — rlockd and apps using the classic pattern (SET NX PX to take,
  * the compare-and-delete Lua script to release) share the same keys:
  *  - the classic release, given rlockd's token, deletes rlockd's key, and the
  *    rlockd holder learns it lost the lock at its next renewal;
@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The classic unlock script, exactly as the seed articles give it. */
+/* The classic unlock script, exactly as the articles that teach the pattern give it. */
 static const char seed_unlock[] = "if redis.call(\"get\", KEYS[1]) == ARGV[1] then\n"
                                   "    return redis.call(\"del\", KEYS[1])\n"
                                   "else\n"
@@ -22,7 +22,7 @@ static const char seed_unlock[] = "if redis.call(\"get\", KEYS[1]) == ARGV[1] th
 #define SEED_TTL_MS 1500
 #define FOREIGN_TOKEN "0f7c1d2e-seed-app-token"
 
-START_TEST(test_seed_unlock_steals_rlockd_lock)
+START_TEST(test_classic_unlock_steals_rlockd_lock)
 {
     struct h_fixture f;
     h_fixture_start(&f, NULL);
@@ -48,7 +48,7 @@ START_TEST(test_seed_unlock_steals_rlockd_lock)
         h_sleep_ms(10);
     }
     int64_t first = atomic_load(&f.lost.first_ms);
-    printf("seed: lost-lock callback %lld ms after the foreign unlock, reason %s, state %d\n",
+    printf("classic: lost-lock callback %lld ms after the foreign unlock, reason %s, state %d\n",
            first ? (long long)(first - t0) : -1LL,
            rlock_lost_reason_str((enum rlock_lost_reason)atomic_load(&f.lost.reason)),
            (int)rlock_lock_state(l));
@@ -68,14 +68,14 @@ START_TEST(test_seed_unlock_steals_rlockd_lock)
 }
 END_TEST
 
-START_TEST(test_seed_set_nx_blocks_rlockd)
+START_TEST(test_classic_set_nx_blocks_rlockd)
 {
     struct h_fixture f;
     h_fixture_start(&f, NULL);
     char key[256];
     h_lock_key(&f.e, "seed2", key, sizeof key);
 
-    /* The seed app takes the lock. */
+    /* The classic app takes the lock. */
     redisReply *rep = redisCommand(f.r, "SET %s %s NX PX %d", key, FOREIGN_TOKEN, SEED_TTL_MS);
     int64_t t_set = h_now_ms();
     ck_assert_ptr_nonnull(rep);
@@ -92,18 +92,18 @@ START_TEST(test_seed_set_nx_blocks_rlockd)
                   h_rlock_err(f.c, rc, msg, sizeof msg));
     h_assert_key_token(f.r, key, FOREIGN_TOKEN);
 
-    /* A waiter gets it once the seed app's key expires. */
+    /* A waiter gets it once the classic app's key expires. */
     struct rlock_acquire_opts wait_o = { .ttl_ms = 10000, .wait_ms = 5000 };
     l = h_acquire_ok(f.c, "seed2", &wait_o);
     int64_t waited = h_now_ms() - t_set;
-    printf("seed: rlockd waiter granted %lld ms after the seed app's SET NX PX %d\n",
+    printf("classic: rlockd waiter granted %lld ms after the classic app's SET NX PX %d\n",
            (long long)waited, SEED_TTL_MS);
     ck_assert_msg(waited >= SEED_TTL_MS - 200, "granted after %lld ms, before the key expired",
                   (long long)waited);
     ck_assert_msg(waited < 4000, "granted only after %lld ms", (long long)waited);
     h_assert_key_token(f.r, key, rlock_lock_token(l));
 
-    /* Now the seed app is the one kept out, and cannot unlock it. */
+    /* Now the classic app is the one kept out, and cannot unlock it. */
     rep = redisCommand(f.r, "SET %s %s NX PX %d", key, FOREIGN_TOKEN, SEED_TTL_MS);
     ck_assert_ptr_nonnull(rep);
     ck_assert_int_eq(rep->type, REDIS_REPLY_NIL);
@@ -119,6 +119,6 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = { test_seed_unlock_steals_rlockd_lock, test_seed_set_nx_blocks_rlockd };
-    return h_run_tests("seed", 60, tests, H_LEN(tests));
+    const TTest *tests[] = { test_classic_unlock_steals_rlockd_lock, test_classic_set_nx_blocks_rlockd };
+    return h_run_tests("classic", 60, tests, H_LEN(tests));
 }
