@@ -79,7 +79,7 @@ START_TEST(test_fence_monotonic)
 END_TEST
 
 /*
- * The smallest fence_ttl (1 min, daemon/config.h) is too long to wait for: the
+ * The smallest fence_ttl (1 min, daemon/base/config.h) is too long to wait for: the
  * test checks that the daemon gave the fence key that ttl, then cuts the key's
  * life short with PEXPIRE and lets Redis expire it by itself.
  */

@@ -4,7 +4,7 @@
  * (status 0), and the clients learn their locks are gone; with Redis
  * stalled, shutdown_timeout bounds the wait instead of hanging.
  *
- * What bounds the wait (server.c): rlockd exits once every release it sent
+ * What bounds the wait (base/server.c, the stop gate): rlockd exits once every release it sent
  * at shutdown has completed — answered, or failed at its command_timeout —
  * or when shutdown_timeout passes, whichever comes first. A release that
  * failed is not retried during the shutdown. So with Redis stopped:

@@ -29,7 +29,7 @@
 
 #define T_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-/* The shortest and the longest tokens daemon/auth.h allows (16 and 256 characters). */
+/* The shortest and the longest tokens daemon/base/auth.h allows (16 and 256 characters). */
 #define CLIENT_TOKEN "cli-0123456789ab"
 #define ADMIN_TOKEN_HEAD "adm-"
 #define ADMIN_TOKEN_LEN 256

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_auth.c — daemon/auth.c: the token file and inline syntax, the errors
+ * test_auth.c — daemon/base/auth.c: the token file and inline syntax, the errors
  * (which name lines, never tokens), the file's permissions, and the check of
  * a presented token: the right role for each token, nothing for near misses,
  * and the same time whichever token, or how much of one, was right.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_config.c — daemon/config.c: defaults, loading, every class of error
+ * test_config.c — daemon/base/config.c: defaults, loading, every class of error
  * with its file and line, the dump, addresses, and the shipped
  * conf/rlockd.conf and docs/configuration.md against the key table.
  *

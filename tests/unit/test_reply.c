@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_reply.c — daemon/reply.c: what each script's answer means, for the
+ * test_reply.c — daemon/redis/reply.c: what each script's answer means, for the
  * replies Redis really sends and for every other shape hiredis can produce.
  * Replies are built by hiredis's own reader from RESP text, as they reach
  * the daemon's callbacks.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_restable.c — daemon/resource.c's table: every resource is found, and
+ * test_restable.c — daemon/lock/resource.c's table: every resource is found, and
  * a full scan visits each exactly once, at every size the table passes
  * through, in particular while a growth is still moving its chains (the
  * move is spread over inserts and removals); removals find their resource

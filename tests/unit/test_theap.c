@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_theap.c — daemon/theap.c: nodes come out in time order, moving and
+ * test_theap.c — daemon/base/theap.c: nodes come out in time order, moving and
  * removing keep the order, many nodes at one instant, times far from zero
  * (BOOTTIME milliseconds of a long-running machine) and negative ones.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_util.c — daemon/util.c: the SipHash rounds against the reference
+ * test_util.c — daemon/base/util.c: the SipHash rounds against the reference
  * vector, keyed hashing, UUIDs from the buffered kernel randomness.
  */
 #include <stdint.h>
