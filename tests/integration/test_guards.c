@@ -300,7 +300,10 @@ START_TEST(test_guards_lost_key_found_free)
     struct rlock_client *b = h_client_or_fail(&f.e, NULL);
     ck_assert_int_eq(h_redis_int(f.r, "DEL %s", key), 1);
     struct rlock_lock *lb = NULL;
-    enum rlock_err rc = rlock_acquire(b, "missing/tried", &o, 10000, &lb);
+    /* The try asks for a long lease: its grant, if Redis gives it, must become a
+     * tombstone that lasts only until the old holder's promise ends, not 30 s. */
+    struct rlock_acquire_opts long_try = {.ttl_ms = 30000};
+    enum rlock_err rc = rlock_acquire(b, "missing/tried", &long_try, 10000, &lb);
     int64_t tried = h_now_ms();
     ck_assert_msg(rc == RLOCK_ERR_NOT_ACQUIRED || tried >= promised,
                   "a try was granted %lld ms before the old holder's promised validity ended",
@@ -320,11 +323,59 @@ START_TEST(test_guards_lost_key_found_free)
            rlock_strerror(rc), (long long)(granted - promised));
     ck_assert_msg(granted >= promised, "the new holder was answered %lld ms before the old "
                   "holder's promised validity ended", (long long)(promised - granted));
+    ck_assert_msg(rc != RLOCK_ERR_NOT_ACQUIRED || granted - promised < 3000,
+                  "the waiting acquire was granted %lld ms after the old holder's promise "
+                  "ended: the try's grant kept the key for its own lease",
+                  (long long)(granted - promised));
     h_assert_key_token(f.r, key, rlock_lock_token(lb));
     h_assert_ok(b, rlock_release(lb, 5000));
     rlock_lock_free(lb);
     rlock_close(b);
     rlock_lock_free(l);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/*
+ * The tombstone that replaces a grant over a lost key lasts at least as long
+ * as the promise it keeps: rlockd logs how long the old lease was still valid,
+ * and the key's PTTL, read right after and corrected for the time between,
+ * must cover it (Redis's clock may run a little fast: the tombstone asks for
+ * the drift allowance on top, 302 ms of a 30 s lease, never less).
+ */
+START_TEST(test_guards_tombstone_covers_promise)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct rlock_acquire_opts o = {.ttl_ms = 30000};
+    struct rlock_lock *l = h_acquire_ok(f.c, "missing/covered", &o);
+    char key[256], path[320];
+    h_lock_key(&f.e, "missing/covered", key, sizeof key);
+    struct rlock_client *b = h_client_or_fail(&f.e, NULL);
+    ck_assert_int_eq(h_redis_int(f.r, "DEL %s", key), 1);
+    struct rlock_lock *lb = NULL;
+    ck_assert_int_eq(rlock_acquire(b, "missing/covered", &o, 10000, &lb), RLOCK_ERR_NOT_ACQUIRED);
+    int64_t logged_wall = 0;
+    ck_assert_int_eq(h_log_wait(&f.e, "kept as a tombstone until then", 5000, &logged_wall), 0);
+    char *log = h_read_file(h_env_path(&f.e, "rlockd.log", path, sizeof path));
+    const char *at = log != NULL ? strstr(log, "still valid for ") : NULL;
+    ck_assert_ptr_nonnull(at);
+    long long left = atoll(at + strlen("still valid for "));
+    free(log);
+    int64_t until = h_now_ms() + 5000;
+    char value[128];
+    while ((h_get(f.r, key, value, sizeof value) != 1 || strncmp(value, "tombstone:", 10) != 0) &&
+           h_now_ms() < until)
+        h_sleep_ms(1);
+    long long pttl = h_pttl(f.r, key);
+    int64_t read_wall = h_wall_ms();
+    long long covered = pttl + (read_wall - logged_wall);
+    printf("guards: FIGURE a tombstone covers %lld ms of a promise of %lld ms\n", covered, left);
+    ck_assert_msg(covered >= left,
+                  "the tombstone expires %lld ms before the old holder's promise ends",
+                  left - covered);
+    rlock_lock_free(l);
+    rlock_close(b);
     h_fixture_stop(&f);
 }
 END_TEST
@@ -414,7 +465,7 @@ int main(void)
         test_guards_foreign_after_loss,      test_guards_stolen_missing_renew,
         test_guards_stolen_missing_extend,   test_guards_cleanup_release_timeout,
         test_guards_cleanup_retry_fails,     test_guards_missing_holds_off_others,
-        test_guards_lost_key_found_free,
+        test_guards_lost_key_found_free, test_guards_tombstone_covers_promise,
     };
     return h_run_tests("guards", 60, tests, H_LEN(tests));
 }
