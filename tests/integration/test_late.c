@@ -33,6 +33,9 @@
  *                        the session would have ended.
  *   cleanup_through_outage a release that never ran, then Redis unreachable for
  *                        a while: the delete by token is retried afterwards.
+ *   cleanup_wakes_local_waiter with release notices off, the cleanup list's
+ *                        delete of a release that never ran wakes the local
+ *                        waiter asleep on the key's ttl.
  */
 #include "harness.h"
 
@@ -409,11 +412,47 @@ START_TEST(test_cleanup_through_outage)
 }
 END_TEST
 
+/*
+ * A release that never reached Redis (held by the proxy until its connection
+ * was reset, then dropped) leaves the key to the cleanup list. With release
+ * notices off, nothing but this daemon's own wake-up tells its local waiter,
+ * asleep on the key's 60 s PTTL, that the cleanup's delete freed the lock.
+ */
+START_TEST(test_cleanup_wakes_local_waiter)
+{
+    struct h_fixture f;
+    h_fixture_start_proxied(&f, "[redis]\ncommand_timeout = 300ms\nnotify = no\n");
+    char key[256];
+    h_lock_key(&f.e, "woken", key, sizeof key);
+    struct rlock_acquire_opts o = {.ttl_ms = 60000, .watchdog_off = 1};
+    struct rlock_lock *l = h_acquire_ok(f.c, "woken", &o);
+    struct h_waiter w;
+    h_waiter_start(&w, &f.e, "woken", 60000, 30000);
+    ck_assert_int_eq(h_wait_stats(&f.e, 1, 1, 5000, NULL), 0);
+    h_sleep_ms(300); /* the head sleeps on the key's PTTL */
+
+    h_proxy_hold(f.e.proxy, H_PROXY_OPEN_COMMANDS, H_PROXY_UP);
+    int64_t released = h_now_ms();
+    h_assert_ok(f.c, rlock_release(l, CALL_MS)); /* unconfirmed: the connection is reset */
+    h_proxy_drop(f.e.proxy, H_PROXY_OPEN); /* and the held release never runs */
+    ck_assert_int_eq(h_waiter_join(&w), RLOCK_OK);
+    printf("cleanup_wakes_local_waiter: granted %lld ms after the release\n",
+           (long long)(w.granted_ms - released));
+    ck_assert_msg(w.granted_ms - released < 10000,
+                  "the local waiter slept %lld ms after the cleanup freed the lock",
+                  (long long)(w.granted_ms - released));
+    h_waiter_close(&w);
+    rlock_lock_free(l);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {test_validity_from_send, test_client_from_send,
                                          test_grant_read_late, test_late_command_settled,
                                          test_pubsub_probe_missed, test_notice_during_try,
-                                         test_silent_session_bound, test_cleanup_through_outage};
+                                         test_silent_session_bound, test_cleanup_through_outage,
+                                         test_cleanup_wakes_local_waiter};
     return h_run_tests("late", 120, tests, H_LEN(tests));
 }
