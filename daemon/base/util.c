@@ -113,10 +113,11 @@ static void sip_round(struct sip_state *s)
     s->v2 = ROTL64(s->v2, 32);
 }
 
-uint64_t util_siphash(int crounds, int drounds, const uint8_t key[UTIL_HASH_KEY_BYTES],
-                      const void *data, size_t len)
+/* Key setup and compression of every block, the last one with the length. wide: the
+ * 128-bit variant, which starts from another v1. */
+static struct sip_state sip_absorb(int crounds, const uint8_t key[UTIL_HASH_KEY_BYTES],
+                                   const uint8_t *in, size_t len, int wide)
 {
-    const uint8_t *in = data;
     uint64_t k0 = load_le64(key), k1 = load_le64(key + 8);
     struct sip_state s = {
         .v0 = k0 ^ UINT64_C(0x736f6d6570736575),
@@ -124,6 +125,8 @@ uint64_t util_siphash(int crounds, int drounds, const uint8_t key[UTIL_HASH_KEY_
         .v2 = k0 ^ UINT64_C(0x6c7967656e657261),
         .v3 = k1 ^ UINT64_C(0x7465646279746573),
     };
+    if (wide)
+        s.v1 ^= 0xee;
     size_t full = len - len % 8;
     for (size_t i = 0; i < full; i += 8) {
         uint64_t m = load_le64(in + i);
@@ -139,10 +142,37 @@ uint64_t util_siphash(int crounds, int drounds, const uint8_t key[UTIL_HASH_KEY_
     for (int r = 0; r < crounds; r++)
         sip_round(&s);
     s.v0 ^= last;
+    return s;
+}
+
+uint64_t util_siphash(int crounds, int drounds, const uint8_t key[UTIL_HASH_KEY_BYTES],
+                      const void *data, size_t len)
+{
+    struct sip_state s = sip_absorb(crounds, key, data, len, 0);
     s.v2 ^= 0xff;
     for (int r = 0; r < drounds; r++)
         sip_round(&s);
     return s.v0 ^ s.v1 ^ s.v2 ^ s.v3;
+}
+
+static void store_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+void util_siphash128(const uint8_t key[UTIL_HASH_KEY_BYTES], const void *data, size_t len,
+                     uint8_t out[16])
+{
+    struct sip_state s = sip_absorb(2, key, data, len, 1);
+    s.v2 ^= 0xee;
+    for (int r = 0; r < 4; r++)
+        sip_round(&s);
+    store_le64(out, s.v0 ^ s.v1 ^ s.v2 ^ s.v3);
+    s.v1 ^= 0xdd;
+    for (int r = 0; r < 4; r++)
+        sip_round(&s);
+    store_le64(out + 8, s.v0 ^ s.v1 ^ s.v2 ^ s.v3);
 }
 
 uint64_t util_hash(const uint8_t key[UTIL_HASH_KEY_BYTES], const void *data, size_t len)

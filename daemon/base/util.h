@@ -48,6 +48,13 @@ uint64_t util_siphash(int crounds, int drounds, const uint8_t key[UTIL_HASH_KEY_
                       const void *data, size_t len);
 
 /*
+ * SipHash-2-4 with its 128-bit output (bytes as the reference implementation
+ * writes them): a keyed MAC for short messages (seal.h).
+ */
+void util_siphash128(const uint8_t key[UTIL_HASH_KEY_BYTES], const void *data, size_t len,
+                     uint8_t out[16]);
+
+/*
  * NULL when the len bytes at s are valid UTF-8 (no overlong forms, no
  * surrogates, nothing above U+10FFFF) without control characters (U+0000 to
  * U+001F, U+007F to U+009F); else why not. Names pass through the protocol
