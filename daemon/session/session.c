@@ -234,6 +234,7 @@ void session_respond(struct session *s, uint64_t id, Rlock__V1__Status status, c
     case RLOCK__V1__RESPONSE__BODY_FORCE_RELEASE: r.force_release = body; break;
     case RLOCK__V1__RESPONSE__BODY_KILL_SESSION: r.kill_session = body; break;
     case RLOCK__V1__RESPONSE__BODY_SERVER_INFO: r.server_info = body; break;
+    case RLOCK__V1__RESPONSE__BODY_ADOPT: r.adopt = body; break;
     default: r.body_case = RLOCK__V1__RESPONSE__BODY__NOT_SET; break;
     }
     if (status != RLOCK__V1__STATUS__STATUS_OK)
