@@ -582,6 +582,19 @@ static void check_topology(struct config_report *r, const struct config *c)
                "a Redis Cluster has only database 0");
 }
 
+/* server.shutdown names one of the two ways to stop. */
+static void check_shutdown(struct config_report *r, const struct config *c)
+{
+    if (strcmp(c->shutdown_mode, "handover") != 0 && strcmp(c->shutdown_mode, "release") != 0)
+        report(r, key_line(r, KEY_shutdown_mode), &config_keys[KEY_shutdown_mode],
+               "\"%s\" is neither handover nor release", c->shutdown_mode);
+}
+
+int config_handover(const struct config *c)
+{
+    return strcmp(c->shutdown_mode, "handover") == 0 && c->resume_key_file[0] != '\0';
+}
+
 enum config_topology config_topology(const struct config *c)
 {
     if (c->redis_sentinels[0] != '\0')
@@ -606,6 +619,7 @@ static int validate(struct config_report *r, const struct config *c)
     check_replica_ack(r, c);
     check_addresses(r, c);
     check_topology(r, c);
+    check_shutdown(r, c);
     return r->errors == before ? 0 : -1;
 }
 

@@ -44,6 +44,12 @@ enum config_type {
       "Time a new connection has to send Hello")                                               \
     X("server", "shutdown_timeout", CONFIG_DURATION, shutdown_timeout_ms, "5s", 0, 300000, 0, 0, \
       "On SIGTERM, time allowed to release held locks before exiting")                         \
+    X("server", "shutdown", CONFIG_STRING, shutdown_mode, "handover", 1, 16, 0, 0,               \
+      "On SIGTERM: handover (sessions are told to move, their locks stay held for the daemon " \
+      "they resume on) or release (their locks are released). handover needs resume_key_file") \
+    X("server", "handover_timeout", CONFIG_DURATION, handover_timeout_ms, "30s", 0, 3600000, 0, \
+      0, "shutdown = handover: longest wait for the sessions to leave; those still connected "  \
+      "are then released")                                                                      \
     X("redis", "address", CONFIG_STRING, redis_address, "127.0.0.1:6379", 1, 1024, 0, 0,         \
       "Redis server: HOST:PORT (numeric address) or unix:/path/to/redis.sock")                 \
     X("redis", "sentinels", CONFIG_STRING, redis_sentinels, "", 0, 1024, 0, 0,                  \
@@ -89,6 +95,9 @@ enum config_type {
       0, "Largest session timeout a client may ask for in Hello")                              \
     X("session", "max_locks", CONFIG_UINT, max_locks_per_session, "1024", 1, 1000000, 1, 0,      \
       "Locks one session may hold (or wait for) at once")                                      \
+    X("session", "resume_key_file", CONFIG_STRING, resume_key_file, "", 0, 1024, 0, 0,          \
+      "Key letting sessions resume on any daemon with the same file (created 0600 if "         \
+      "missing). Empty = $STATE_DIRECTORY/resume.key under systemd, else none")                \
     X("limits", "default_ttl", CONFIG_DURATION, default_ttl_ms, "30s", 100, 86400000, 1, 0,      \
       "Lease of a lock whose Acquire gives ttl_ms = 0")                                        \
     X("limits", "min_ttl", CONFIG_DURATION, min_ttl_ms, "1s", 100, 86400000, 1, 0,               \
@@ -134,6 +143,8 @@ struct config {
     uint32_t max_output_bytes;
     uint32_t hello_timeout_ms;
     uint32_t shutdown_timeout_ms;
+    char *shutdown_mode;
+    uint32_t handover_timeout_ms;
     char *redis_address;
     char *redis_sentinels;
     char *redis_master_name;
@@ -156,6 +167,7 @@ struct config {
     uint32_t session_min_timeout_ms;
     uint32_t session_max_timeout_ms;
     uint32_t max_locks_per_session;
+    char *resume_key_file;
     uint32_t default_ttl_ms;
     uint32_t min_ttl_ms;
     uint32_t max_ttl_ms;
@@ -175,6 +187,12 @@ struct config {
      * (NULL: authentication is off). Owned by the config. */
     struct auth_tokens *auth;
 };
+
+/*
+ * 1 when SIGTERM hands sessions over (server.shutdown = handover, and a resume
+ * key to resume them with); else their locks are released.
+ */
+int config_handover(const struct config *c);
 
 /* A config holding every default. NULL when out of memory. */
 struct config *config_defaults(void);
