@@ -121,6 +121,10 @@ static int op_hello(struct session *s, const Rlock__V1__Request *req)
     r.max_ttl_ms = cfg->max_ttl_ms;
     r.max_wait_ms = cfg->max_wait_ms;
     r.min_ttl_ms = cfg->min_ttl_ms;
+    char secret[SEAL_TEXT_LEN + 1] = "";
+    if (s->srv->resume)
+        seal_session_secret(&s->srv->resume_key, s->id, secret);
+    r.session_secret = secret;
     session_respond(s, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
                     RLOCK__V1__RESPONSE__BODY_HELLO, &r);
     return 0;

@@ -178,6 +178,37 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
     rlockd_stop(srv, sig == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
+/*
+ * The resume key: session.resume_key_file, or resume.key in the state
+ * directory systemd made (StateDirectory=); none without either. Created when
+ * missing, so that a daemon restarted in place keeps it. 0, or -1 (logged).
+ */
+static int rlockd_load_resume_key(struct server *srv)
+{
+    char path[4200];
+    const char *state = getenv("STATE_DIRECTORY");
+    if (srv->cfg->resume_key_file[0] != '\0') {
+        snprintf(path, sizeof path, "%s", srv->cfg->resume_key_file);
+    } else if (state != NULL && state[0] != '\0') {
+        /* systemd lists the unit's state directories separated by colons: the first. */
+        int n = (int)strcspn(state, ":");
+        snprintf(path, sizeof path, "%.*s/resume.key", n, state);
+    } else {
+        log_info("no resume key (session.resume_key_file): sessions end with their connection");
+        return 0;
+    }
+    char err[256];
+    int created;
+    if (seal_key_load(path, 1, &srv->rng, &srv->resume_key, &created, err, sizeof err) != 0) {
+        log_error("session.resume_key_file %s: %s", path, err);
+        return -1;
+    }
+    srv->resume = 1;
+    log_info("resume key %s%s; on SIGTERM sessions %s", path, created ? " (created)" : "",
+             config_handover(srv->cfg) ? "are handed over" : "are released");
+    return 0;
+}
+
 struct server *rlockd_new(struct config *cfg, const char *config_path)
 {
     struct server *srv = calloc(1, sizeof *srv);
@@ -191,6 +222,11 @@ struct server *rlockd_new(struct config *cfg, const char *config_path)
     srv->start_ms = util_now_ms();
     util_rng_init(&srv->rng);
     util_random(&srv->rng, srv->hash_key, sizeof srv->hash_key);
+    if (rlockd_load_resume_key(srv) != 0) {
+        config_free(cfg);
+        free(srv);
+        return NULL;
+    }
     /* The hooks by which lower layers reach higher ones. */
     srv->on_frame = dispatch_frame;
     srv->on_session_end = lock_session_closed;

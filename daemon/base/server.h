@@ -16,6 +16,7 @@
 #include <sys/queue.h>
 
 #include "counters.h"
+#include "seal.h"
 #include "theap.h"
 #include "util.h"
 
@@ -94,6 +95,8 @@ struct server {
     struct server_counters ctr;
     struct metrics mx;              /* the counters behind the labelled metrics */
     struct util_rng rng;            /* tokens and session ids */
+    int resume;                     /* sessions may resume: resume_key is loaded */
+    struct seal_key resume_key;     /* seals session secrets and locks (seal.h) */
     uint8_t hash_key[UTIL_HASH_KEY_BYTES]; /* per-process key of the resource table's hash */
     int64_t start_ms;
     struct event *watchdog_ev;      /* the lease timers' timerfd (watchdog.c) */

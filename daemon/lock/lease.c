@@ -13,6 +13,7 @@
 #include "cleanup.h"
 #include "lock.h"
 #include "log.h"
+#include "seal.h"
 #include "resource.h"
 #include "server.h"
 #include "session.h"
@@ -72,15 +73,24 @@ struct lease *lease_new(struct session *s, struct resource *res, const struct le
     l->fence = g->fence;
     l->owner = g->owner;
     l->ttl_ms = g->ttl_ms;
-    l->holds = 1;
+    l->holds = g->holds != 0 ? g->holds : 1;
     l->watchdog = g->watchdog;
     l->lock_delay_ms = g->lock_delay_ms;
     l->refs = 1;
     l->granted_ms = now;
-    l->valid_until_ms = g->sent_ms + g->ttl_ms;
-    l->max_expiry_ms = now + g->ttl_ms + LEASE_DRIFT_MS(g->ttl_ms);
-    l->next_renew_ms = g->sent_ms + g->ttl_ms / 3;
-    l->max_hold_at_ms = g->max_hold_ms ? now + g->max_hold_ms : 0;
+    uint32_t key_ttl = g->key_ttl_ms != 0 ? g->key_ttl_ms : g->ttl_ms;
+    l->valid_until_ms = g->sent_ms + key_ttl;
+    l->max_expiry_ms = now + key_ttl + LEASE_DRIFT_MS(key_ttl);
+    l->next_renew_ms = g->sent_ms + key_ttl / 3;
+    if (g->max_hold_wall_ms != 0) {
+        /* Another daemon's deadline, on the wall clock: what is left of it from now. */
+        uint64_t wall = util_wall_ms();
+        l->max_hold_wall_ms = g->max_hold_wall_ms;
+        l->max_hold_at_ms = now + (g->max_hold_wall_ms > wall ? (int64_t)(g->max_hold_wall_ms - wall) : 0);
+    } else if (g->max_hold_ms != 0) {
+        l->max_hold_at_ms = now + g->max_hold_ms;
+        l->max_hold_wall_ms = util_wall_ms() + g->max_hold_ms;
+    }
     TAILQ_INSERT_TAIL(&s->leases, l, sess_link);
     s->nleases++;
     lease_track_validity(l);
@@ -118,6 +128,27 @@ uint32_t lease_valid_ms(const struct lease *l, int64_t from_ms)
 {
     int64_t left = l->valid_until_ms - LEASE_MARGIN_MS(l->ttl_ms) - from_ms;
     return left <= 0 ? 0 : left > UINT32_MAX ? UINT32_MAX : (uint32_t)left;
+}
+
+void lease_seal(const struct lease *l, char *out)
+{
+    const struct server *srv = l->res->srv;
+    if (!srv->resume) {
+        out[0] = '\0';
+        return;
+    }
+    const struct seal_terms t = {
+        .session_id = l->sess->id,
+        .resource = l->res->name,
+        .resource_len = l->res->name_len,
+        .token = l->token,
+        .fence = l->fence,
+        .ttl_ms = l->ttl_ms,
+        .watchdog = l->watchdog,
+        .max_hold_until_ms = l->max_hold_wall_ms,
+        .lock_delay_ms = l->lock_delay_ms,
+    };
+    seal_lock(&srv->resume_key, &t, out);
 }
 
 void lease_schedule(struct lease *l)

@@ -72,6 +72,7 @@ struct lease {
     int64_t max_expiry_ms;
     int64_t next_renew_ms;
     int64_t max_hold_at_ms; /* 0 = no max_hold */
+    uint64_t max_hold_wall_ms; /* the same on the wall clock, as sealed (seal.h); 0 = none */
     struct theap_node timer; /* in srv->lease_timers while held */
     struct theap_node vnode; /* in sess->valid_heap (watchdog on) */
     TAILQ_ENTRY(lease) renew_link; /* on its connection's renew queue (watchdog.c) */
@@ -88,6 +89,10 @@ struct lease_grant {
     int64_t sent_ms;      /* when acquire.lua was sent */
     uint32_t max_hold_ms; /* 0 = none */
     uint32_t lock_delay_ms;
+    /* An adopted lock (Adopt) carries on what its grant set: */
+    uint32_t holds;             /* 0 = 1 */
+    uint64_t max_hold_wall_ms;  /* its max_hold deadline (wall clock); then max_hold_ms is 0 */
+    uint32_t key_ttl_ms;        /* the key's PTTL Redis answered (0: ttl_ms, a grant's) */
 };
 
 /*
@@ -124,6 +129,12 @@ void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why);
  * Returns nothing to do with the key: the caller releases or tombstones it.
  */
 void lease_forget(struct lease *l);
+/*
+ * l's seal (seal.h) as it stands now, into out; "" when the daemon has no
+ * resume key. Sent with every reply that sets or changes a sealed term.
+ */
+void lease_seal(const struct lease *l, char *out);
+
 /* Re-aim l's timer at its next event (renewal, loss, max_hold). */
 void lease_schedule(struct lease *l);
 

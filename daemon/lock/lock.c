@@ -49,6 +49,11 @@ static void answer_acquired(struct session *s, uint64_t id, const struct lease *
     a.hold_count = l->holds;
     a.watchdog = l->watchdog;
     a.valid_ms = lease_valid_ms(l, arrival_ms);
+    char seal[SEAL_TEXT_LEN + 1];
+    lease_seal(l, seal);
+    a.seal = seal;
+    a.max_hold_until_ms = l->max_hold_wall_ms;
+    a.lock_delay_ms = l->lock_delay_ms;
     s->srv->ctr.grants++;
     counters_acquire_answered(s->srv, RLOCK__V1__STATUS__STATUS_OK);
     session_respond(s, id, RLOCK__V1__STATUS__STATUS_OK, NULL,
@@ -731,6 +736,9 @@ static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
         Rlock__V1__ExtendReply e = RLOCK__V1__EXTEND_REPLY__INIT;
         e.ttl_ms = l->ttl_ms;
         e.valid_ms = lease_valid_ms(l, req->arrival_ms);
+        char seal[SEAL_TEXT_LEN + 1];
+        lease_seal(l, seal);
+        e.seal = seal;
         session_respond(req->sess, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
                         RLOCK__V1__RESPONSE__BODY_EXTEND, &e);
     }

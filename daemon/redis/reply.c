@@ -42,6 +42,24 @@ int reply_renew(const redisReply *r, uint32_t n, int8_t out[])
     return whole ? 0 : -1;
 }
 
+int reply_adopt(const redisReply *r, long long *pttl)
+{
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+        return REPLY_RENEW_UNKNOWN;
+    const redisReply *code = int_element(r, 0), *value = int_element(r, 1);
+    if (code == NULL || value == NULL)
+        return REPLY_RENEW_UNKNOWN;
+    if (code->integer == 1) {
+        if (value->integer < 1)
+            return REPLY_RENEW_UNKNOWN;
+        *pttl = value->integer;
+        return REPLY_RENEW_OK;
+    }
+    if (code->integer == 0)
+        return REPLY_RENEW_MISSING;
+    return code->integer == -1 ? REPLY_RENEW_STOLEN : REPLY_RENEW_UNKNOWN;
+}
+
 enum reply_delete_kind reply_delete(const redisReply *r)
 {
     if (r == NULL || r->type != REDIS_REPLY_INTEGER)

@@ -59,6 +59,14 @@ enum reply_delete_kind {
 
 enum reply_delete_kind reply_delete(const redisReply *r);
 
+/*
+ * The answer to adopt.lua: {1, pttl} adopted, {0, 0} missing, {-1, 0} taken.
+ * Returns the enum reply_renew_result it means (OK, MISSING, STOLEN) and sets
+ * *pttl for OK (a pttl below 1 is not an answer adopt.lua gives: UNKNOWN);
+ * UNKNOWN for anything else: the swap may or may not have run.
+ */
+int reply_adopt(const redisReply *r, long long *pttl);
+
 /* The text of an error reply (NUL-terminated, valid while r is); NULL for anything else. */
 const char *reply_error_text(const redisReply *r);
 

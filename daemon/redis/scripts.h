@@ -10,7 +10,8 @@
     X(ACQUIRE, acquire)                                                                         \
     X(RELEASE, release)                                                                         \
     X(RENEW, renew)                                                                             \
-    X(RELEASE_MANY, release_many)
+    X(RELEASE_MANY, release_many)                                                               \
+    X(ADOPT, adopt)
 
 enum script_id {
 #define SCRIPT_ENUM(id, name) SCRIPT_##id,

@@ -139,6 +139,46 @@ START_TEST(test_delete_no_reply)
 }
 END_TEST
 
+static const struct {
+    const char *resp;
+    int result;
+    long long pttl;
+} adopts[] = {
+    {"*2\r\n:1\r\n:29990\r\n", REPLY_RENEW_OK, 29990},
+    {"*2\r\n:1\r\n:1\r\n", REPLY_RENEW_OK, 1},
+    {"*2\r\n:0\r\n:0\r\n", REPLY_RENEW_MISSING, 0},
+    {"*2\r\n:-1\r\n:0\r\n", REPLY_RENEW_STOLEN, 0},
+    {"*2\r\n:1\r\n:0\r\n", REPLY_RENEW_UNKNOWN, 0},   /* adopted, yet no time left? */
+    {"*2\r\n:1\r\n:-1\r\n", REPLY_RENEW_UNKNOWN, 0},
+    {"*2\r\n:2\r\n:5\r\n", REPLY_RENEW_UNKNOWN, 0},
+    {"*2\r\n:-2\r\n:5\r\n", REPLY_RENEW_UNKNOWN, 0},
+    {"*2\r\n$1\r\n1\r\n:5\r\n", REPLY_RENEW_UNKNOWN, 0},
+    {"*1\r\n:1\r\n", REPLY_RENEW_UNKNOWN, 0},
+    {"*3\r\n:1\r\n:5\r\n:5\r\n", REPLY_RENEW_UNKNOWN, 0},
+    {":1\r\n", REPLY_RENEW_UNKNOWN, 0},
+    {"-NOSCRIPT No matching script. Please use EVAL.\r\n", REPLY_RENEW_UNKNOWN, 0},
+    {"*-1\r\n", REPLY_RENEW_UNKNOWN, 0},
+    {"$-1\r\n", REPLY_RENEW_UNKNOWN, 0},
+};
+
+START_TEST(test_adopt)
+{
+    redisReply *r = unit_resp(adopts[_i].resp);
+    long long pttl = 0;
+    ck_assert_int_eq(reply_adopt(r, &pttl), adopts[_i].result);
+    if (adopts[_i].result == REPLY_RENEW_OK)
+        ck_assert_int_eq(pttl, adopts[_i].pttl);
+    freeReplyObject(r);
+}
+END_TEST
+
+START_TEST(test_adopt_no_reply)
+{
+    long long pttl = 0;
+    ck_assert_int_eq(reply_adopt(NULL, &pttl), REPLY_RENEW_UNKNOWN);
+}
+END_TEST
+
 int main(void)
 {
     const struct unit_test tests[] = {
@@ -148,6 +188,8 @@ int main(void)
         {"renew", test_renew_no_reply, 0},
         {"delete", test_delete, UNIT_COUNT(deletes)},
         {"delete", test_delete_no_reply, 0},
+        {"adopt", test_adopt, UNIT_COUNT(adopts)},
+        {"adopt", test_adopt_no_reply, 0},
     };
     return unit_run("reply", tests, sizeof tests / sizeof tests[0]);
 }
