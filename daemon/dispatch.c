@@ -18,116 +18,38 @@
 #include "admin.h"
 #include "auth.h"
 #include "config.h"
+#include "hello.h"
 #include "lock.h"
 #include "log.h"
 #include "resource.h"
 #include "session.h"
 #include "wire.h"
 
-#define HELLO_NAME_MAX 128
-
 /* A handler answers its request, now or later: 1 when it goes on in a request of the lock
  * logic (timed when that ends), 0 when it was answered at once (timed here). */
 typedef int op_fn(struct session *s, const Rlock__V1__Request *req);
 
-static uint32_t clamp_u32(uint32_t v, uint32_t lo, uint32_t hi)
-{
-    return v < lo ? lo : v > hi ? hi : v;
-}
-
 const char *dispatch_hello_check(const Rlock__V1__Hello *h, char *buf, size_t len,
                                  const char **close_reason)
 {
-    *close_reason = "bad Hello";
-    if (h->protocol_version > WIRE_PROTOCOL_VERSION) {
-        *close_reason = "unsupported protocol version";
-        return "unsupported protocol_version (this server speaks 1)";
-    }
-    if (strlen(h->client_name) > HELLO_NAME_MAX)
-        return "client_name too long";
-    const char *bad = util_text_check(h->client_name, strlen(h->client_name));
-    if (bad != NULL) {
-        snprintf(buf, len, "client_name %s", bad);
-        return buf;
-    }
-    return NULL;
-}
-
-/*
- * Give s its role from the Hello's token: open when the daemon has no tokens.
- * 0, or -1 (counted, logged without the token) when the token is missing or
- * matches none.
- */
-static int hello_authenticate(struct session *s, const Rlock__V1__Hello *h)
-{
-    const struct auth_tokens *tokens = s->srv->cfg->auth;
-    if (tokens == NULL) {
-        s->role = AUTH_ROLE_OPEN;
-        return 0;
-    }
-    size_t len = strlen(h->auth_token);
-    s->role = auth_check(tokens, h->auth_token, len);
-    if (s->role != AUTH_ROLE_NONE)
-        return 0;
-    s->srv->ctr.auth_failures++;
-    log_warn("session %s (%s, %s): authentication failed: %s", s->id, s->peer,
-             s->name[0] ? s->name : "-", len == 0 ? "no token" : "wrong token");
-    return -1;
+    return hello_check(h->protocol_version, h->client_name, buf, len, close_reason);
 }
 
 static int op_hello(struct session *s, const Rlock__V1__Request *req)
 {
-    const Rlock__V1__Hello *h = req->hello;
-    const struct config *cfg = s->srv->cfg;
-    if (s->state != SESSION_ACCEPTED) {
-        session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, "Hello was already sent");
-        return 0;
-    }
-    char msg[96];
-    const char *close_reason;
-    const char *bad = dispatch_hello_check(h, msg, sizeof msg, &close_reason);
-    if (bad != NULL) {
-        char shown[4 * HELLO_NAME_MAX + 8];
-        log_escape(h->client_name, shown, sizeof shown); /* never a forged line */
-        log_warn("session %s (%s): refused Hello: %s: \"%s\"", s->id, s->peer, bad, shown);
-        session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
-        session_close(s, close_reason, 1);
-        return 0;
-    }
-    snprintf(s->name, sizeof s->name, "%s", h->client_name);
-    if (hello_authenticate(s, h) != 0) {
-        session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_UNAUTHENTICATED,
-                      h->auth_token[0] == '\0' ? "this daemon requires an auth token"
-                                                : "the auth token is not valid");
-        session_close(s, "authentication failed", 1);
-        return 0;
-    }
-    s->requested_timeout_ms = h->session_timeout_ms;
-    uint32_t timeout = h->session_timeout_ms == 0
-                           ? cfg->session_timeout_ms
-                           : clamp_u32(h->session_timeout_ms, cfg->session_min_timeout_ms,
-                                       cfg->session_max_timeout_ms);
-    session_activate(s, timeout);
-    log_info("session %s (%s, %s): open, timeout %ums", s->id, s->peer,
-             s->name[0] ? s->name : "-", timeout);
-
-    Rlock__V1__HelloReply r = RLOCK__V1__HELLO_REPLY__INIT;
-    r.session_id = s->id;
-    r.server_version = RLOCKD_VERSION;
-    r.protocol_version = WIRE_PROTOCOL_VERSION;
-    r.session_timeout_ms = timeout;
-    r.keepalive_interval_ms = timeout / 3;
-    r.default_ttl_ms = cfg->default_ttl_ms;
-    r.max_ttl_ms = cfg->max_ttl_ms;
-    r.max_wait_ms = cfg->max_wait_ms;
-    r.min_ttl_ms = cfg->min_ttl_ms;
-    char secret[SEAL_TEXT_LEN + 1] = "";
-    if (s->srv->resume)
-        seal_session_secret(&s->srv->resume_key, s->id, secret);
-    r.session_secret = secret;
-    session_respond(s, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
-                    RLOCK__V1__RESPONSE__BODY_HELLO, &r);
+    hello_open(s, req->id, req->hello);
     return 0;
+}
+
+static int op_resume(struct session *s, const Rlock__V1__Request *req)
+{
+    hello_resume(s, req->id, req->resume);
+    return 0;
+}
+
+static int op_adopt(struct session *s, const Rlock__V1__Request *req)
+{
+    return lock_adopt(s, req->id, req->adopt);
 }
 
 static int op_acquire(struct session *s, const Rlock__V1__Request *req)
@@ -225,6 +147,8 @@ static const struct op_entry {
     [RLOCK__V1__REQUEST__BODY_FORCE_RELEASE] = {op_force_release, 1},
     [RLOCK__V1__REQUEST__BODY_KILL_SESSION] = {op_kill_session, 1},
     [RLOCK__V1__REQUEST__BODY_SERVER_INFO] = {op_server_info, 1},
+    [RLOCK__V1__REQUEST__BODY_RESUME] = {op_resume, 0},
+    [RLOCK__V1__REQUEST__BODY_ADOPT] = {op_adopt, 0},
 };
 
 /* The handler of op, or NULL when this daemon has none. */
@@ -284,7 +208,8 @@ void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
         return;
     }
     const char *bad;
-    if (s->state == SESSION_ACCEPTED && req->body_case != RLOCK__V1__REQUEST__BODY_HELLO) {
+    if (s->state == SESSION_ACCEPTED && req->body_case != RLOCK__V1__REQUEST__BODY_HELLO &&
+        req->body_case != RLOCK__V1__REQUEST__BODY_RESUME) {
         srv->mx.frames_rejected[METRIC_FRAME_BEFORE_HELLO]++;
         session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
                       "Hello must be the first request");
@@ -294,9 +219,11 @@ void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
                                     ? METRIC_FRAME_UNKNOWN_OP
                                     : METRIC_FRAME_NON_CANONICAL]++;
         session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
-        if (req->body_case == RLOCK__V1__REQUEST__BODY_HELLO)
+        if (req->body_case == RLOCK__V1__REQUEST__BODY_HELLO ||
+            req->body_case == RLOCK__V1__REQUEST__BODY_RESUME)
             session_close(s, "bad Hello", 1); /* as every other refused Hello */
-    } else if (srv->stopping && req->body_case == RLOCK__V1__REQUEST__BODY_ACQUIRE) {
+    } else if ((srv->stopping || srv->handing_over) &&
+               req->body_case == RLOCK__V1__REQUEST__BODY_ACQUIRE) {
         /* Not reached today (server_stop closes every session, whose frames are then
          * dropped); kept so that no acquire can start once stopping, whatever changes. */
         srv->ctr.acquires++;

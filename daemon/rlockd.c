@@ -49,14 +49,94 @@ static void stop_timeout_cb(evutil_socket_t fd, short what, void *arg)
     event_base_loopbreak(srv->base);
 }
 
+/* How often a handover looks whether every session has left. */
+#define HANDOVER_POLL_MS 50
+
+/* Tell s to go (SessionClosing); resume: to carry its session on elsewhere. */
+static void tell_closing(struct session *s, const char *reason, int resume)
+{
+    Rlock__V1__SessionClosing sc = RLOCK__V1__SESSION_CLOSING__INIT;
+    sc.reason = (char *)reason;
+    sc.resume = resume;
+    Rlock__V1__Event ev = RLOCK__V1__EVENT__INIT;
+    ev.body_case = RLOCK__V1__EVENT__BODY_SESSION_CLOSING;
+    ev.session_closing = &sc;
+    session_push_event(s, &ev);
+}
+
+static void rlockd_release_all(struct server *srv, const char *why);
+
+static void handover_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct server *srv = arg;
+    int64_t now = util_now_ms();
+    if (srv->nsessions > 0 && now < srv->handover_deadline_ms) {
+        struct timeval tv = util_tv_ms(HANDOVER_POLL_MS);
+        evtimer_add(srv->handover_ev, &tv);
+        return;
+    }
+    srv->handing_over = 0;
+    if (srv->nsessions == 0)
+        log_info("handover done: every session left (%llu handed over, locks kept)",
+                 (unsigned long long)srv->ctr.sessions_handed_over);
+    else
+        log_warn("handover_timeout passed with %u session%s still here: releasing their locks",
+                 srv->nsessions, srv->nsessions == 1 ? "" : "s");
+    rlockd_release_all(srv, "handover over");
+}
+
+/*
+ * SIGTERM with shutdown = handover: stop accepting, tell every session to
+ * resume elsewhere, and keep renewing; a session whose client leaves is
+ * handed over (session.c: moved), its keys left for the daemon it resumes on.
+ * When none is left, or at handover_timeout, the rest is released.
+ */
+static void rlockd_handover(struct server *srv, const char *why)
+{
+    srv->handing_over = 1;
+    sdnotify_stopping(srv);
+    log_info("%s: handing over (%u session%s, %llu lock%s held)", why, srv->nsessions,
+             srv->nsessions == 1 ? "" : "s", (unsigned long long)srv->nleases,
+             srv->nleases == 1 ? "" : "s");
+    listener_close_all(srv);
+    struct session *s, *next;
+    for (s = TAILQ_FIRST(&srv->sessions); s != NULL; s = next) {
+        next = TAILQ_NEXT(s, link);
+        if (s->state == SESSION_ACTIVE)
+            tell_closing(s, "server restarting: resume the session elsewhere", 1);
+        else
+            session_close(s, "server shutting down", 1);
+    }
+    srv->handover_deadline_ms = util_now_ms() + srv->cfg->handover_timeout_ms;
+    srv->handover_ev = evtimer_new(srv->base, handover_cb, srv);
+    if (srv->handover_ev == NULL) {
+        srv->handing_over = 0;
+        rlockd_release_all(srv, why);
+        return;
+    }
+    struct timeval tv = {0, 0};
+    evtimer_add(srv->handover_ev, &tv);
+}
+
 static void rlockd_stop(struct server *srv, const char *why)
 {
-    if (srv->stopping) {
+    if (srv->stopping || srv->handing_over) {
         log_warn("%s again: exiting now", why);
         srv->finishing = 1;
         event_base_loopbreak(srv->base);
         return;
     }
+    if (config_handover(srv->cfg) && srv->resume)
+        rlockd_handover(srv, why);
+    else
+        rlockd_release_all(srv, why);
+}
+
+/* Shutdown proper: tell and close every session, release their locks, exit once done. */
+static void rlockd_release_all(struct server *srv, const char *why)
+{
     srv->stopping = 1;
     sdnotify_stopping(srv);
     log_info("%s: shutting down (%u session%s, %llu lock%s held)", why, srv->nsessions,
@@ -65,12 +145,7 @@ static void rlockd_stop(struct server *srv, const char *why)
     listener_close_all(srv);
     struct session *s;
     while ((s = TAILQ_FIRST(&srv->sessions)) != NULL) {
-        Rlock__V1__SessionClosing sc = RLOCK__V1__SESSION_CLOSING__INIT;
-        sc.reason = "server shutting down";
-        Rlock__V1__Event ev = RLOCK__V1__EVENT__INIT;
-        ev.body_case = RLOCK__V1__EVENT__BODY_SESSION_CLOSING;
-        ev.session_closing = &sc;
-        session_push_event(s, &ev);
+        tell_closing(s, "server shutting down", 0);
         session_close(s, "server shutting down", 1);
     }
     lock_end_some(srv, UINT32_MAX); /* sessions that ended before: the rest of their leases */
@@ -307,6 +382,8 @@ void rlockd_free(struct server *srv)
     watchdog_stop(srv);
     if (srv->stop_ev != NULL)
         event_free(srv->stop_ev);
+    if (srv->handover_ev != NULL)
+        event_free(srv->handover_ev);
     session_stop(srv);
     lock_stop(srv);
     cleanup_free(srv->cleanups);

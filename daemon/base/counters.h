@@ -42,7 +42,7 @@ enum metric_conn_reason {
 
 #define METRIC_STATUSES 13   /* rlock.v1 Status values 0..12 */
 #define METRIC_REASONS 7     /* LostReason values 0..6 */
-#define METRIC_OPS 16        /* Request oneof cases below this are timed */
+#define METRIC_OPS 17        /* Request oneof cases below this are timed */
 #define METRIC_BUCKETS 12    /* latency histogram buckets, +Inf included */
 
 struct metric_histogram {

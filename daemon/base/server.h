@@ -46,7 +46,12 @@ TAILQ_HEAD(session_list, session);
     X(locks_lost)                                                                               \
     X(sessions_opened)                                                                          \
     X(auth_failures)     /* Hellos refused: token missing or wrong */                           \
-    X(permission_denied) /* admin requests refused to sessions without the admin role */
+    X(permission_denied) /* admin requests refused to sessions without the admin role */    \
+    X(sessions_resumed)  /* Resumes accepted (sessions that came from elsewhere) */           \
+    X(resumes_refused)   /* Resumes refused: wrong secret, token, or no resume key */         \
+    X(locks_adopted)     /* Adopts that took a lock over */                                   \
+    X(adopts_refused)    /* Adopts whose seal did not match */                                \
+    X(sessions_handed_over) /* sessions that left during a handover, locks kept */
 
 struct server_counters {
 #define COUNTER_FIELD(name) uint64_t name;
@@ -110,6 +115,9 @@ struct server {
     struct event *signal_evs[3];
     struct event *stop_ev;
     int stopping;
+    int handing_over;               /* SIGTERM with shutdown = handover, sessions leaving */
+    int64_t handover_deadline_ms;
+    struct event *handover_ev;
     int finishing;                  /* nothing left to wait for: the loop ends soon */
     int freeing;                    /* rlockd_free runs: queues send nothing more */
     uint32_t background;            /* requests in Redis with no session to answer */

@@ -184,19 +184,14 @@ void lease_forget(struct lease *l)
     lease_unref(l);
 }
 
-void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
+void lease_push_lost(struct session *s, const char *resource, const char *token, uint64_t fence,
+                     Rlock__V1__LostReason reason, const char *why)
 {
-    if (l->forgotten)
-        return;
-    struct session *s = l->sess;
-    struct resource *res = l->res;
-    struct server *srv = l->res->srv;
-    log_info("session %s (%s): lost lock %s (fence %llu): %s", s->id, s->peer, res->name,
-             (unsigned long long)l->fence, why);
+    struct server *srv = s->srv;
     Rlock__V1__LockLost lost = RLOCK__V1__LOCK_LOST__INIT;
-    lost.resource = res->name;
-    lost.token = l->token;
-    lost.fence = l->fence;
+    lost.resource = (char *)resource;
+    lost.token = (char *)token;
+    lost.fence = fence;
     lost.reason = reason;
     lost.message = (char *)why;
     Rlock__V1__Event ev = RLOCK__V1__EVENT__INIT;
@@ -206,6 +201,18 @@ void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
     srv->ctr.locks_lost++;
     if ((int)reason >= 0 && (int)reason < METRIC_REASONS)
         srv->mx.lost[reason]++;
+}
+
+void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
+{
+    if (l->forgotten)
+        return;
+    struct session *s = l->sess;
+    struct resource *res = l->res;
+    struct server *srv = l->res->srv;
+    log_info("session %s (%s): lost lock %s (fence %llu): %s", s->id, s->peer, res->name,
+             (unsigned long long)l->fence, why);
+    lease_push_lost(s, res->name, l->token, l->fence, reason, why);
     if (reason == RLOCK__V1__LOST_REASON__LOST_FORCED) {
         /*
          * An operator wants the lock free now. Its holder was just told; the

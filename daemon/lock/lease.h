@@ -124,6 +124,9 @@ uint32_t lease_valid_ms(const struct lease *l, int64_t from_ms);
  * Local waiters are woken.
  */
 void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why);
+/* Push LockLost for a lock of s (counted as a loss). */
+void lease_push_lost(struct session *s, const char *resource, const char *token, uint64_t fence,
+                     Rlock__V1__LostReason reason, const char *why);
 /*
  * l leaves its session without a loss (released, or the session ended).
  * Returns nothing to do with the key: the caller releases or tombstones it.

@@ -105,8 +105,7 @@ uint32_t lock_session_valid_ms(const struct session *s, int64_t from_ms)
     return min;
 }
 
-/* The session's lease on name, if it holds one that is still valid. */
-static struct lease *session_lease(struct session *s, const char *name)
+struct lease *lock_session_lease(struct session *s, const char *name)
 {
     struct resource *res = resource_find(s->srv, name, strlen(name));
     if (res == NULL || res->holder == NULL || res->holder->sess != s)
@@ -141,8 +140,7 @@ static int waitq_remove(struct request *req)
     return was_head;
 }
 
-/* Finish req (after its reply, if any, was sent) and free it. */
-static void request_finish(struct request *req)
+void lock_request_done(struct request *req)
 {
     struct resource *res = req->res;
     int kick = 0;
@@ -237,7 +235,7 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
         return;
     }
     answer_error(req, RLOCK__V1__STATUS__STATUS_TIMEOUT, "wait timed out");
-    request_finish(req);
+    lock_request_done(req);
 }
 
 /* --- release by token ----------------------------------------------------------- */
@@ -262,7 +260,7 @@ static void release_reply_cb(const redisReply *reply, const char *err, void *arg
                     util_now_ms(), req->max_expiry_ms + LOCK_CLEANUP_GRACE_MS);
     struct resource *res = req->res;
     resource_ref(res);
-    request_finish(req);
+    lock_request_done(req);
     lock_kick(res); /* hand the lock to the next local waiter at once */
     resource_unref(res);
 }
@@ -364,7 +362,7 @@ static void acquire_granted(struct request *req, uint64_t fence)
     if (s == NULL || s->state == SESSION_CLOSING) {
         log_debug("granted %s to a session that has ended; releasing", res->name);
         lock_release_token(req->srv, res, req->token, key_life_end(req->ttl_ms));
-        request_finish(req);
+        lock_request_done(req);
         return;
     }
     if (res->holder != NULL && acquire_found_lost_key(req))
@@ -374,7 +372,7 @@ static void acquire_granted(struct request *req, uint64_t fence)
         lock_release_token(req->srv, res, req->token, key_life_end(req->ttl_ms));
         answer_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE,
                     "redis answered after the lease had run out");
-        request_finish(req);
+        lock_request_done(req);
         return;
     }
     struct lease_grant g = {
@@ -395,7 +393,7 @@ static void acquire_granted(struct request *req, uint64_t fence)
         answer_acquired(s, req->id, l, req->arrival_ms);
     }
     resource_ref(res);
-    request_finish(req);
+    lock_request_done(req);
     lock_kick(res); /* a waiter of the same owner becomes a re-entry */
     resource_unref(res);
 }
@@ -405,12 +403,12 @@ static void acquire_busy(struct request *req, long long pttl)
     struct resource *res = req->res;
     if (req->deadline_ms == 0) {
         answer_error(req, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED, "held by another owner");
-        request_finish(req);
+        lock_request_done(req);
         return;
     }
     if (req->sess == NULL || req->expired || util_now_ms() >= req->deadline_ms) {
         answer_error(req, RLOCK__V1__STATUS__STATUS_TIMEOUT, "wait timed out");
-        request_finish(req);
+        lock_request_done(req);
         return;
     }
     /* Only the head of the queue tries, so this is the head: wait for a wake-up. */
@@ -437,7 +435,7 @@ static void acquire_cancelled(struct request *req, enum reply_acquire_kind kind)
     if (kind != REPLY_ACQUIRE_BUSY)
         lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
     answer_error(req, RLOCK__V1__STATUS__STATUS_CANCELLED, "acquire cancelled");
-    request_finish(req);
+    lock_request_done(req);
 }
 
 /*
@@ -471,7 +469,7 @@ static void wait_reply_cb(const redisReply *reply, const char *err, void *arg)
     req->srv->mx.replica_ack_failures++;
     lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
     answer_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE, why);
-    request_finish(req);
+    lock_request_done(req);
 }
 
 static void acquire_wait_replicas(struct request *req, uint64_t fence)
@@ -500,7 +498,7 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
         /* The outcome is unknown: a compare-and-delete of our fresh token is always safe. */
         lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
         answer_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE, err);
-        request_finish(req);
+        lock_request_done(req);
         return;
     }
     if (kind == REPLY_ACQUIRE_ERROR || kind == REPLY_ACQUIRE_MALFORMED) {
@@ -514,7 +512,7 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
                         ? "redis refused the acquire script (does the lock's key or its "
                           "fence key hold another type?)"
                         : "unexpected reply from Redis");
-        request_finish(req);
+        lock_request_done(req);
         return;
     }
     if (kind == REPLY_ACQUIRE_GRANTED && req->srv->cfg->min_replicas_acked > 0)
@@ -592,7 +590,7 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         return 0;
     }
 
-    struct lease *held = session_lease(s, a->resource);
+    struct lease *held = lock_session_lease(s, a->resource);
     if (held != NULL && held->owner == a->owner) { /* re-entry: no Redis round trip */
         if (a->no_reentry) {
             acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_ALREADY_HELD,
@@ -674,7 +672,7 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
 
 int lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r)
 {
-    struct lease *l = session_lease(s, r->resource);
+    struct lease *l = lock_session_lease(s, r->resource);
     if (l == NULL || (r->token[0] != '\0' && strcmp(r->token, l->token) != 0)) {
         session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
                       "this session does not hold the lock");
@@ -742,12 +740,12 @@ static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
         session_respond(req->sess, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
                         RLOCK__V1__RESPONSE__BODY_EXTEND, &e);
     }
-    request_finish(req);
+    lock_request_done(req);
 }
 
 int lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e)
 {
-    struct lease *l = session_lease(s, e->resource);
+    struct lease *l = lock_session_lease(s, e->resource);
     if (l == NULL || (e->token[0] != '\0' && strcmp(e->token, l->token) != 0)) {
         session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
                       "this session does not hold the lock");
@@ -797,7 +795,7 @@ void lock_cancel(struct session *s, uint64_t id, const Rlock__V1__Cancel *c)
         req->cancelled = 1; /* its reply decides: a grant is released (acquire_cancelled) */
     } else if (req != NULL) {
         answer_error(req, RLOCK__V1__STATUS__STATUS_CANCELLED, "acquire cancelled");
-        request_finish(req);
+        lock_request_done(req);
     }
     Rlock__V1__CancelReply r = RLOCK__V1__CANCEL_REPLY__INIT;
     r.found = req != NULL;
@@ -815,7 +813,7 @@ uint32_t lock_session_end(struct session *s, int clean, uint32_t *budget)
             /* Orphan: its reply still arrives; a grant is then released by token. */
             request_orphan(req);
         } else {
-            request_finish(req);
+            lock_request_done(req);
         }
     }
     struct lease *l;
@@ -828,8 +826,10 @@ uint32_t lock_session_end(struct session *s, int clean, uint32_t *budget)
         memcpy(token, l->token, sizeof token);
         resource_ref(res);
         lease_forget(l);
-        /* Batched and paced: a session may hold a hundred thousand locks. */
-        relq_add(s->srv, res, token, delay, max_expiry);
+        /* Batched and paced: a session may hold a hundred thousand locks. A moved
+         * session's keys are left as they are: its client adopts them elsewhere. */
+        if (!s->moved)
+            relq_add(s->srv, res, token, delay, max_expiry);
         resource_unref(res);
     }
     return s->nleases;

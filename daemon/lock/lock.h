@@ -71,6 +71,19 @@ void lock_stop(struct server *srv);
  */
 uint32_t lock_session_valid_ms(const struct session *s, int64_t from_ms);
 
+/* The session's lease on name, if it holds one that is still valid. */
+struct lease *lock_session_lease(struct session *s, const char *name);
+/* Finish req (after its reply, if any, was sent) and free it. */
+struct request;
+void lock_request_done(struct request *req);
+
+/*
+ * Adopt (after a Resume): take over a lock the session held on another
+ * daemon (adopt.c). Answers later (returns 1) or at once (0), as the handlers
+ * above.
+ */
+int lock_adopt(struct session *s, uint64_t id, const Rlock__V1__Adopt *a);
+
 /* The head of res's queue may have a chance now: let it try. */
 void lock_kick(struct resource *res);
 /*

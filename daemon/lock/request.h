@@ -44,6 +44,10 @@ struct request {
     int64_t sent_ms;     /* when the current Redis call was sent (validity starts here) */
     int expired;         /* the wait ran out while a try was in Redis */
     uint64_t fence;      /* acquire: the grant's fence while its WAIT for replicas runs */
+    /* adopt: the claim's terms that a grant does not have */
+    uint32_t holds;
+    uint64_t max_hold_wall_ms;
+    char old_token[UTIL_UUID_LEN + 1];
     int in_queue;        /* on res->waiters */
     struct event *deadline_ev;
     TAILQ_ENTRY(request) sess_link;

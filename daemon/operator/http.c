@@ -76,8 +76,9 @@ static void on_readyz(struct evhttp_request *req, void *arg)
     const struct server *srv = hp->srv;
     uint32_t ready = rpool_ready_count(srv->pool), n = rpool_size(srv->pool);
     char body[160];
-    if (srv->stopping) {
-        int m = snprintf(body, sizeof body, "not ready: shutting down\n");
+    if (srv->stopping || srv->handing_over) {
+        int m = snprintf(body, sizeof body, "not ready: shutting down%s\n",
+                         srv->handing_over ? " (handing sessions over)" : "");
         reply_text(req, 503, "Service Unavailable", "text/plain", body, (size_t)m);
     } else if (ready < n) {
         char where[96];

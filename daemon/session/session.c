@@ -81,11 +81,18 @@ void session_close(struct session *s, const char *reason, int flush)
 {
     if (s->state == SESSION_CLOSING)
         return;
+    if (s->srv->handing_over && !s->goodbye && s->state == SESSION_ACTIVE) {
+        /* Told to move, it left: its client resumes it elsewhere (or here, restarted). */
+        s->moved = 1;
+        s->srv->ctr.sessions_handed_over++;
+    }
     session_set_state(s, SESSION_CLOSING);
-    log_info("session %s (%s, %s): closed: %s; releasing %u lock%s", s->id, s->peer,
-             s->name[0] ? s->name : "-", reason, s->nleases, s->nleases == 1 ? "" : "s");
+    log_info("session %s (%s, %s): closed: %s; %s %u lock%s", s->id, s->peer,
+             s->name[0] ? s->name : "-", reason, s->moved ? "handing over" : "releasing",
+             s->nleases, s->nleases == 1 ? "" : "s");
     /* Clean: the client said Goodbye, or the daemon itself is stopping. */
     s->end_clean = s->goodbye || s->srv->stopping;
+
     s->srv->on_session_end(s);
     TAILQ_REMOVE(&s->srv->sessions, s, link);
     sessidx_remove(s->srv->sessidx, s);
@@ -438,6 +445,20 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
         session_retire(s); /* the last reply could not be flushed in time */
         break;
     }
+}
+
+int session_take_id(struct session *s, const char *id)
+{
+    char old[sizeof s->id];
+    memcpy(old, s->id, sizeof old);
+    sessidx_remove(s->srv->sessidx, s);
+    snprintf(s->id, sizeof s->id, "%s", id);
+    if (sessidx_add(s->srv->sessidx, s) == 0)
+        return 0;
+    memcpy(s->id, old, sizeof old);
+    if (sessidx_add(s->srv->sessidx, s) != 0)
+        log_warn("session %s: out of memory indexing it; admin requests will not see it", s->id);
+    return -1;
 }
 
 void session_activate(struct session *s, uint32_t timeout_ms)

@@ -73,6 +73,9 @@ struct session {
     int indexed;                   /* in srv->sessidx */
     int role;                      /* enum auth_role, fixed by Hello */
     uint32_t requested_timeout_ms; /* Hello.session_timeout_ms as sent */
+    /* resume (hello.h) */
+    int resumed; /* opened by a Resume: the session came from another connection */
+    int moved;   /* its client carries it on elsewhere: its end leaves the keys alone */
 };
 
 /* Take over an accepted socket. NULL (socket closed) on failure. */
@@ -96,6 +99,12 @@ void session_flush(struct session *s);
  * call more than once and from any callback; the memory goes to the reaper.
  */
 void session_close(struct session *s, const char *reason, int flush);
+
+/*
+ * A Resume proved s to be session id: s takes that id (and a new place in the
+ * connection order). 0, or -1 when out of memory (s keeps its id).
+ */
+int session_take_id(struct session *s, const char *id);
 
 /* Hello accepted: the session is ACTIVE with this keepalive timeout. */
 void session_activate(struct session *s, uint32_t timeout_ms);

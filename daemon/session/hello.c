@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * hello.c — Hello and Resume (hello.h).
+ */
+#include "hello.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "auth.h"
+#include "config.h"
+#include "log.h"
+#include "seal.h"
+#include "sessidx.h"
+#include "session.h"
+#include "wire.h"
+
+const char *hello_check(uint32_t protocol_version, const char *client_name, char *buf, size_t len,
+                        const char **close_reason)
+{
+    *close_reason = "bad Hello";
+    if (protocol_version > WIRE_PROTOCOL_VERSION) {
+        *close_reason = "unsupported protocol version";
+        return "unsupported protocol_version (this server speaks 1)";
+    }
+    if (strlen(client_name) > HELLO_NAME_MAX)
+        return "client_name too long";
+    const char *bad = util_text_check(client_name, strlen(client_name));
+    if (bad != NULL) {
+        snprintf(buf, len, "client_name %s", bad);
+        return buf;
+    }
+    return NULL;
+}
+
+static uint32_t clamp_u32(uint32_t v, uint32_t lo, uint32_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Refuse the introduction: answer st with msg, close after the answer. */
+static void refuse(struct session *s, uint64_t id, Rlock__V1__Status st, const char *msg,
+                   const char *close_reason)
+{
+    session_respond_error(s, id, st, msg);
+    session_close(s, close_reason, 1);
+}
+
+/*
+ * The checks Hello and Resume share: state, fields, auth token (the session's
+ * role). 0, or -1 once refused (answered, closing).
+ */
+static int introduce(struct session *s, uint64_t id, uint32_t protocol_version,
+                     const char *client_name, const char *auth_token, const char *what)
+{
+    if (s->state != SESSION_ACCEPTED) {
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID,
+                              "Hello or Resume was already sent");
+        return -1;
+    }
+    char msg[96];
+    const char *close_reason;
+    const char *bad = hello_check(protocol_version, client_name, msg, sizeof msg, &close_reason);
+    if (bad != NULL) {
+        char shown[4 * HELLO_NAME_MAX + 8];
+        log_escape(client_name, shown, sizeof shown); /* never a forged line */
+        log_warn("session %s (%s): refused %s: %s: \"%s\"", s->id, s->peer, what, bad, shown);
+        refuse(s, id, RLOCK__V1__STATUS__STATUS_INVALID, bad, close_reason);
+        return -1;
+    }
+    snprintf(s->name, sizeof s->name, "%s", client_name);
+    const struct auth_tokens *tokens = s->srv->cfg->auth;
+    if (tokens == NULL) {
+        s->role = AUTH_ROLE_OPEN;
+        return 0;
+    }
+    size_t len = strlen(auth_token);
+    s->role = auth_check(tokens, auth_token, len);
+    if (s->role != AUTH_ROLE_NONE)
+        return 0;
+    s->srv->ctr.auth_failures++;
+    log_warn("session %s (%s, %s): authentication failed: %s", s->id, s->peer,
+             s->name[0] ? s->name : "-", len == 0 ? "no token" : "wrong token");
+    refuse(s, id, RLOCK__V1__STATUS__STATUS_UNAUTHENTICATED,
+           len == 0 ? "this daemon requires an auth token" : "the auth token is not valid",
+           "authentication failed");
+    return -1;
+}
+
+/* Activate s with the timeout it asked for (within bounds) and answer with a HelloReply. */
+static void activate(struct session *s, uint64_t id, uint32_t requested, int resumed)
+{
+    const struct config *cfg = s->srv->cfg;
+    s->requested_timeout_ms = requested;
+    uint32_t timeout = requested == 0 ? cfg->session_timeout_ms
+                                      : clamp_u32(requested, cfg->session_min_timeout_ms,
+                                                  cfg->session_max_timeout_ms);
+    session_activate(s, timeout);
+    log_info("session %s (%s, %s): %s, timeout %ums", s->id, s->peer, s->name[0] ? s->name : "-",
+             resumed ? "resumed" : "open", timeout);
+    Rlock__V1__HelloReply r = RLOCK__V1__HELLO_REPLY__INIT;
+    r.session_id = s->id;
+    r.server_version = RLOCKD_VERSION;
+    r.protocol_version = WIRE_PROTOCOL_VERSION;
+    r.session_timeout_ms = timeout;
+    r.keepalive_interval_ms = timeout / 3;
+    r.default_ttl_ms = cfg->default_ttl_ms;
+    r.max_ttl_ms = cfg->max_ttl_ms;
+    r.max_wait_ms = cfg->max_wait_ms;
+    r.min_ttl_ms = cfg->min_ttl_ms;
+    char secret[SEAL_TEXT_LEN + 1] = "";
+    if (s->srv->resume)
+        seal_session_secret(&s->srv->resume_key, s->id, secret);
+    r.session_secret = secret;
+    r.resumed = resumed;
+    session_respond(s, id, RLOCK__V1__STATUS__STATUS_OK, NULL, RLOCK__V1__RESPONSE__BODY_HELLO,
+                    &r);
+}
+
+void hello_open(struct session *s, uint64_t id, const Rlock__V1__Hello *h)
+{
+    if (introduce(s, id, h->protocol_version, h->client_name, h->auth_token, "Hello") == 0)
+        activate(s, id, h->session_timeout_ms, 0);
+}
+
+void hello_resume(struct session *s, uint64_t id, const Rlock__V1__Resume *r)
+{
+    struct server *srv = s->srv;
+    if (introduce(s, id, r->protocol_version, r->client_name, r->auth_token, "Resume") != 0) {
+        if (s->state == SESSION_CLOSING)
+            srv->ctr.resumes_refused++;
+        return;
+    }
+    char expect[SEAL_TEXT_LEN + 1];
+    if (!srv->resume) {
+        srv->ctr.resumes_refused++;
+        refuse(s, id, RLOCK__V1__STATUS__STATUS_PERMISSION_DENIED,
+               "this daemon has no resume key (session.resume_key_file)", "resume refused");
+        return;
+    }
+    size_t idlen = strlen(r->session_id);
+    if (idlen == 0 || idlen > UTIL_UUID_LEN || util_text_check(r->session_id, idlen) != NULL) {
+        srv->ctr.resumes_refused++;
+        refuse(s, id, RLOCK__V1__STATUS__STATUS_INVALID, "session_id is not a session id",
+               "resume refused");
+        return;
+    }
+    seal_session_secret(&srv->resume_key, r->session_id, expect);
+    if (!seal_matches(r->session_secret, expect)) {
+        srv->ctr.resumes_refused++;
+        log_warn("session %s (%s, %s): resume of %s refused: wrong session secret", s->id,
+                 s->peer, s->name[0] ? s->name : "-", r->session_id);
+        refuse(s, id, RLOCK__V1__STATUS__STATUS_UNAUTHENTICATED,
+               "the session secret does not match the session", "resume refused");
+        return;
+    }
+    struct session *old = sessidx_find(srv->sessidx, r->session_id);
+    if (old != NULL && old != s) {
+        /* The session's last connection here is still open (its end not seen yet): it
+         * moves to this one. Its locks stay in Redis for the Adopts to come. */
+        log_info("session %s (%s): resumed on another connection (%s): closing this one",
+                 old->id, old->peer, s->peer);
+        old->moved = 1;
+        session_close(old, "resumed on another connection", 0);
+    }
+    if (session_take_id(s, r->session_id) != 0) {
+        refuse(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory", "out of memory");
+        return;
+    }
+    srv->ctr.sessions_resumed++;
+    s->resumed = 1;
+    activate(s, id, r->session_timeout_ms, 1);
+}
