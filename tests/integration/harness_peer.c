@@ -170,6 +170,9 @@ void h_grant_copy(const Rlock__V1__AcquireReply *a, struct h_grant *g)
     g->hold_count = a->hold_count;
     g->valid_ms = a->valid_ms;
     g->watchdog = a->watchdog;
+    snprintf(g->seal, sizeof g->seal, "%s", a->seal);
+    g->max_hold_until_ms = a->max_hold_until_ms;
+    g->lock_delay_ms = a->lock_delay_ms;
 }
 
 void h_peer_expect_grant(struct h_peer *p, uint64_t id, struct h_grant *g, const char *what)

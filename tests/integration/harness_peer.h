@@ -49,6 +49,9 @@ struct h_grant {
     uint32_t hold_count;
     uint32_t valid_ms;
     int watchdog;
+    char seal[64];              /* for Adopt ("" without a resume key) */
+    uint64_t max_hold_until_ms; /* wall clock; 0 = none */
+    uint32_t lock_delay_ms;
 };
 
 /* Connect and say Hello (id 1) with the daemon's default session timeout. */

@@ -1,0 +1,555 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_handover.c — sessions that outlive their daemon, seen from the wire
+ * (raw protocol, real rlockd and redis-server processes, real signals):
+ *  - Hello gives a secret and grants a seal only with a resume key;
+ *  - after kill -9 of daemon A the session resumes on B (same Redis, same
+ *    key file) and adopts its lock: same fence, a new token in Redis, kept
+ *    alive by B past its ttl;
+ *  - a zombie A (SIGSTOP while the client moved, then SIGCONT, its session
+ *    timeout, its renewals and a SIGTERM) changes nothing on the adopted key,
+ *    and a third daemon's waiter is not granted while B's holder holds;
+ *  - a resume too late: a key gone is LockLost MISSING, a key another client
+ *    took is LockLost STOLEN and stays theirs;
+ *  - forged or wrong resumes and adopts are refused, the real session
+ *    untouched;
+ *  - SIGTERM with shutdown = handover: SessionClosing{resume}, the daemon
+ *    exits once its client left, the key stays, and the session resumes on
+ *    the daemon restarted in place; with shutdown = release the lock is
+ *    released, as before.
+ */
+#include "harness.h"
+#include "harness_peer.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TTL_MS 3000
+/* Generous: a daemon under load still answers well within this. */
+#define PROMPT_MS 5000
+
+/* A private directory holding the resume key file several daemons share. */
+struct keydir {
+    char dir[128];
+    char ini[512]; /* [session] resume_key_file = DIR/resume.key, plus extra */
+};
+
+static void keydir_make(struct keydir *k, const char *extra)
+{
+    snprintf(k->dir, sizeof k->dir, "/tmp/itest_handover.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(k->dir));
+    snprintf(k->ini, sizeof k->ini, "[session]\nresume_key_file = %s/resume.key\n%s", k->dir,
+             extra != NULL ? extra : "");
+}
+
+static void keydir_remove(struct keydir *k)
+{
+    h_rm_tree(k->dir);
+}
+
+/* What a session needs to resume: its id and secret. */
+struct sess {
+    char id[64];
+    char secret[64];
+};
+
+/* Hello on a fresh connection of p to e; the reply's id and secret into *s. */
+static void open_session(struct h_peer *p, const struct h_env *e, const char *name,
+                         uint32_t timeout_ms, struct sess *s)
+{
+    p->name = name;
+    p->last_id = 1;
+    h_raw_open(&p->raw, e);
+    h_raw_send_hello(&p->raw, 1, name, timeout_ms);
+    Rlock__V1__ServerMessage *m = h_peer_response(p, 1, "Hello");
+    const Rlock__V1__Response *r = m->response;
+    ck_assert_msg(r->status == H_ST(OK) && r->body_case == RLOCK__V1__RESPONSE__BODY_HELLO,
+                  "%s: Hello: %s", name, h_msg_describe(m));
+    snprintf(s->id, sizeof s->id, "%s", r->hello->session_id);
+    snprintf(s->secret, sizeof s->secret, "%s", r->hello->session_secret);
+    ck_assert_int_eq(r->hello->resumed, 0);
+    h_raw_free(m);
+}
+
+/* Send Resume as the first request of a fresh connection of p to e (id 1). */
+static void send_resume_timeout(struct h_peer *p, const struct h_env *e, const char *name,
+                                const char *id, const char *secret, const char *auth_token,
+                                uint32_t timeout_ms)
+{
+    p->name = name;
+    p->last_id = 1;
+    h_raw_open(&p->raw, e);
+    Rlock__V1__Resume rs = RLOCK__V1__RESUME__INIT;
+    rs.session_id = (char *)id;
+    rs.session_secret = (char *)secret;
+    rs.client_name = (char *)name;
+    rs.auth_token = (char *)(auth_token != NULL ? auth_token : "");
+    rs.session_timeout_ms = timeout_ms;
+    Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
+    req.id = 1;
+    req.body_case = RLOCK__V1__REQUEST__BODY_RESUME;
+    req.resume = &rs;
+    ck_assert_int_eq(h_raw_send(&p->raw, &req), 0);
+}
+
+static void send_resume(struct h_peer *p, const struct h_env *e, const char *name,
+                        const char *id, const char *secret, const char *auth_token)
+{
+    send_resume_timeout(p, e, name, id, secret, auth_token, 0);
+}
+
+/* Resume s on e (asking for timeout_ms, 0 = default) and expect the HelloReply (resumed,
+ * same id and secret). */
+static void resume_ok_timeout(struct h_peer *p, const struct h_env *e, const char *name,
+                              const struct sess *s, uint32_t timeout_ms)
+{
+    send_resume_timeout(p, e, name, s->id, s->secret, NULL, timeout_ms);
+    Rlock__V1__ServerMessage *m = h_peer_response(p, 1, "Resume");
+    const Rlock__V1__Response *r = m->response;
+    ck_assert_msg(r->status == H_ST(OK) && r->body_case == RLOCK__V1__RESPONSE__BODY_HELLO,
+                  "%s: Resume: %s", name, h_msg_describe(m));
+    ck_assert_str_eq(r->hello->session_id, s->id);
+    ck_assert_str_eq(r->hello->session_secret, s->secret);
+    ck_assert_int_eq(r->hello->resumed, 1);
+    h_raw_free(m);
+}
+
+static void resume_ok(struct h_peer *p, const struct h_env *e, const char *name,
+                      const struct sess *s)
+{
+    resume_ok_timeout(p, e, name, s, 0);
+}
+
+/* Send Adopt for resource with the terms of grant g (as granted: the caller may alter them). */
+static uint64_t send_adopt(struct h_peer *p, const char *resource, const struct h_grant *g)
+{
+    Rlock__V1__Adopt a = RLOCK__V1__ADOPT__INIT;
+    a.resource = (char *)resource;
+    a.token = (char *)g->token;
+    a.fence = g->fence;
+    a.ttl_ms = g->ttl_ms;
+    a.watchdog_off = !g->watchdog;
+    a.hold_count = g->hold_count;
+    a.max_hold_until_ms = g->max_hold_until_ms;
+    a.lock_delay_ms = g->lock_delay_ms;
+    a.seal = (char *)g->seal;
+    return h_peer_send(p, RLOCK__V1__REQUEST__BODY_ADOPT, &a);
+}
+
+/* Adopt and expect an OK AdoptReply; g takes the new token and seal. */
+static void adopt_ok(struct h_peer *p, const char *resource, struct h_grant *g)
+{
+    uint64_t id = send_adopt(p, resource, g);
+    Rlock__V1__ServerMessage *m = h_peer_response(p, id, "Adopt");
+    const Rlock__V1__Response *r = m->response;
+    ck_assert_msg(r->status == H_ST(OK) && r->body_case == RLOCK__V1__RESPONSE__BODY_ADOPT,
+                  "%s: Adopt %s: %s", p->name, resource, h_msg_describe(m));
+    ck_assert_str_ne(r->adopt->token, g->token);
+    ck_assert_uint_eq(strlen(r->adopt->seal), 32);
+    ck_assert_uint_eq(r->adopt->ttl_ms, g->ttl_ms);
+    ck_assert_msg(r->adopt->valid_ms > 0 && r->adopt->valid_ms <= g->ttl_ms,
+                  "valid_ms %u for a ttl of %u", r->adopt->valid_ms, g->ttl_ms);
+    snprintf(g->token, sizeof g->token, "%s", r->adopt->token);
+    snprintf(g->seal, sizeof g->seal, "%s", r->adopt->seal);
+    h_raw_free(m);
+}
+
+/* The key of resource must hold token. */
+static void expect_key(struct h_env *e, const char *resource, const char *token, const char *what)
+{
+    char key[256], got[128];
+    redisContext *r = h_redis(e);
+    h_lock_key(e, resource, key, sizeof key);
+    int n = h_get(r, key, got, sizeof got);
+    ck_assert_msg(n > 0 && strcmp(got, token) == 0, "%s: key %s holds \"%s\", want \"%s\"",
+                  what, key, n > 0 ? got : "(none)", token);
+    redisFree(r);
+}
+
+/* Watch the key of resource for ms: it must hold token all along (polled every 10 ms). */
+static void key_kept(struct h_env *e, const char *resource, const char *token, int ms,
+                     const char *what)
+{
+    char key[256], got[128];
+    redisContext *r = h_redis(e);
+    h_lock_key(e, resource, key, sizeof key);
+    for (int64_t end = h_now_ms() + ms; h_now_ms() < end; h_sleep_ms(10)) {
+        int n = h_get(r, key, got, sizeof got);
+        if (n <= 0 || strcmp(got, token) != 0)
+            h_env_dump_logs(e);
+        ck_assert_msg(n > 0 && strcmp(got, token) == 0, "%s: key %s holds \"%s\", want \"%s\"",
+                      what, key, n > 0 ? got : "(none)", token);
+    }
+    redisFree(r);
+}
+
+static void start_pair(struct h_env *a, struct h_env *b, const struct keydir *k)
+{
+    h_env_start_or_fail(a, k->ini);
+    ck_assert_msg(h_env_start_peer(b, a, k->ini) == 0, "could not start daemon B");
+}
+
+/* Without a resume key there is no secret and no seal, and Resume is refused. */
+START_TEST(test_no_key)
+{
+    struct h_env e;
+    h_env_start_or_fail(&e, NULL);
+    struct h_peer p;
+    struct sess s;
+    open_session(&p, &e, "nokey", 0, &s);
+    ck_assert_str_eq(s.secret, "");
+    struct h_grant g;
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "nokey/r", .ttl_ms = TTL_MS}, &g, "grant");
+    ck_assert_str_eq(g.seal, "");
+    struct h_peer q;
+    send_resume(&q, &e, "nokey2", s.id, "00000000000000000000000000000000", NULL);
+    h_peer_expect_error(&q, 1, H_ST(PERMISSION_DENIED), "no resume key", "Resume without a key");
+    h_peer_expect_eof(&q, "Resume without a key");
+    h_raw_close(&q.raw);
+    h_raw_close(&p.raw);
+    h_env_stop(&e);
+}
+END_TEST
+
+/* kill -9 of A: the session resumes on B and adopts its locks, fences unchanged. */
+START_TEST(test_kill9_resume)
+{
+    struct keydir k;
+    keydir_make(&k, NULL);
+    struct h_env a, b;
+    start_pair(&a, &b, &k);
+    struct stat st;
+    char keyfile[256];
+    snprintf(keyfile, sizeof keyfile, "%s/resume.key", k.dir);
+    ck_assert_int_eq(stat(keyfile, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 07777, 0600);
+
+    struct h_peer p;
+    struct sess s;
+    open_session(&p, &a, "mover", 0, &s);
+    ck_assert_uint_eq(strlen(s.secret), 32);
+    struct h_grant g1, g2;
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "k9/a", .ttl_ms = TTL_MS}, &g1, "a");
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "k9/b", .ttl_ms = TTL_MS, .owner = 7},
+                      &g2, "b");
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "k9/b", .ttl_ms = TTL_MS, .owner = 7},
+                      &g2, "b again (re-entry)");
+    ck_assert_uint_eq(g2.hold_count, 2);
+    ck_assert_uint_eq(strlen(g1.seal), 32);
+    uint64_t fence1 = g1.fence, fence2 = g2.fence;
+    char old1[64];
+    snprintf(old1, sizeof old1, "%s", g1.token);
+
+    h_rlockd_signal(&a, SIGKILL);
+    h_raw_close(&p.raw);
+    struct h_peer q;
+    resume_ok(&q, &b, "mover", &s);
+    adopt_ok(&q, "k9/a", &g1);
+    adopt_ok(&q, "k9/b", &g2);
+    ck_assert_str_ne(g1.token, old1);
+    expect_key(&a, "k9/a", g1.token, "after the adopt");
+    /* B renews them: they outlive their ttl, with their new tokens. */
+    key_kept(&a, "k9/a", g1.token, TTL_MS + 1000, "B renews k9/a");
+    expect_key(&a, "k9/b", g2.token, "B renews k9/b");
+    /* Fences carried over; the locks are B's session's now, with their hold counts. */
+    ck_assert_uint_eq(g1.fence, fence1);
+    ck_assert_uint_eq(g2.fence, fence2);
+    h_peer_release_ok(&q, "k9/b", g2.token, 1, "release one hold of two");
+    h_peer_release_ok(&q, "k9/b", "", 0, "release the last hold");
+    h_peer_release_ok(&q, "k9/a", "", 0, "release a");
+    redisContext *r = h_redis(&a);
+    char key[256];
+    ck_assert_int_eq(h_key_exists(r, h_lock_key(&a, "k9/a", key, sizeof key)), 0);
+    redisFree(r);
+    h_raw_close(&q.raw);
+    h_env_stop(&b);
+    h_env_stop(&a);
+    keydir_remove(&k);
+}
+END_TEST
+
+/*
+ * A paused while its client moved to B, then continued: its session timeout,
+ * renewals and SIGTERM change nothing on the key B adopted, and a waiter on a
+ * third daemon is not granted while B's holder holds it.
+ */
+START_TEST(test_zombie)
+{
+    struct keydir k;
+    keydir_make(&k, "timeout = 1s\n[server]\nshutdown = release\n");
+    struct h_env a, b, c;
+    start_pair(&a, &b, &k);
+    ck_assert_msg(h_env_start_peer(&c, &a, k.ini) == 0, "could not start daemon C");
+    struct h_peer p, q, w;
+    struct sess s;
+    open_session(&p, &a, "zombie-client", 1000, &s);
+    struct h_grant g;
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "zombie/r", .ttl_ms = 1000}, &g, "grant");
+
+    h_sigstop(a.rlockd_pid, "daemon A");
+    /* On B it asks for a longer timeout: this test does not ping while it waits. */
+    resume_ok_timeout(&q, &b, "zombie-client", &s, 60000);
+    adopt_ok(&q, "zombie/r", &g);
+    /* A waiter on C, spinning on the resource. */
+    open_session(&w, &c, "waiter", 60000, &(struct sess){{0}, {0}});
+    uint64_t wid = h_peer_acquire(&w, &(struct h_acq){.resource = "zombie/r", .ttl_ms = 1000,
+                                                      .wait_ms = 60000});
+    /* Keep the connection to A open: A sees no end, only its own timeout once it runs. */
+    h_sleep_ms(1500); /* longer than A's session timeout and the lock's ttl */
+    h_sigcont(a.rlockd_pid, "daemon A");
+    /* A now times the session out (release by its old token), renews (stolen) ... */
+    ck_assert_msg(h_log_wait(&a, "closed: session timed out", PROMPT_MS, NULL) == 0,
+                  "A never ended the session");
+    key_kept(&a, "zombie/r", g.token, 1500, "after A woke");
+    /* ... and shuts down, releasing what it believes it holds. */
+    h_rlockd_signal(&a, SIGTERM);
+    key_kept(&a, "zombie/r", g.token, 1500, "after A's SIGTERM");
+    h_peer_expect_quiet(&w, 100, "C's waiter while B's holder holds");
+    /* B's holder releases: now C's waiter gets it. */
+    h_peer_release_ok(&q, "zombie/r", g.token, 0, "release on B");
+    struct h_grant gw;
+    h_peer_expect_grant(&w, wid, &gw, "C's waiter after the release");
+    ck_assert_uint_gt(gw.fence, g.fence);
+    h_raw_close(&p.raw);
+    h_raw_close(&q.raw);
+    h_raw_close(&w.raw);
+    h_env_stop(&c);
+    h_env_stop(&b);
+    h_env_stop(&a);
+    keydir_remove(&k);
+}
+END_TEST
+
+/* A resume too late: a key gone is MISSING, a key someone else took is STOLEN (and stays). */
+START_TEST(test_too_late)
+{
+    struct keydir k;
+    keydir_make(&k, NULL);
+    struct h_env a, b;
+    start_pair(&a, &b, &k);
+    struct h_peer p, q, o;
+    struct sess s;
+    open_session(&p, &a, "late", 0, &s);
+    struct h_grant gone, taken;
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "late/gone", .ttl_ms = 1000}, &gone, "g");
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "late/taken", .ttl_ms = 1000}, &taken,
+                      "t");
+    h_rlockd_signal(&a, SIGKILL);
+    h_raw_close(&p.raw);
+    /* Another client takes late/taken on B once the key has expired. */
+    open_session(&o, &b, "other", 0, &(struct sess){{0}, {0}});
+    struct h_grant og;
+    h_peer_acquire_ok(&o, &(struct h_acq){.resource = "late/taken", .ttl_ms = 30000,
+                                          .wait_ms = 10000},
+                      &og, "other's grant");
+    h_sleep_ms(200); /* late/gone has expired too by now (same ttl, granted before) */
+    resume_ok(&q, &b, "late", &s);
+    uint64_t id = send_adopt(&q, "late/gone", &gone);
+    h_peer_expect_lost(&q, "late/gone", RLOCK__V1__LOST_REASON__LOST_MISSING, "adopt of gone");
+    h_peer_expect_error(&q, id, H_ST(NOT_HELD), "gone", "adopt of gone");
+    id = send_adopt(&q, "late/taken", &taken);
+    h_peer_expect_lost(&q, "late/taken", RLOCK__V1__LOST_REASON__LOST_STOLEN, "adopt of taken");
+    h_peer_expect_error(&q, id, H_ST(NOT_HELD), "another token", "adopt of taken");
+    expect_key(&a, "late/taken", og.token, "the other client's lock");
+    h_raw_close(&q.raw);
+    h_raw_close(&o.raw);
+    h_env_stop(&b);
+    h_env_stop(&a);
+    keydir_remove(&k);
+}
+END_TEST
+
+/* Forged or wrong resumes and adopts are refused; the real session is untouched. */
+START_TEST(test_forged)
+{
+    struct keydir k;
+    keydir_make(&k, NULL);
+    char tokens[256], ini[1024];
+    snprintf(tokens, sizeof tokens, "%s/tokens", k.dir);
+    FILE *f = fopen(tokens, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("client tok-one-0123456789abcdef\nclient tok-two-0123456789abcdef\n", f);
+    fclose(f);
+    chmod(tokens, 0600);
+    snprintf(ini, sizeof ini, "%s[auth]\ntoken_file = %s\n", k.ini, tokens);
+    struct h_env a;
+    h_env_start_or_fail(&a, ini);
+    struct h_peer p, x, q;
+    struct sess s, sx;
+    p.name = "real";
+    p.last_id = 1;
+    h_raw_open(&p.raw, &a);
+    Rlock__V1__Hello h = RLOCK__V1__HELLO__INIT;
+    h.client_name = "real";
+    h.auth_token = "tok-one-0123456789abcdef";
+    h_peer_send(&p, RLOCK__V1__REQUEST__BODY_HELLO, &h);
+    (void)s;
+    Rlock__V1__ServerMessage *m = h_peer_next(&p, "Hello");
+    ck_assert_int_eq(m->response->status, H_ST(OK));
+    snprintf(s.id, sizeof s.id, "%s", m->response->hello->session_id);
+    snprintf(s.secret, sizeof s.secret, "%s", m->response->hello->session_secret);
+    h_raw_free(m);
+    struct h_grant g;
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "forged/r", .ttl_ms = TTL_MS,
+                                          .max_hold_ms = 60000},
+                      &g, "grant");
+    ck_assert_uint_gt(g.max_hold_until_ms, 0);
+    /* Another session of its own, for its secret and seal. */
+    x.name = "other";
+    x.last_id = 1;
+    h_raw_open(&x.raw, &a);
+    h.client_name = "other";
+    h.auth_token = "tok-two-0123456789abcdef";
+    h_peer_send(&x, RLOCK__V1__REQUEST__BODY_HELLO, &h);
+    m = h_peer_next(&x, "Hello");
+    snprintf(sx.id, sizeof sx.id, "%s", m->response->hello->session_id);
+    snprintf(sx.secret, sizeof sx.secret, "%s", m->response->hello->session_secret);
+    h_raw_free(m);
+
+    /* Wrong secret; another session's secret for this id. */
+    char bad[64];
+    snprintf(bad, sizeof bad, "%s", s.secret);
+    bad[0] = bad[0] == '0' ? '1' : '0';
+    send_resume(&q, &a, "forger", s.id, bad, "tok-one-0123456789abcdef");
+    h_peer_expect_error(&q, 1, H_ST(UNAUTHENTICATED), "secret", "a wrong secret");
+    h_peer_expect_eof(&q, "a wrong secret");
+    h_raw_close(&q.raw);
+    send_resume(&q, &a, "forger", s.id, sx.secret, "tok-one-0123456789abcdef");
+    h_peer_expect_error(&q, 1, H_ST(UNAUTHENTICATED), "secret", "another session's secret");
+    h_raw_close(&q.raw);
+    /* The right secret without the auth token. */
+    send_resume(&q, &a, "forger", s.id, s.secret, "");
+    h_peer_expect_error(&q, 1, H_ST(UNAUTHENTICATED), "auth token", "no auth token");
+    h_raw_close(&q.raw);
+
+    /* Session x (resumed by its own right) claims p's lock with p's seal: refused. */
+    h_raw_close(&x.raw);
+    send_resume(&q, &a, "other", sx.id, sx.secret, "tok-two-0123456789abcdef");
+    m = h_peer_response(&q, 1, "x's resume");
+    ck_assert_int_eq(m->response->status, H_ST(OK));
+    h_raw_free(m);
+    uint64_t id = send_adopt(&q, "forged/r", &g);
+    h_peer_expect_error(&q, id, H_ST(PERMISSION_DENIED), "seal", "another session's lock");
+    /* Altered terms: a longer max_hold, a longer ttl, another fence, another token. */
+    struct h_grant alt = g;
+    alt.max_hold_until_ms += 60000;
+    id = send_adopt(&q, "forged/r", &alt);
+    h_peer_expect_error(&q, id, H_ST(PERMISSION_DENIED), "seal", "a longer max_hold");
+    alt = g;
+    alt.ttl_ms *= 2;
+    id = send_adopt(&q, "forged/r", &alt);
+    h_peer_expect_error(&q, id, H_ST(PERMISSION_DENIED), "seal", "a longer ttl");
+    alt = g;
+    alt.fence++;
+    id = send_adopt(&q, "forged/r", &alt);
+    h_peer_expect_error(&q, id, H_ST(PERMISSION_DENIED), "seal", "another fence");
+    h_raw_close(&q.raw);
+
+    /* The real session goes on holding its lock. */
+    expect_key(&a, "forged/r", g.token, "after the forgeries");
+    h_peer_ping(&p, "the real session");
+
+    /* A token removed from the auth file since: the resume is refused. */
+    f = fopen(tokens, "w");
+    fputs("client tok-two-0123456789abcdef\n", f);
+    fclose(f);
+    ck_assert_int_eq(kill(a.rlockd_pid, SIGHUP), 0);
+    ck_assert_int_eq(h_log_wait(&a, "reloaded", PROMPT_MS, NULL), 0);
+    send_resume(&q, &a, "real", s.id, s.secret, "tok-one-0123456789abcdef");
+    h_peer_expect_error(&q, 1, H_ST(UNAUTHENTICATED), "auth token", "a revoked token");
+    h_raw_close(&q.raw);
+    expect_key(&a, "forged/r", g.token, "after the revoked resume");
+    h_raw_close(&p.raw);
+    h_env_stop(&a);
+    keydir_remove(&k);
+}
+END_TEST
+
+/* The next message on p must be SessionClosing with resume as given. */
+static void expect_closing(struct h_peer *p, int resume)
+{
+    Rlock__V1__ServerMessage *m = h_peer_next(p, "SessionClosing");
+    ck_assert_msg(m->body_case == RLOCK__V1__SERVER_MESSAGE__BODY_EVENT &&
+                      m->event->body_case == RLOCK__V1__EVENT__BODY_SESSION_CLOSING,
+                  "got %s, want SessionClosing", h_msg_describe(m));
+    ck_assert_int_eq(m->event->session_closing->resume, resume);
+    h_raw_free(m);
+}
+
+/*
+ * SIGTERM with shutdown = handover (the default with a key): the session is
+ * told to move, the daemon exits once it left, the key stays; the daemon
+ * restarted on the same address takes the session back.
+ */
+START_TEST(test_restart_in_place)
+{
+    struct keydir k;
+    keydir_make(&k, NULL);
+    struct h_env a;
+    h_env_start_or_fail(&a, k.ini);
+    struct h_peer p, q;
+    struct sess s;
+    open_session(&p, &a, "in-place", 0, &s);
+    struct h_grant g;
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "inplace/r", .ttl_ms = TTL_MS}, &g, "g");
+    pid_t pid = a.rlockd_pid;
+    ck_assert_int_eq(kill(pid, SIGTERM), 0);
+    expect_closing(&p, 1);
+    uint64_t id = h_peer_acquire(&p, &(struct h_acq){.resource = "inplace/other", .ttl_ms = TTL_MS});
+    h_peer_expect_status(&p, id, H_ST(SHUTTING_DOWN), "an acquire while handing over");
+    h_raw_close(&p.raw);
+    int status;
+    ck_assert_msg(h_wait_exit(pid, PROMPT_MS, &status) == 0, "A did not exit once its client left");
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "A exited with status %d", status);
+    a.rlockd_pid = 0;
+    expect_key(&a, "inplace/r", g.token, "after the handover");
+    ck_assert_int_eq(h_rlockd_start(&a), 0);
+    resume_ok(&q, &a, "in-place", &s);
+    adopt_ok(&q, "inplace/r", &g);
+    key_kept(&a, "inplace/r", g.token, TTL_MS + 500, "the restarted daemon renews it");
+    h_peer_release_ok(&q, "inplace/r", g.token, 0, "release");
+    h_raw_close(&q.raw);
+    h_env_stop(&a);
+    keydir_remove(&k);
+}
+END_TEST
+
+/* shutdown = release: the lock is released at SIGTERM, as before. */
+START_TEST(test_shutdown_release)
+{
+    struct keydir k;
+    keydir_make(&k, "[server]\nshutdown = release\n");
+    struct h_env a;
+    h_env_start_or_fail(&a, k.ini);
+    struct h_peer p;
+    struct sess s;
+    open_session(&p, &a, "release", 0, &s);
+    struct h_grant g;
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "rel/r", .ttl_ms = 30000}, &g, "grant");
+    pid_t pid = a.rlockd_pid;
+    ck_assert_int_eq(kill(pid, SIGTERM), 0);
+    expect_closing(&p, 0);
+    int status;
+    ck_assert_int_eq(h_wait_exit(pid, PROMPT_MS, &status), 0);
+    a.rlockd_pid = 0;
+    redisContext *r = h_redis(&a);
+    char key[256];
+    ck_assert_int_eq(h_key_exists(r, h_lock_key(&a, "rel/r", key, sizeof key)), 0);
+    redisFree(r);
+    h_raw_close(&p.raw);
+    h_env_stop(&a);
+    keydir_remove(&k);
+}
+END_TEST
+
+int main(void)
+{
+    const TTest *tests[] = {test_no_key,          test_kill9_resume, test_zombie,
+                            test_too_late,        test_forged,       test_restart_in_place,
+                            test_shutdown_release};
+    return h_run_tests("handover", 120, tests, H_LEN(tests));
+}
