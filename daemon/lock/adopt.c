@@ -110,10 +110,8 @@ static const char *adopt_check(struct session *s, const Rlock__V1__Adopt *a,
 {
     struct server *srv = s->srv;
     *st = RLOCK__V1__STATUS__STATUS_INVALID;
-    if (!srv->resume) {
-        *st = RLOCK__V1__STATUS__STATUS_PERMISSION_DENIED;
+    if (!srv->resume)
         return "this daemon has no resume key: it cannot adopt locks";
-    }
     const char *bad = lock_check_resource(srv->cfg, a->resource);
     if (bad != NULL)
         return bad;

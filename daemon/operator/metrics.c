@@ -60,6 +60,11 @@ READER(read_renewals) { one(m, sample, ctx, (double)srv->mx.renewals); }
 READER(read_renew_failures) { one(m, sample, ctx, (double)srv->mx.renew_failures); }
 READER(read_auth_failures) { one(m, sample, ctx, (double)srv->ctr.auth_failures); }
 READER(read_permission_denied) { one(m, sample, ctx, (double)srv->ctr.permission_denied); }
+READER(read_sessions_resumed) { one(m, sample, ctx, (double)srv->ctr.sessions_resumed); }
+READER(read_resumes_refused) { one(m, sample, ctx, (double)srv->ctr.resumes_refused); }
+READER(read_locks_adopted) { one(m, sample, ctx, (double)srv->ctr.locks_adopted); }
+READER(read_adopts_refused) { one(m, sample, ctx, (double)srv->ctr.adopts_refused); }
+READER(read_handed_over) { one(m, sample, ctx, (double)srv->ctr.sessions_handed_over); }
 READER(read_cleanup_pending) { one(m, sample, ctx, cleanup_count(srv->cleanups)); }
 READER(read_release_queue) { one(m, sample, ctx, (double)relq_pending(srv)); }
 READER(read_uptime) { one(m, sample, ctx, (double)(util_now_ms() - srv->start_ms) / 1000.0); }
@@ -190,6 +195,18 @@ READER(read_latency)
       read_auth_failures)                                                                       \
     X("rlockd_permission_denied_total", "counter",                                              \
       "Admin requests refused to sessions without the admin role.", read_permission_denied)     \
+    X("rlockd_sessions_resumed_total", "counter",                                               \
+      "Sessions that came here by Resume (from another daemon, or this one restarted).",       \
+      read_sessions_resumed)                                                                    \
+    X("rlockd_resumes_refused_total", "counter",                                                \
+      "Resumes refused: wrong secret or auth token, or no resume key.", read_resumes_refused) \
+    X("rlockd_locks_adopted_total", "counter", "Locks a resumed session took over (Adopt).",    \
+      read_locks_adopted)                                                                       \
+    X("rlockd_adopts_refused_total", "counter",                                                 \
+      "Adopts refused because their seal did not match the claimed lock.", read_adopts_refused) \
+    X("rlockd_sessions_handed_over_total", "counter",                                           \
+      "Sessions that left during a handover (SIGTERM), their locks left for the daemon they "  \
+      "resume on.", read_handed_over)                                                           \
     X("rlockd_redis_connections", "gauge", "Redis command connections configured.",              \
       read_redis_conns)                                                                         \
     X("rlockd_redis_connections_ready", "gauge",                                                 \

@@ -134,7 +134,7 @@ void hello_resume(struct session *s, uint64_t id, const Rlock__V1__Resume *r)
     char expect[SEAL_TEXT_LEN + 1];
     if (!srv->resume) {
         srv->ctr.resumes_refused++;
-        refuse(s, id, RLOCK__V1__STATUS__STATUS_PERMISSION_DENIED,
+        refuse(s, id, RLOCK__V1__STATUS__STATUS_INVALID,
                "this daemon has no resume key (session.resume_key_file)", "resume refused");
         return;
     }

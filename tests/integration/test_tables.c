@@ -93,6 +93,8 @@ static const struct kind kinds[] = {
     {"force_release", 1, RLOCK__V1__REQUEST__BODY_FORCE_RELEASE},
     {"kill_session", 1, RLOCK__V1__REQUEST__BODY_KILL_SESSION},
     {"server_info", 1, RLOCK__V1__REQUEST__BODY_SERVER_INFO},
+    {"resume", 0, RLOCK__V1__REQUEST__BODY_RESUME},
+    {"adopt", 0, RLOCK__V1__REQUEST__BODY_ADOPT},
 };
 
 /* Send one request of kind k on p and return the status of its answer. */
@@ -111,6 +113,8 @@ static Rlock__V1__Status send_kind(struct h_peer *p, const struct kind *k)
     Rlock__V1__ForceRelease fr = RLOCK__V1__FORCE_RELEASE__INIT;
     Rlock__V1__KillSession ks = RLOCK__V1__KILL_SESSION__INIT;
     Rlock__V1__ServerInfo si = RLOCK__V1__SERVER_INFO__INIT;
+    Rlock__V1__Resume rs = RLOCK__V1__RESUME__INIT;
+    Rlock__V1__Adopt ad = RLOCK__V1__ADOPT__INIT;
     void *body = NULL;
     switch (k->body_case) {
     case RLOCK__V1__REQUEST__BODY_HELLO:
@@ -159,6 +163,15 @@ static Rlock__V1__Status send_kind(struct h_peer *p, const struct kind *k)
         break;
     case RLOCK__V1__REQUEST__BODY_SERVER_INFO:
         body = &si;
+        break;
+    case RLOCK__V1__REQUEST__BODY_RESUME: /* after Hello: refused as a second introduction */
+        rs.session_id = "00000000-0000-4000-8000-000000000000";
+        body = &rs;
+        break;
+    case RLOCK__V1__REQUEST__BODY_ADOPT:
+        ad.resource = "roles";
+        ad.ttl_ms = 1000;
+        body = &ad;
         break;
     default:
         ck_abort_msg("no body for request kind %s", k->name);
