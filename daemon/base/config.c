@@ -592,7 +592,7 @@ static void check_shutdown(struct config_report *r, const struct config *c)
 
 int config_handover(const struct config *c)
 {
-    return strcmp(c->shutdown_mode, "handover") == 0 && c->resume_key_file[0] != '\0';
+    return strcmp(c->shutdown_mode, "handover") == 0;
 }
 
 enum config_topology config_topology(const struct config *c)

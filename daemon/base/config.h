@@ -189,8 +189,8 @@ struct config {
 };
 
 /*
- * 1 when SIGTERM hands sessions over (server.shutdown = handover, and a resume
- * key to resume them with); else their locks are released.
+ * 1 when server.shutdown = handover: SIGTERM hands sessions over, provided the
+ * daemon has a resume key to resume them with (else their locks are released).
  */
 int config_handover(const struct config *c);
 

@@ -244,6 +244,13 @@ void admin_server_info(struct session *s, uint64_t id, const Rlock__V1__ServerIn
     r.redis_failovers = sentinel_switches(srv) + rpool_stats(srv->pool)->failovers;
     r.redis_pubsub_connected = pubsub_connected(srv);
     r.redis_nodes = topo == TOPOLOGY_CLUSTER ? rpool_node_count(srv->pool) : 0;
+    r.resume = srv->resume;
+    r.shutdown = config_handover(srv->cfg) && srv->resume ? "handover" : "release";
+    r.sessions_resumed = srv->ctr.sessions_resumed;
+    r.resumes_refused = srv->ctr.resumes_refused;
+    r.locks_adopted = srv->ctr.locks_adopted;
+    r.adopts_refused = srv->ctr.adopts_refused;
+    r.sessions_handed_over = srv->ctr.sessions_handed_over;
     session_respond(s, id, RLOCK__V1__STATUS__STATUS_OK, NULL,
                     RLOCK__V1__RESPONSE__BODY_SERVER_INFO, &r);
 }

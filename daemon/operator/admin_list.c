@@ -102,6 +102,7 @@ static void session_info(const struct session *t, Rlock__V1__SessionInfo *info, 
     info->in_flight = t->nrequests;
     info->requested_timeout_ms = t->requested_timeout_ms;
     info->timeout_ms = t->state == SESSION_ACTIVE ? t->timeout_ms : 0;
+    info->resumed = t->resumed;
 }
 
 void admin_list_sessions(struct session *s, uint64_t id, const Rlock__V1__ListSessions *q)
