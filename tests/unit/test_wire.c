@@ -297,6 +297,85 @@ START_TEST(test_doc_admin_replies)
 }
 END_TEST
 
+/* --- the byte examples of docs/protocol.md §10.5 ----------------------------------- */
+
+#define DOC_SECRET "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+#define DOC_SEAL "8a7b6c5d4e3f20110213243546576879"
+#define DOC_TOKEN2 "2c4e6a8b-1d3f-4a5b-9c7d-e0f1a2b3c4d5"
+#define DOC_SEAL2 "11223344556677889900aabbccddeeff"
+
+START_TEST(test_doc_resume)
+{
+    size_t len;
+    Rlock__V1__Resume rs = RLOCK__V1__RESUME__INIT;
+    rs.session_id = DOC_UUID;
+    rs.session_secret = DOC_SECRET;
+    rs.client_name = "demo";
+    rs.protocol_version = 1;
+    Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
+    req.id = 1;
+    req.body_case = RLOCK__V1__REQUEST__BODY_RESUME;
+    req.resume = &rs;
+    uint8_t *buf = wire_pack_request(&req, &len);
+    assert_bytes(buf, len,
+                 "00 00 00 54 08 01 7a 50 0a 24 35 62 30 65 37 63 31 61 2d 33 66 32 64 2d "
+                 "34 65 38 62 2d 39 61 36 31 2d 63 34 64 32 66 30 38 65 37 62 33 39 12 20 "
+                 "30 66 31 65 32 64 33 63 34 62 35 61 36 39 37 38 38 37 39 36 61 35 62 34 "
+                 "63 33 64 32 65 31 66 30 1a 04 64 65 6d 6f 20 01");
+
+    Rlock__V1__Adopt ad = RLOCK__V1__ADOPT__INIT;
+    ad.resource = "orders/42";
+    ad.token = DOC_TOKEN;
+    ad.fence = DOC_FENCE;
+    ad.ttl_ms = 30000;
+    ad.hold_count = 1;
+    ad.seal = DOC_SEAL;
+    req.id = 2;
+    req.body_case = RLOCK__V1__REQUEST__BODY_ADOPT;
+    req.adopt = &ad;
+    buf = wire_pack_request(&req, &len);
+    assert_bytes(buf, len,
+                 "00 00 00 67 08 02 82 01 62 0a 09 6f 72 64 65 72 73 2f 34 32 12 24 39 66 "
+                 "38 63 32 64 34 65 2d 36 61 31 62 2d 34 63 33 64 2d 38 65 37 66 2d 30 61 "
+                 "31 62 32 63 33 64 34 65 35 66 18 c0 fc cb fc ea 98 91 03 20 b0 ea 01 38 "
+                 "01 52 20 38 61 37 62 36 63 35 64 34 65 33 66 32 30 31 31 30 32 31 33 32 "
+                 "34 33 35 34 36 35 37 36 38 37 39");
+
+    Rlock__V1__AdoptReply ar = RLOCK__V1__ADOPT_REPLY__INIT;
+    ar.token = DOC_TOKEN2;
+    ar.seal = DOC_SEAL2;
+    ar.ttl_ms = 30000;
+    ar.valid_ms = 29648;
+    Rlock__V1__Response r = RLOCK__V1__RESPONSE__INIT;
+    r.id = 2;
+    r.body_case = RLOCK__V1__RESPONSE__BODY_ADOPT;
+    r.adopt = &ar;
+    Rlock__V1__ServerMessage m = RLOCK__V1__SERVER_MESSAGE__INIT;
+    m.body_case = RLOCK__V1__SERVER_MESSAGE__BODY_RESPONSE;
+    m.response = &r;
+    buf = wire_pack_server_message(&m, &len);
+    assert_bytes(buf, len,
+                 "00 00 00 57 0a 55 08 02 b2 01 50 0a 24 32 63 34 65 36 61 38 62 2d 31 64 "
+                 "33 66 2d 34 61 35 62 2d 39 63 37 64 2d 65 30 66 31 61 32 62 33 63 34 64 "
+                 "35 12 20 31 31 32 32 33 33 34 34 35 35 36 36 37 37 38 38 39 39 30 30 61 "
+                 "61 62 62 63 63 64 64 65 65 66 66 18 b0 ea 01 20 d0 e7 01");
+
+    Rlock__V1__SessionClosing sc = RLOCK__V1__SESSION_CLOSING__INIT;
+    sc.reason = "server restarting: resume the session elsewhere";
+    sc.resume = 1;
+    Rlock__V1__Event ev = RLOCK__V1__EVENT__INIT;
+    ev.body_case = RLOCK__V1__EVENT__BODY_SESSION_CLOSING;
+    ev.session_closing = &sc;
+    m.body_case = RLOCK__V1__SERVER_MESSAGE__BODY_EVENT;
+    m.event = &ev;
+    buf = wire_pack_server_message(&m, &len);
+    assert_bytes(buf, len,
+                 "00 00 00 37 12 35 12 33 0a 2f 73 65 72 76 65 72 20 72 65 73 74 61 72 74 "
+                 "69 6e 67 3a 20 72 65 73 75 6d 65 20 74 68 65 20 73 65 73 73 69 6f 6e 20 "
+                 "65 6c 73 65 77 68 65 72 65 10 01");
+}
+END_TEST
+
 int main(void)
 {
     const struct unit_test tests[] = {
@@ -310,6 +389,7 @@ int main(void)
         {"names", test_lost_reason_names, 0},
         {"docs", test_doc_admin_requests, 0},
         {"docs", test_doc_admin_replies, 0},
+        {"docs", test_doc_resume, 0},
     };
     return unit_run("wire", tests, sizeof tests / sizeof tests[0]);
 }
