@@ -15,12 +15,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/futex.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/random.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -242,10 +244,118 @@ static int open_tcp(const char *address, int64_t deadline, char *err, size_t err
     return fd;
 }
 
-int rlk_conn_open(const char *address, uint32_t timeout_ms, char *err, size_t errlen)
+/* Open one address ("HOST:PORT", "[V6]:PORT" or "unix:/path") by deadline. */
+static int open_one(const char *address, int64_t deadline, char *err, size_t errlen)
 {
-    int64_t deadline = rlk_mono_ms() + timeout_ms;
     if (strncmp(address, "unix:", 5) == 0)
         return open_unix(address + 5, deadline, err, errlen);
     return open_tcp(address, deadline, err, errlen);
+}
+
+/* 0 when address is well formed (a unix path, or a host and a valid port), else -1 (err). */
+static int address_check(const char *address, char *err, size_t errlen)
+{
+    if (strncmp(address, "unix:", 5) == 0) {
+        if (address[5] == '\0' || strlen(address + 5) >= sizeof(struct sockaddr_un) -
+                                                        offsetof(struct sockaddr_un, sun_path)) {
+            snprintf(err, errlen, "unix socket path is empty or too long in '%s'", address);
+            return -1;
+        }
+        return 0;
+    }
+    char host[256];
+    const char *port;
+    if (split_host_port(address, host, sizeof host, &port) < 0) {
+        snprintf(err, errlen, "bad address '%s' (want HOST:PORT or unix:/path)", address);
+        return -1;
+    }
+    if (!port_valid(port)) {
+        snprintf(err, errlen, "bad port '%s' in '%s' (want a number from 1 to 65535)", port,
+                 address);
+        return -1;
+    }
+    return 0;
+}
+
+int rlk_addr_list_parse(const char *list, struct rlk_addr_list *out, char *err, size_t errlen)
+{
+    out->n = 0;
+    const char *p = list;
+    for (;;) {
+        while (*p == ' ')
+            p++;
+        size_t len = strcspn(p, ",");
+        size_t end = len;
+        while (end > 0 && p[end - 1] == ' ')
+            end--;
+        if (end == 0) {
+            snprintf(err, errlen, "empty address in the list '%s'", list);
+            return -1;
+        }
+        if (out->n == RLK_MAX_ADDRESSES) {
+            snprintf(err, errlen, "more than %d addresses in the list", RLK_MAX_ADDRESSES);
+            return -1;
+        }
+        if (end >= RLK_ADDRESS_BYTES) {
+            snprintf(err, errlen, "address longer than %d bytes in the list",
+                     RLK_ADDRESS_BYTES - 1);
+            return -1;
+        }
+        memcpy(out->a[out->n], p, end);
+        out->a[out->n][end] = '\0';
+        if (address_check(out->a[out->n], err, errlen) < 0)
+            return -1;
+        out->n++;
+        if (p[len] == '\0')
+            return 0;
+        p += len + 1;
+    }
+}
+
+unsigned rlk_addr_start(unsigned n)
+{
+    unsigned r = 0;
+    if (n <= 1)
+        return 0;
+    /* Spread clients over the list: a random first address each time. */
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+        r = (unsigned)rlk_mono_ms() ^ (unsigned)getpid();
+    return r % n;
+}
+
+int rlk_conn_open_list(const struct rlk_addr_list *l, unsigned start, uint32_t timeout_ms,
+                       unsigned *used, char *err, size_t errlen)
+{
+    int64_t deadline = rlk_mono_ms() + timeout_ms;
+    char last[2 * RLK_REASON_BYTES] = "";
+    for (unsigned i = 0; i < l->n; i++) {
+        unsigned k = (start + i) % l->n;
+        /* An equal share of what is left: an address that swallows its connect (a
+         * black hole) must not take the time of the ones after it. */
+        int64_t now = rlk_mono_ms();
+        int64_t share = (deadline - now) / (int64_t)(l->n - i);
+        int fd = open_one(l->a[k], now + (share > 0 ? share : 0), last, sizeof last);
+        if (fd >= 0) {
+            if (used != NULL)
+                *used = k;
+            return fd;
+        }
+        if (fd == -2) {
+            snprintf(err, errlen, "%s", last);
+            return -2;
+        }
+    }
+    if (l->n == 1)
+        snprintf(err, errlen, "%s", last);
+    else
+        snprintf(err, errlen, "none of the %u addresses answered; the last: %s", l->n, last);
+    return -1;
+}
+
+int rlk_conn_open(const char *address, uint32_t timeout_ms, char *err, size_t errlen)
+{
+    struct rlk_addr_list l;
+    if (rlk_addr_list_parse(address, &l, err, errlen) < 0)
+        return -2;
+    return rlk_conn_open_list(&l, rlk_addr_start(l.n), timeout_ms, NULL, err, errlen);
 }

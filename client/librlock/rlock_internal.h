@@ -247,12 +247,32 @@ int64_t rlk_mono_ms(void);
 int64_t rlk_alive_ms(void);
 /* A CLOCK_BOOTTIME time as CLOCK_MONOTONIC, for the public valid-until value. */
 int64_t rlk_alive_to_mono(int64_t alive_ms);
+/* A daemon's addresses: "HOST:PORT", "[V6]:PORT" or "unix:/path" each. */
+#define RLK_MAX_ADDRESSES 16
+#define RLK_ADDRESS_BYTES 256
+struct rlk_addr_list {
+    unsigned n;
+    char a[RLK_MAX_ADDRESSES][RLK_ADDRESS_BYTES];
+};
 /*
- * Open a non-blocking, close-on-exec stream socket to address ("HOST:PORT",
- * "[V6]:PORT" or "unix:/path") within timeout_ms (name resolution is not
- * bounded). Returns the fd, or -1 (connect failed) or -2 (address
- * malformed) with a message in err.
+ * Parse a comma-separated list (spaces around commas ignored) of well-formed
+ * addresses. 0, or -1 with the reason in err.
  */
+int rlk_addr_list_parse(const char *list, struct rlk_addr_list *out, char *err, size_t errlen);
+/* Where to start in a list of n addresses: at random, so that clients spread over them. */
+unsigned rlk_addr_start(unsigned n);
+/*
+ * Open a non-blocking, close-on-exec stream socket to the first address of l
+ * that accepts, trying them in turn from start within timeout_ms (each gets an
+ * equal share of what is left; a host name resolving to several addresses
+ * tries them in order; name resolution is not bounded). Returns the fd (*used
+ * = its index), or -1 (none accepted) or -2 (an address is malformed) with a
+ * message in err.
+ */
+RLK_MUST_CHECK int rlk_conn_open_list(const struct rlk_addr_list *l, unsigned start,
+                                      uint32_t timeout_ms, unsigned *used, char *err,
+                                      size_t errlen);
+/* rlk_conn_open_list of the comma-separated list address, from a random start. */
 RLK_MUST_CHECK int rlk_conn_open(const char *address, uint32_t timeout_ms, char *err,
                                  size_t errlen);
 /*

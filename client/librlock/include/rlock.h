@@ -180,9 +180,13 @@ struct rlock_stats {
 
 /*
  * Connect to address ("HOST:PORT" with a numeric or resolvable host, or
- * "unix:/path") and open a session. opts may be NULL. On success stores the
- * client in *out. On failure returns the error and, if errbuf is not NULL,
- * a message in errbuf.
+ * "unix:/path") and open a session. address may list several daemons on the
+ * same Redis, comma-separated (at most 16): the client starts at a random one,
+ * so that clients spread over them, and tries the others in turn until one
+ * accepts, each within an equal share of connect_timeout_ms; a host name that
+ * resolves to several addresses tries each. A malformed entry anywhere is
+ * RLOCK_ERR_ARG. opts may be NULL. On success stores the client in *out. On
+ * failure returns the error and, if errbuf is not NULL, a message in errbuf.
  */
 enum rlock_err rlock_connect(const char *address, const struct rlock_options *opts,
                              struct rlock_client **out, char *errbuf, size_t errlen);
