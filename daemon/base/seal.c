@@ -18,7 +18,7 @@
 /* Longest message a seal signs: the longest resource (4096) and the fixed fields fit. */
 #define SEAL_MSG_MAX 8192
 
-enum { SEAL_DOMAIN_SECRET = 'S', SEAL_DOMAIN_LOCK = 'L' };
+enum { SEAL_DOMAIN_SECRET = 'S', SEAL_DOMAIN_LOCK = 'L', SEAL_DOMAIN_TOKEN = 'T' };
 
 static int hex_value(int c)
 {
@@ -221,6 +221,24 @@ void seal_lock(const struct seal_key *key, const struct seal_terms *t,
     msg_u64(&m, t->max_hold_until_ms);
     msg_u64(&m, t->lock_delay_ms);
     msg_mac(key, &m, out);
+}
+
+void seal_acquire_token(const struct seal_key *key, const char *session_id, uint64_t request_id,
+                        char out[UTIL_UUID_LEN + 1])
+{
+    struct seal_msg m = {.n = 0};
+    uint8_t d = SEAL_DOMAIN_TOKEN;
+    msg_put(&m, &d, 1);
+    msg_bytes(&m, session_id, strlen(session_id));
+    msg_u64(&m, request_id);
+    uint8_t mac[16];
+    util_siphash128(key->k, m.b, m.n, mac);
+    char *o = out;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            *o++ = '-';
+        o += snprintf(o, 3, "%02x", mac[i]);
+    }
 }
 
 int seal_matches(const char *text, const char *expect)

@@ -63,6 +63,16 @@ void seal_lock(const struct seal_key *key, const struct seal_terms *t,
                char out[SEAL_TEXT_LEN + 1]);
 
 /*
+ * The token of the Acquire with request_id of session id (UTIL_UUID_LEN
+ * characters, UUID-shaped): derived, not drawn at random, so that after a
+ * resume a daemon can release what an Acquire left unanswered by the lost
+ * connection may have taken (Release.acquire_id) without ever having seen it.
+ * Unguessable without the key, like a random token.
+ */
+void seal_acquire_token(const struct seal_key *key, const char *session_id, uint64_t request_id,
+                        char out[UTIL_UUID_LEN + 1]);
+
+/*
  * 1 when text is exactly the SEAL_TEXT_LEN characters of expect, compared in
  * a time that does not depend on where they differ; else 0.
  */

@@ -26,6 +26,7 @@
 #include "relq.h"
 #include "reply.h"
 #include "resource.h"
+#include "seal.h"
 #include "tombstone.h"
 
 #define WAKE_POLL_MS 1000 /* retry period when the holder's key has no expiry */
@@ -648,7 +649,10 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
     req->max_hold_ms = effective_max_hold(cfg, a->max_hold_ms);
     req->lock_delay_ms = effective_lock_delay(cfg, a->lock_delay_ms);
     req->arrival_ms = s->last_frame_ms;
-    util_uuid(&srv->rng, req->token);
+    if (srv->resume) /* derived: a resumed session can have it released (Release.acquire_id) */
+        seal_acquire_token(&srv->resume_key, s->id, id, req->token);
+    else
+        util_uuid(&srv->rng, req->token);
     if (wait > 0) {
         req->deadline_ms = util_now_ms() + wait;
         req->deadline_ev = evtimer_new(srv->base, deadline_cb, req);
@@ -670,8 +674,49 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
 
 /* --- release ---------------------------------------------------------------- */
 
+/*
+ * Release.acquire_id: after a resume, release whatever the Acquire with that
+ * id, unanswered when the session's connection was lost, may have taken. Its
+ * token is derived from the session and the id (seal_acquire_token); the key
+ * is deleted if it holds that token, retried until confirmed for as long as
+ * such a key could live. Answered OK at once.
+ */
+static int release_unanswered(struct session *s, uint64_t id, const Rlock__V1__Release *r)
+{
+    struct server *srv = s->srv;
+    const char *bad = lock_check_resource(srv->cfg, r->resource);
+    if (!srv->resume)
+        bad = "this daemon has no resume key: acquire_id means nothing here";
+    else if (r->acquire_id >= id)
+        bad = "acquire_id must name an earlier request of this session";
+    if (bad != NULL) {
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
+        return 0;
+    }
+    char token[UTIL_UUID_LEN + 1];
+    seal_acquire_token(&srv->resume_key, s->id, r->acquire_id, token);
+    struct lease *l = lock_session_lease(s, r->resource);
+    if (l != NULL && strcmp(l->token, token) == 0) {
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID,
+                              "that acquire's lock is held: release it by its token");
+        return 0;
+    }
+    struct resource *res = resource_get(srv, r->resource, strlen(r->resource));
+    if (res == NULL) {
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
+        return 0;
+    }
+    /* Any ttl the acquire may have asked for: at most max_ttl (limits can only have grown). */
+    lock_release_token(srv, res, token, key_life_end(srv->cfg->max_ttl_ms));
+    resource_unref(res);
+    answer_released(s, id, 0, NULL);
+    return 0;
+}
+
 int lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r)
 {
+    if (r->acquire_id != 0)
+        return release_unanswered(s, id, r);
     struct lease *l = lock_session_lease(s, r->resource);
     if (l == NULL || (r->token[0] != '\0' && strcmp(r->token, l->token) != 0)) {
         session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,

@@ -469,6 +469,58 @@ START_TEST(test_forged)
 }
 END_TEST
 
+/*
+ * An Acquire whose answer the client never read (its daemon killed): after the resume,
+ * Release.acquire_id has the new daemon delete what it took; one that never ran takes
+ * nothing, and another holder's key is untouched.
+ */
+START_TEST(test_unanswered_acquire)
+{
+    struct keydir k;
+    keydir_make(&k, NULL);
+    struct h_env a, b;
+    start_pair(&a, &b, &k);
+    struct h_peer p, q, o;
+    struct sess s;
+    open_session(&p, &a, "unanswered", 0, &s);
+    uint64_t id = h_peer_acquire(&p, &(struct h_acq){.resource = "unans/r", .ttl_ms = 30000});
+    char key[256];
+    redisContext *r = h_redis(&a);
+    h_lock_key(&a, "unans/r", key, sizeof key);
+    for (int64_t end = h_now_ms() + PROMPT_MS; h_key_exists(r, key) != 1;) {
+        ck_assert_msg(h_now_ms() < end, "the acquire never set its key");
+        h_sleep_ms(5);
+    }
+    h_rlockd_signal(&a, SIGKILL); /* its answer is never read */
+    h_raw_close(&p.raw);
+    /* Another client holds unans/other: a release of an acquire that never ran touches nothing. */
+    open_session(&o, &b, "other", 0, &(struct sess){{0}, {0}});
+    struct h_grant og;
+    h_peer_acquire_ok(&o, &(struct h_acq){.resource = "unans/other", .ttl_ms = 30000}, &og, "o");
+    resume_ok(&q, &b, "unanswered", &s);
+    q.last_id = id; /* the session's ids go on */
+    Rlock__V1__Release rel = RLOCK__V1__RELEASE__INIT;
+    rel.resource = "unans/r";
+    rel.acquire_id = id;
+    uint64_t rid = h_peer_send(&q, RLOCK__V1__REQUEST__BODY_RELEASE, &rel);
+    h_peer_expect_status(&q, rid, H_ST(OK), "release of the unanswered acquire");
+    ck_assert_msg(h_wait_key_gone(r, key, PROMPT_MS, &b) >= 0,
+                  "the unanswered acquire's key was not deleted");
+    rel.resource = "unans/other";
+    rel.acquire_id = id - 1; /* Hello's id: no acquire */
+    rid = h_peer_send(&q, RLOCK__V1__REQUEST__BODY_RELEASE, &rel);
+    h_peer_expect_status(&q, rid, H_ST(OK), "release of an acquire that never ran");
+    h_peer_ping(&q, "after the releases");
+    expect_key(&a, "unans/other", og.token, "another holder's lock");
+    redisFree(r);
+    h_raw_close(&q.raw);
+    h_raw_close(&o.raw);
+    h_env_stop(&b);
+    h_env_stop(&a);
+    keydir_remove(&k);
+}
+END_TEST
+
 /* The next message on p must be SessionClosing with resume as given. */
 static void expect_closing(struct h_peer *p, int resume)
 {
@@ -550,6 +602,6 @@ int main(void)
 {
     const TTest *tests[] = {test_no_key,          test_kill9_resume, test_zombie,
                             test_too_late,        test_forged,       test_restart_in_place,
-                            test_shutdown_release};
+                            test_shutdown_release, test_unanswered_acquire};
     return h_run_tests("handover", 120, tests, H_LEN(tests));
 }

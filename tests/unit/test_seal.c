@@ -186,6 +186,29 @@ START_TEST(test_matches)
 }
 END_TEST
 
+/* Acquire tokens: UUID-shaped, fixed by (key, session, request id), different otherwise. */
+START_TEST(test_acquire_token)
+{
+    char a[UTIL_UUID_LEN + 1], b[UTIL_UUID_LEN + 1];
+    seal_acquire_token(&key1, "s1", 5, a);
+    ck_assert_uint_eq(strlen(a), UTIL_UUID_LEN);
+    for (int i = 0; i < UTIL_UUID_LEN; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23)
+            ck_assert_int_eq(a[i], '-');
+        else
+            ck_assert_msg(strchr("0123456789abcdef", a[i]) != NULL, "%s", a);
+    }
+    seal_acquire_token(&key1, "s1", 5, b);
+    ck_assert_str_eq(a, b);
+    seal_acquire_token(&key1, "s1", 6, b);
+    ck_assert_str_ne(a, b);
+    seal_acquire_token(&key1, "s2", 5, b);
+    ck_assert_str_ne(a, b);
+    seal_acquire_token(&key2, "s1", 5, b);
+    ck_assert_str_ne(a, b);
+}
+END_TEST
+
 /* A resource too long to sign gets an empty seal, which matches nothing. */
 START_TEST(test_unsignable)
 {
@@ -208,6 +231,7 @@ int main(void)
         {"lock", test_lock_terms, 0},
         {"matches", test_matches, 0},
         {"matches", test_unsignable, 0},
+        {"token", test_acquire_token, 0},
         {"file", test_key_create_once, 0},
         {"file", test_key_refused, 0},
     };
