@@ -425,6 +425,9 @@ static void take_hello(struct rlock_client *c, const Rlock__V1__HelloReply *h)
     c->session_timeout_ms = st;
     c->keepalive_ms = ka;
     snprintf(c->session_id, sizeof c->session_id, "%s", h->session_id ? h->session_id : "");
+    const char *secret = h->session_secret ? h->session_secret : "";
+    snprintf(c->session_secret, sizeof c->session_secret, "%s",
+             strlen(secret) < sizeof c->session_secret ? secret : "");
 }
 
 static void copy_stats(struct rlock_stats *out, const Rlock__V1__StatsReply *r)
@@ -526,7 +529,7 @@ static enum rlock_err take_ok(struct rlock_client *c, struct rlk_call *call,
     case RLK_CALL_EXTEND:
         call->ttl_ms = r->extend->ttl_ms;
         rlk_lock_extended(c, call->handle, r->extend->ttl_ms, r->extend->valid_ms,
-                          call->sent_ms);
+                          call->sent_ms, r->extend->seal);
         return RLOCK_OK;
     case RLK_CALL_PING:
         call->server_time_ms = r->ping->server_time_ms;

@@ -49,6 +49,10 @@ struct rlk_lock {
     int64_t valid_until;          /* rlk_alive_ms(), from the latest answer about this lock */
     uint64_t vouch_seq;           /* c->ping_seq when valid_until was set */
     uint32_t refs;                /* handles, plus one while listed */
+    /* what a resume needs to adopt it (docs/protocol.md §10) */
+    char seal[RLK_SEAL_BYTES];    /* the latest seal; "" = the daemon cannot resume */
+    uint64_t max_hold_until_ms;   /* wall clock; 0 = none */
+    uint32_t lock_delay_ms;
 };
 
 struct rlock_lock {
@@ -225,6 +229,8 @@ enum rlock_err rlk_lock_granted(struct rlock_client *c, struct rlock_lock *h,
         lk->owner = h->owner;
         lk->watchdog = r->watchdog;
         lk->state = RLOCK_HELD;
+        lk->max_hold_until_ms = r->max_hold_until_ms;
+        lk->lock_delay_ms = r->lock_delay_ms;
         if (lock_list(c, lk) < 0) {
             free(lk->resource);
             free(lk);
@@ -235,6 +241,8 @@ enum rlock_err rlk_lock_granted(struct rlock_client *c, struct rlock_lock *h,
     }
     lk->holds = r->hold_count ? r->hold_count : lk->holds + 1;
     lk->ttl_ms = r->ttl_ms;
+    if (r->seal != NULL && strlen(r->seal) < sizeof lk->seal)
+        strcpy(lk->seal, r->seal);
     lk->valid_until = sent_ms + r->valid_ms;
     lk->vouch_seq = c->ping_seq;
     h->lk = lk;
@@ -254,12 +262,14 @@ void rlk_lock_released(struct rlock_client *c, struct rlock_lock *h, uint32_t ho
 }
 
 void rlk_lock_extended(struct rlock_client *c, struct rlock_lock *h, uint32_t ttl_ms,
-                       uint32_t valid_ms, int64_t sent_ms)
+                       uint32_t valid_ms, int64_t sent_ms, const char *seal)
 {
     struct rlk_lock *lk = h->lk;
     if (lk == NULL || lk->state != RLOCK_HELD)
         return;
     lk->ttl_ms = ttl_ms;
+    if (seal != NULL && strlen(seal) < sizeof lk->seal)
+        strcpy(lk->seal, seal);
     lk->valid_until = sent_ms + valid_ms;
     lk->vouch_seq = c->ping_seq;
 }

@@ -62,6 +62,7 @@
 #define RLK_MIN_KEEPALIVE_MS 10u
 #define RLK_SESSION_ID_BYTES 64
 #define RLK_TOKEN_BYTES 64
+#define RLK_SEAL_BYTES 40 /* a seal or a session secret: 32 hex characters */
 #define RLK_REASON_BYTES 256
 
 #if defined(__GNUC__)
@@ -176,6 +177,7 @@ struct rlock_client {
     int closing;             /* rlock_close has begun */
     char end_reason[RLK_REASON_BYTES];
     char session_id[RLK_SESSION_ID_BYTES]; /* set by the HelloReply */
+    char session_secret[RLK_SEAL_BYTES];   /* likewise; "" = the daemon cannot resume it */
     uint32_t session_timeout_ms;
     uint32_t keepalive_ms;
     uint64_t next_id;
@@ -380,9 +382,9 @@ RLK_MUST_CHECK enum rlock_err rlk_lock_granted(struct rlock_client *c, struct rl
                                                int64_t sent_ms);
 /* c->mu held: h's hold was released; holds_left as the daemon says. */
 void rlk_lock_released(struct rlock_client *c, struct rlock_lock *h, uint32_t holds_left);
-/* c->mu held: h's lock was extended to ttl_ms, valid for valid_ms from sent_ms. */
+/* c->mu held: h's lock was extended to ttl_ms, valid for valid_ms from sent_ms, with seal. */
 void rlk_lock_extended(struct rlock_client *c, struct rlock_lock *h, uint32_t ttl_ms,
-                       uint32_t valid_ms, int64_t sent_ms);
+                       uint32_t valid_ms, int64_t sent_ms, const char *seal);
 /* c->mu held: the lock with token was lost; reported unless quiet. */
 void rlk_lock_lost_token(struct rlock_client *c, const char *token,
                          enum rlock_lost_reason reason, int quiet);
