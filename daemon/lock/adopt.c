@@ -70,6 +70,10 @@ static void adopt_reply_cb(const redisReply *reply, const char *err, void *arg)
         session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
                               "redis answered the adopt too late");
     } else {
+        /* The same session's lease here from before its resume (a connection closed as moved,
+         * its leases let go of over the next loop turns): it is this one now. */
+        if (res->holder != NULL && res->holder->sess->moved)
+            lease_forget(res->holder);
         struct lease_grant g = {
             .token = req->token,
             .fence = req->fence,

@@ -210,6 +210,15 @@ void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
     struct session *s = l->sess;
     struct resource *res = l->res;
     struct server *srv = l->res->srv;
+    if (s->moved) {
+        /* Its session went on elsewhere, whose daemon adopted the key (a new token): this
+         * lease is only waiting to be let go of. Nobody to tell, no key of ours to touch. */
+        resource_ref(res);
+        lease_forget(l);
+        lock_kick(res);
+        resource_unref(res);
+        return;
+    }
     log_info("session %s (%s): lost lock %s (fence %llu): %s", s->id, s->peer, res->name,
              (unsigned long long)l->fence, why);
     lease_push_lost(s, res->name, l->token, l->fence, reason, why);

@@ -521,6 +521,124 @@ START_TEST(test_unanswered_acquire)
 }
 END_TEST
 
+/*
+ * A resume on the same daemon while the session's old connection is still open there
+ * (its end not noticed): the old connection is closed, the locks are adopted, and nothing
+ * is reported lost or deleted on the way.
+ */
+START_TEST(test_same_daemon)
+{
+    struct keydir k;
+    keydir_make(&k, NULL);
+    struct h_env a;
+    h_env_start_or_fail(&a, k.ini);
+    struct h_peer p, q;
+    struct sess s;
+    open_session(&p, &a, "twice", 0, &s);
+    struct h_grant g1, g2;
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "twice/1", .ttl_ms = TTL_MS}, &g1, "1");
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "twice/2", .ttl_ms = TTL_MS}, &g2, "2");
+    resume_ok(&q, &a, "twice", &s);
+    h_peer_expect_eof(&p, "the old connection, once the session resumed elsewhere");
+    adopt_ok(&q, "twice/1", &g1);
+    adopt_ok(&q, "twice/2", &g2);
+    key_kept(&a, "twice/1", g1.token, TTL_MS + 500, "renewed after the resume");
+    expect_key(&a, "twice/2", g2.token, "the second lock");
+    ck_assert_int_eq(h_log_count(&a, "lost lock"), 0);
+    h_peer_release_ok(&q, "twice/1", g1.token, 0, "release 1");
+    h_raw_close(&p.raw);
+    h_raw_close(&q.raw);
+    h_env_stop(&a);
+    keydir_remove(&k);
+}
+END_TEST
+
+/*
+ * The same with more locks than a closing session lets go of in one loop turn (4096): the
+ * adopts that come before the old connection's leases are all let go of must not report
+ * those leases lost, nor touch their keys.
+ */
+#define MANY 6000
+START_TEST(test_same_daemon_many)
+{
+    struct keydir k;
+    keydir_make(&k, "max_locks = 10000\n");
+    struct h_env a;
+    h_env_start_or_fail(&a, k.ini);
+    struct h_peer p, q;
+    struct sess s;
+    open_session(&p, &a, "many", 0, &s);
+    static struct h_grant g[MANY];
+    static char names[MANY][32];
+    struct h_raw_batch b = {.len = 0};
+    uint64_t first = p.last_id + 1;
+    for (int i = 0; i < MANY; i++) {
+        snprintf(names[i], sizeof names[i], "many/%d", i);
+        Rlock__V1__Acquire m = h_acquire_msg(&(struct h_acq){.resource = names[i], .ttl_ms = 30000});
+        h_raw_batch_add_body(&b, h_peer_next_id(&p), RLOCK__V1__REQUEST__BODY_ACQUIRE, &m);
+        if (b.len > H_RAW_BATCH_BYTES - 200 || i == MANY - 1) {
+            h_peer_send_batch(&p, &b);
+            b.len = 0;
+        }
+    }
+    for (int n = 0; n < MANY; n++) { /* answered in Redis's order, not the requests' */
+        Rlock__V1__ServerMessage *m = h_peer_next(&p, "many grants");
+        const Rlock__V1__Response *r = h_raw_response(m);
+        ck_assert_msg(r != NULL && r->status == H_ST(OK) &&
+                          r->body_case == RLOCK__V1__RESPONSE__BODY_ACQUIRE && r->id >= first &&
+                          r->id < first + MANY,
+                      "grant %d: %s", n, h_msg_describe(m));
+        h_grant_copy(r->acquire, &g[r->id - first]);
+        h_raw_free(m);
+    }
+    /* Resume and the adopts in one stream, as a client pipelines them: the first adopts
+     * arrive while the old connection's leases are still being let go of. */
+    q.name = "many";
+    q.last_id = 1;
+    h_raw_open(&q.raw, &a);
+    Rlock__V1__Resume rs = RLOCK__V1__RESUME__INIT;
+    rs.session_id = s.id;
+    rs.session_secret = s.secret;
+    rs.client_name = "many";
+    h_raw_batch_add_body(&b, 1, RLOCK__V1__REQUEST__BODY_RESUME, &rs);
+    uint64_t afirst = q.last_id + 1;
+    for (int j = 0; j < MANY; j++) {
+        int i = MANY - 1 - j; /* the last granted first: the old leases let go of last */
+        Rlock__V1__Adopt ad = RLOCK__V1__ADOPT__INIT;
+        ad.resource = names[i];
+        ad.token = g[i].token;
+        ad.fence = g[i].fence;
+        ad.ttl_ms = g[i].ttl_ms;
+        ad.hold_count = g[i].hold_count;
+        ad.seal = g[i].seal;
+        h_raw_batch_add_body(&b, h_peer_next_id(&q), RLOCK__V1__REQUEST__BODY_ADOPT, &ad);
+        if (b.len > H_RAW_BATCH_BYTES - 300 || j == MANY - 1) {
+            h_peer_send_batch(&q, &b);
+            b.len = 0;
+        }
+    }
+    Rlock__V1__ServerMessage *hm = h_peer_response(&q, 1, "Resume");
+    ck_assert_int_eq(hm->response->status, H_ST(OK));
+    h_raw_free(hm);
+    int ok = 0;
+    for (int i = 0; i < MANY; i++) {
+        Rlock__V1__ServerMessage *m = h_peer_next(&q, "adopt answers");
+        const Rlock__V1__Response *r = h_raw_response(m);
+        ck_assert_msg(r != NULL && r->id >= afirst && r->id < afirst + MANY, "adopt %d: %s", i,
+                      h_msg_describe(m));
+        ok += r->status == H_ST(OK);
+        h_raw_free(m);
+    }
+    ck_assert_int_eq(ok, MANY);
+    ck_assert_int_eq(h_log_count(&a, "lost lock"), 0);
+    h_peer_ping(&q, "after the adopts");
+    h_raw_close(&p.raw);
+    h_raw_close(&q.raw);
+    h_env_stop(&a);
+    keydir_remove(&k);
+}
+END_TEST
+
 /* The next message on p must be SessionClosing with resume as given. */
 static void expect_closing(struct h_peer *p, int resume)
 {
@@ -602,6 +720,7 @@ int main(void)
 {
     const TTest *tests[] = {test_no_key,          test_kill9_resume, test_zombie,
                             test_too_late,        test_forged,       test_restart_in_place,
-                            test_shutdown_release, test_unanswered_acquire};
+                            test_shutdown_release, test_unanswered_acquire, test_same_daemon,
+                            test_same_daemon_many};
     return h_run_tests("handover", 120, tests, H_LEN(tests));
 }
