@@ -93,6 +93,14 @@ static void check_reply(const redisReply *r)
         check_renew(r, len);
     if (len + 1 <= WATCHDOG_BATCH_MAX)
         check_renew(r, len + 1);
+    long long pttl = 0;
+    int a = reply_adopt(r, &pttl);
+    FUZZ_CHECK(a >= REPLY_RENEW_STOLEN && a <= REPLY_RENEW_UNKNOWN);
+    if (a == REPLY_RENEW_OK)
+        FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && pttl >= 1);
+    if (a != REPLY_RENEW_UNKNOWN)
+        FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && is_int(r, 0) &&
+                   is_int(r, 1));
     enum reply_delete_kind d = reply_delete(r);
     FUZZ_CHECK(d != REPLY_DELETE_DONE || (r->type == REDIS_REPLY_INTEGER && r->integer == 1));
     const char *text = reply_error_text(r);

@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "dispatch.h"
+#include "hello.h"
 #include "fuzz.h"
 #include "lock.h"
 #include "wire.h"
@@ -45,6 +46,15 @@ static void check_fields(const struct config *cfg, const Rlock__V1__Request *req
         ttl = req->extend->ttl_ms;
         if (ttl != 0)
             (void)lock_check_ttl(cfg, &ttl);
+        break;
+    case RLOCK__V1__REQUEST__BODY_RESUME:
+        if (hello_check(req->resume->protocol_version, req->resume->client_name, msg, sizeof msg,
+                        &close_reason) != NULL)
+            FUZZ_CHECK(close_reason != NULL);
+        break;
+    case RLOCK__V1__REQUEST__BODY_ADOPT:
+        if (lock_check_resource(cfg, req->adopt->resource) == NULL)
+            FUZZ_CHECK(strlen(req->adopt->resource) <= cfg->max_resource_bytes);
         break;
     default:
         break;
