@@ -109,6 +109,7 @@ RLOCK_API enum rlock_err rlock_list_sessions(struct rlock_client *c, const char 
             .in_flight = s->in_flight,
             .requested_timeout_ms = s->requested_timeout_ms,
             .timeout_ms = s->timeout_ms,
+            .resumed = s->resumed != 0,
         };
         if (visit(&entry, arg) != 0)
             break;
@@ -269,6 +270,13 @@ RLOCK_API enum rlock_err rlock_server_info(struct rlock_client *c, uint32_t time
     out->redis_failovers = r->redis_failovers;
     out->redis_pubsub_connected = r->redis_pubsub_connected != 0;
     out->redis_nodes = r->redis_nodes;
+    out->resume = r->resume != 0;
+    COPY_TEXT(out->shutdown, r->shutdown);
+    out->sessions_resumed = r->sessions_resumed;
+    out->resumes_refused = r->resumes_refused;
+    out->locks_adopted = r->locks_adopted;
+    out->adopts_refused = r->adopts_refused;
+    out->sessions_handed_over = r->sessions_handed_over;
     reply_free(&rep);
     return RLOCK_OK;
 }

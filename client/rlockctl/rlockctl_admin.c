@@ -188,7 +188,14 @@ static const char *role_name(enum rlock_role r)
     X(STR, redis_master)                                                                      \
     X(NUM, redis_failovers)                                                                   \
     X(BOOL, redis_pubsub_connected)                                                           \
-    X(NUM, redis_nodes)
+    X(NUM, redis_nodes)                                                                       \
+    X(BOOL, resume)                                                                           \
+    X(STR, shutdown)                                                                          \
+    X(NUM, sessions_resumed)                                                                  \
+    X(NUM, resumes_refused)                                                                   \
+    X(NUM, locks_adopted)                                                                     \
+    X(NUM, adopts_refused)                                                                    \
+    X(NUM, sessions_handed_over)
 
 #define INFO_ROW_NUM(f) {#f, CTL_FIELD_NUM, (uint64_t)in->f, NULL},
 #define INFO_ROW_BOOL(f) {#f, CTL_FIELD_BOOL, (uint64_t)(in->f != 0), NULL},
@@ -335,6 +342,7 @@ static int session_visit(const struct rlock_session_entry *e, void *arg)
         ctl_json_num(&j, "in_flight", e->in_flight);
         ctl_json_num(&j, "requested_timeout_ms", e->requested_timeout_ms);
         ctl_json_num(&j, "timeout_ms", e->timeout_ms);
+        ctl_json_bool(&j, "resumed", e->resumed);
         ctl_json_close(&j);
         out->count++;
         return 0;

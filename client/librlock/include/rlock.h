@@ -360,6 +360,8 @@ struct rlock_session_entry {
     uint32_t in_flight;            /* its requests in progress, waiting ones included */
     uint32_t requested_timeout_ms; /* as asked in its Hello (0 = the default) */
     uint32_t timeout_ms;           /* effective; 0 before Hello */
+    int resumed;                   /* opened by a Resume: it came from another connection
+                                      (another daemon, or this one before a restart) */
 };
 
 /* One lock held through the daemon; strings valid during the visit only. */
@@ -475,6 +477,13 @@ struct rlock_server_info {
     uint64_t redis_failovers;        /* master changes followed (Sentinel, cluster failovers) */
     int redis_pubsub_connected;      /* the release-notice connection is ready */
     uint32_t redis_nodes;            /* cluster: nodes known, seeds included (else 0) */
+    int resume;                      /* sessions may resume here (a resume key is loaded) */
+    char shutdown[16];               /* what SIGTERM does: "handover" or "release" */
+    uint64_t sessions_resumed;       /* Resumes accepted */
+    uint64_t resumes_refused;        /* Resumes refused */
+    uint64_t locks_adopted;          /* locks resumed sessions took over */
+    uint64_t adopts_refused;         /* claims refused for their seal */
+    uint64_t sessions_handed_over;   /* sessions that left during a handover */
 };
 enum rlock_err rlock_server_info(struct rlock_client *c, uint32_t timeout_ms,
                                  struct rlock_server_info *out);
