@@ -86,9 +86,10 @@ RLOCK_API enum rlock_err rlock_async_connect(const char *address,
         snprintf(err, sizeof err, "out of memory");
         goto fail;
     }
-    int fd = rlk_conn_open(address, opts->connect_timeout_ms ? opts->connect_timeout_ms
-                                                             : RLOCK_DEFAULT_TIMEOUT_MS,
-                           err, sizeof err);
+    int fd = rlk_client_open(c, address,
+                             opts->connect_timeout_ms ? opts->connect_timeout_ms
+                                                      : RLOCK_DEFAULT_TIMEOUT_MS,
+                             err, sizeof err);
     e = fd == -2 ? RLOCK_ERR_ARG : RLOCK_ERR_CONNECT;
     if (fd < 0)
         goto fail;
@@ -131,7 +132,7 @@ RLOCK_API int rlock_async_events(const struct rlock_client *c)
         return 0;
     struct rlock_client *m = (struct rlock_client *)c;
     rlk_client_lock(m);
-    int ev = c->state == RLK_SESSION_OPEN ? POLLIN : 0;
+    int ev = rlk_eng_linked(c) ? POLLIN : 0;
     if (rlk_eng_want_write(c))
         ev |= POLLOUT;
     rlk_client_unlock(m);
@@ -144,7 +145,7 @@ RLOCK_API int64_t rlock_async_timeout_ms(const struct rlock_client *c)
         return -1;
     struct rlock_client *m = (struct rlock_client *)c;
     rlk_client_lock(m);
-    int64_t wake = c->state == RLK_SESSION_OPEN ? c->async_wake : -1;
+    int64_t wake = c->state != RLK_SESSION_ENDED ? c->async_wake : -1;
     int waiting = c->done_head != NULL || c->notes != NULL;
     rlk_client_unlock(m);
     if (waiting)
@@ -221,13 +222,18 @@ RLOCK_API enum rlock_err rlock_async_process(struct rlock_client *c, int revents
         return e;
     c->in_process = 1;
     rlk_client_lock(c);
-    if (c->state == RLK_SESSION_OPEN && (revents & (POLLIN | POLLHUP | POLLERR)))
+    if (rlk_eng_linked(c) && (revents & (POLLIN | POLLHUP | POLLERR)))
         rlk_eng_read(c);
-    if (c->state == RLK_SESSION_OPEN && (revents & POLLOUT))
+    if (rlk_eng_linked(c) && (revents & POLLOUT))
         rlk_eng_flush(c);
     c->async_wake = rlk_eng_timers(c, rlk_alive_ms());
+    /* A session that moved has a new descriptor: the loop must watch that one. */
+    int changed = c->fd_changed;
+    c->fd_changed = 0;
     rlk_client_unlock(c);
     rlk_async_deliver(c);
+    if (changed && !c->free_after_process)
+        async_changed(c);
     c->in_process = 0;
     if (c->free_after_process) {
         rlk_client_free(c);
@@ -235,7 +241,7 @@ RLOCK_API enum rlock_err rlock_async_process(struct rlock_client *c, int revents
     }
     /* A completion may have ended the session (rlock_shutdown): say so now. */
     rlk_client_lock(c);
-    int open = c->state == RLK_SESSION_OPEN;
+    int open = c->state != RLK_SESSION_ENDED;
     rlk_client_unlock(c);
     return open ? RLOCK_OK : RLOCK_ERR_CLOSED;
 }

@@ -314,7 +314,7 @@ RLOCK_API enum rlock_err rlock_connect(const char *address, const struct rlock_o
         snprintf(err, sizeof err, "out of memory");
         goto fail;
     }
-    int fd = rlk_conn_open(address, budget, err, sizeof err);
+    int fd = rlk_client_open(c, address, budget, err, sizeof err);
     e = fd == -2 ? RLOCK_ERR_ARG : RLOCK_ERR_CONNECT;
     if (fd < 0)
         goto fail;

@@ -14,6 +14,7 @@
  */
 #include "rlock_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,7 +35,15 @@ struct rlock_client *rlk_client_new(const struct rlock_options *opts, enum rlk_m
     c->notes_tail = &c->notes;
     c->on_lost = opts->on_lost;
     c->on_lost_arg = opts->on_lost_arg;
-    if (rlk_registry_add(c) != 0) {
+    c->old_fd = -1;
+    /* What a Resume repeats of the Hello. */
+    c->hello_name = strdup(opts->client_name ? opts->client_name : "librlock");
+    c->hello_auth = opts->auth_token ? strdup(opts->auth_token) : NULL;
+    c->hello_timeout_ms = opts->session_timeout_ms;
+    if ((opts->auth_token != NULL && c->hello_auth == NULL) || c->hello_name == NULL ||
+        rlk_registry_add(c) != 0) {
+        free(c->hello_name);
+        free(c->hello_auth);
         pthread_cond_destroy(&c->idle_cv);
         pthread_mutex_destroy(&c->mu);
         free(c);
@@ -60,9 +69,26 @@ void rlk_client_free(struct rlock_client *c)
     rlk_lock_free_all(c);
     rlk_eng_free(c);
     pthread_mutex_unlock(&c->mu);
+    free(c->addrs);
+    free(c->hello_name);
+    free(c->hello_auth);
     pthread_cond_destroy(&c->idle_cv);
     pthread_mutex_destroy(&c->mu);
     free(c);
+}
+
+int rlk_client_open(struct rlock_client *c, const char *address, uint32_t timeout_ms, char *err,
+                    size_t errlen)
+{
+    c->addrs = malloc(sizeof *c->addrs);
+    if (c->addrs == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (rlk_addr_list_parse(address, c->addrs, err, errlen) < 0)
+        return -2;
+    return rlk_conn_open_list(c->addrs, rlk_addr_start(c->addrs->n), timeout_ms, &c->addr_used,
+                              err, errlen);
 }
 
 void rlk_client_lock(struct rlock_client *c)
@@ -139,6 +165,16 @@ RLOCK_API uint32_t rlock_session_timeout_ms(const struct rlock_client *c)
     uint32_t v = c->session_timeout_ms;
     rlk_client_unlock(m);
     return v;
+}
+
+RLOCK_API uint64_t rlock_session_resumes(struct rlock_client *c)
+{
+    if (c == NULL)
+        return 0;
+    rlk_client_lock(c);
+    uint64_t n = c->resumes;
+    rlk_client_unlock(c);
+    return n;
 }
 
 RLOCK_API int rlock_client_alive(struct rlock_client *c)

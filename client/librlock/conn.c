@@ -199,7 +199,11 @@ static int split_host_port(const char *address, char *hostbuf, size_t hostlen,
     return 0;
 }
 
-static int open_tcp(const char *address, int64_t deadline, char *err, size_t errlen)
+/*
+ * The addresses "HOST:PORT" or "[V6]:PORT" resolves to (*res, for
+ * freeaddrinfo). 0, or -2 (malformed) / -1 (not resolved) with err.
+ */
+static int resolve(const char *address, struct addrinfo **res, char *err, size_t errlen)
 {
     char host[256];
     const char *port;
@@ -214,12 +218,21 @@ static int open_tcp(const char *address, int64_t deadline, char *err, size_t err
     }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    int gai = getaddrinfo(host, port, &hints, &res);
+    *res = NULL;
+    int gai = getaddrinfo(host, port, &hints, res);
     if (gai != 0) {
         snprintf(err, errlen, "resolve %s: %s", address, gai_strerror(gai));
         return -1;
     }
+    return 0;
+}
+
+static int open_tcp(const char *address, int64_t deadline, char *err, size_t errlen)
+{
+    struct addrinfo *res = NULL;
+    int rc = resolve(address, &res, err, errlen);
+    if (rc < 0)
+        return rc;
     int fd = -1;
     snprintf(err, errlen, "connect %s: no address", address);
     for (struct addrinfo *ai = res; ai != NULL && fd < 0; ai = ai->ai_next) {
@@ -358,4 +371,79 @@ int rlk_conn_open(const char *address, uint32_t timeout_ms, char *err, size_t er
     if (rlk_addr_list_parse(address, &l, err, errlen) < 0)
         return -2;
     return rlk_conn_open_list(&l, rlk_addr_start(l.n), timeout_ms, NULL, err, errlen);
+}
+
+/* Start a non-blocking connect of a new socket to sa. The fd (*done set), or -1 (errno). */
+static int start_one(int family, int type, int proto, const struct sockaddr *sa,
+                     socklen_t salen, int *done)
+{
+    int fd = socket(family, type | SOCK_CLOEXEC | SOCK_NONBLOCK, proto);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, sa, salen) == 0) {
+        *done = 1;
+        return fd;
+    }
+    if (errno == EINPROGRESS || errno == EINTR) {
+        *done = 0;
+        return fd;
+    }
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+}
+
+int rlk_conn_start(const char *address, unsigned pick, int *done, char *err, size_t errlen)
+{
+    if (strncmp(address, "unix:", 5) == 0) {
+        struct sockaddr_un sun = {.sun_family = AF_UNIX};
+        size_t n = strlen(address + 5);
+        if (n == 0 || n >= sizeof sun.sun_path) {
+            snprintf(err, errlen, "unix socket path is empty or too long");
+            return -1;
+        }
+        memcpy(sun.sun_path, address + 5, n + 1);
+        int fd = start_one(AF_UNIX, SOCK_STREAM, 0, (const struct sockaddr *)&sun, sizeof sun,
+                           done);
+        if (fd < 0)
+            snprintf(err, errlen, "connect %s: %s", address, strerror(errno));
+        return fd;
+    }
+    struct addrinfo *res = NULL;
+    if (resolve(address, &res, err, errlen) < 0)
+        return -1;
+    unsigned count = 0;
+    for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next)
+        count++;
+    struct addrinfo *ai = res;
+    for (unsigned i = 0; count > 0 && i < pick % count; i++)
+        ai = ai->ai_next;
+    int fd = -1;
+    if (ai == NULL)
+        snprintf(err, errlen, "connect %s: no address", address);
+    else if ((fd = start_one(ai->ai_family, ai->ai_socktype, ai->ai_protocol, ai->ai_addr,
+                             ai->ai_addrlen, done)) < 0)
+        snprintf(err, errlen, "connect %s: %s", address, strerror(errno));
+    freeaddrinfo(res);
+    if (fd >= 0) {
+        int one = 1;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    return fd;
+}
+
+int rlk_conn_result(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int n = poll(&p, 1, 0);
+    if (n < 0)
+        return errno == EINTR ? EINPROGRESS : errno;
+    if (n == 0)
+        return EINPROGRESS;
+    int soerr = 0;
+    socklen_t len = sizeof soerr;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+        return errno;
+    return soerr;
 }

@@ -20,7 +20,10 @@
  * a whole session timeout (the daemon ends a session it has not heard from
  * for that long, so a process that was stopped or a machine that slept must
  * assume its locks are gone), when the application ends it, or when a call's
- * outcome became unknown (a blocking call that ran out of time).
+ * outcome became unknown (a blocking call that ran out of time) — unless the
+ * daemon gave the session a secret: then a lost connection, a SessionClosing
+ * that asks it to move, or a daemon silent for 2/3 of the session timeout
+ * moves the session instead (move.c), and it ends only if that fails.
  */
 #include "rlock_internal.h"
 
@@ -147,6 +150,9 @@ static void held_release(struct rlock_client *c);
 static void owned_free(struct rlock_client *c, struct rlk_call *call)
 {
     free(call->held_frame);
+    free(call->acq_resource);
+    if (call->lock != NULL)
+        rlk_lock_unref(call->lock);
     if (call->handle != NULL && call->kind == RLK_CALL_ACQUIRE)
         rlk_handle_destroy(c, call->handle); /* never handed out */
     free(call);
@@ -157,7 +163,7 @@ static void owned_free(struct rlock_client *c, struct rlk_call *call)
  * to the completion list, or is freed at once when nobody awaits it (the
  * engine's own requests).
  */
-static void call_complete(struct rlock_client *c, struct rlk_call *call)
+void rlk_eng_complete(struct rlock_client *c, struct rlk_call *call)
 {
     if (call->cancelled && call->kind == RLK_CALL_ACQUIRE)
         c->ncancelled--;
@@ -206,7 +212,7 @@ void rlk_eng_complete_err(struct rlock_client *c, struct rlk_call *call, enum rl
     call->detail.retry_after_ms = 0;
     vsnprintf(call->detail.message, sizeof call->detail.message, fmt, ap);
     va_end(ap);
-    call_complete(c, call);
+    rlk_eng_complete(c, call);
 }
 
 void rlk_eng_note_lost(struct rlock_client *c, const char *resource, const char *token,
@@ -237,14 +243,38 @@ void rlk_eng_note_lost(struct rlock_client *c, const char *resource, const char 
 
 /* --- writing ------------------------------------------------------------------------- */
 
+int rlk_eng_linked(const struct rlock_client *c)
+{
+    return c->state != RLK_SESSION_ENDED && c->link != RLK_LINK_DOWN;
+}
+
 int rlk_eng_want_write(const struct rlock_client *c)
 {
-    return c->tx.len > 0 && c->state == RLK_SESSION_OPEN;
+    if (c->state == RLK_SESSION_ENDED)
+        return 0;
+    return c->link == RLK_LINK_CONNECTING || (c->link == RLK_LINK_UP && c->tx.len > 0);
+}
+
+/*
+ * The connection broke (why): move the session to another connection if it
+ * can be resumed, else end it. keep_old: the daemon may be alive (it went
+ * silent) and must not see the connection end before the adopts.
+ */
+static void link_lost(struct rlock_client *c, const char *why, int keep_old)
+{
+    if (!rlk_move_begin(c, why, keep_old))
+        rlk_eng_end(c, why, 0);
 }
 
 void rlk_eng_flush(struct rlock_client *c)
 {
-    if (c->state != RLK_SESSION_OPEN)
+    if (c->state == RLK_SESSION_ENDED)
+        return;
+    if (c->link == RLK_LINK_CONNECTING) {
+        rlk_move_connect_done(c);
+        return;
+    }
+    if (c->link != RLK_LINK_UP || c->corked)
         return;
     while (c->tx.len > 0) {
         int64_t before = rlk_alive_ms();
@@ -267,15 +297,29 @@ void rlk_eng_flush(struct rlock_client *c)
             return;
         char why[RLK_REASON_BYTES];
         snprintf(why, sizeof why, "write: %s", strerror(errno));
-        rlk_eng_end(c, why, 0);
+        link_lost(c, why, 0);
         return;
     }
+}
+
+/* The move's own requests go out on a connection whose session is not open yet. */
+static int move_call(const struct rlk_call *call)
+{
+    return call->kind == RLK_CALL_RESUME || call->kind == RLK_CALL_ADOPT ||
+           call->kind == RLK_CALL_FORGET;
 }
 
 enum rlock_err rlk_eng_submit(struct rlock_client *c, Rlock__V1__Request *req,
                               struct rlk_call *call)
 {
-    if (c->state != RLK_SESSION_OPEN) {
+    if (c->state == RLK_SESSION_MOVING && !(c->link == RLK_LINK_UP && move_call(call))) {
+        rlk_error_set(&call->detail, RLOCK_ERR_UNAVAILABLE, RLK_MOVE_RETRY_MS,
+                      "the session is moving to another connection (%s); try again once it "
+                      "has resumed",
+                      c->move.why);
+        return RLOCK_ERR_UNAVAILABLE;
+    }
+    if (c->state != RLK_SESSION_OPEN && c->state != RLK_SESSION_MOVING) {
         rlk_error_set(&call->detail, RLOCK_ERR_CLOSED, 0, "session ended: %s",
                       c->end_reason[0] ? c->end_reason : "closed");
         return RLOCK_ERR_CLOSED;
@@ -366,6 +410,16 @@ static void held_release(struct rlock_client *c)
     rlk_eng_flush(c);
 }
 
+int rlk_eng_submit_own(struct rlock_client *c, Rlock__V1__Request *req, struct rlk_call *call)
+{
+    call->owned = 1;
+    if (rlk_eng_submit(c, req, call) == RLOCK_OK)
+        return 0;
+    call->handle = NULL;
+    owned_free(c, call);
+    return -1;
+}
+
 /* Queue one of the engine's own requests (nobody awaits its answer). */
 static void submit_own(struct rlock_client *c, Rlock__V1__Request *req, enum rlk_call_kind kind,
                        struct rlock_lock *handle)
@@ -374,22 +428,36 @@ static void submit_own(struct rlock_client *c, Rlock__V1__Request *req, enum rlk
     if (call == NULL)
         return; /* the daemon releases whatever is left when the session ends */
     call->kind = kind;
-    call->owned = 1;
     call->handle = handle;
-    if (rlk_eng_submit(c, req, call) != RLOCK_OK)
-        free(call);
+    rlk_eng_submit_own(c, req, call);
 }
 
-/* Release a grant nobody wants (token of a lock the application never saw). */
-static void forget_grant(struct rlock_client *c, const char *resource, const char *token)
+/*
+ * Release a grant nobody wants (token of a lock the application never saw),
+ * or, token NULL, whatever the Acquire acq_id may have taken (after a resume).
+ * acq_id with a token: the Acquire the grant answered, whose derived token it
+ * is, so that a connection lost before this Release is answered can send it
+ * again by id.
+ */
+void rlk_eng_forget(struct rlock_client *c, const char *resource, const char *token,
+                    uint64_t acq_id)
 {
+    struct rlk_call *call = calloc(1, sizeof *call);
+    if (call == NULL || (acq_id != 0 && (call->acq_resource = strdup(resource)) == NULL)) {
+        free(call);
+        return; /* the daemon releases whatever is left when the session ends */
+    }
     Rlock__V1__Release rel = RLOCK__V1__RELEASE__INIT;
     rel.resource = (char *)resource;
     rel.token = (char *)token;
+    if (token == NULL)
+        rel.acquire_id = acq_id;
     Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
     req.body_case = RLOCK__V1__REQUEST__BODY_RELEASE;
     req.release = &rel;
-    submit_own(c, &req, RLK_CALL_FORGET, NULL);
+    call->kind = RLK_CALL_FORGET;
+    call->acq_id = acq_id;
+    rlk_eng_submit_own(c, &req, call);
 }
 
 /* --- responses ------------------------------------------------------------------------ */
@@ -407,12 +475,13 @@ static Rlock__V1__Response__BodyCase expected_body(const struct rlk_call *call)
     case RLK_CALL_STATS: return RLOCK__V1__RESPONSE__BODY_STATS;
     case RLK_CALL_CANCEL: return RLOCK__V1__RESPONSE__BODY_CANCEL;
     case RLK_CALL_KEEP: return call->keep_body;
+    case RLK_CALL_RESUME: return RLOCK__V1__RESPONSE__BODY_HELLO;
+    case RLK_CALL_ADOPT: return RLOCK__V1__RESPONSE__BODY_ADOPT;
     }
     return RLOCK__V1__RESPONSE__BODY__NOT_SET;
 }
 
-/* Adopt the timeouts the daemon granted. */
-static void take_hello(struct rlock_client *c, const Rlock__V1__HelloReply *h)
+void rlk_eng_take_hello(struct rlock_client *c, const Rlock__V1__HelloReply *h)
 {
     uint32_t st = h->session_timeout_ms;
     uint32_t ka = h->keepalive_interval_ms;
@@ -480,7 +549,7 @@ static void take_cancelled(struct rlock_client *c, struct rlk_call *call,
     if (r->status == RLOCK__V1__STATUS__STATUS_OK &&
         r->body_case == RLOCK__V1__RESPONSE__BODY_ACQUIRE && r->acquire->token != NULL &&
         r->acquire->token[0] != '\0')
-        forget_grant(c, rlk_handle_resource(call->handle), r->acquire->token);
+        rlk_eng_forget(c, rlk_handle_resource(call->handle), r->acquire->token, call->id);
     rlk_eng_complete_err(c, call, RLOCK_ERR_CANCELLED, "acquire cancelled");
     held_release(c); /* after the release of the racing grant, never before it */
 }
@@ -508,14 +577,15 @@ static enum rlock_err take_ok(struct rlock_client *c, struct rlk_call *call,
 {
     switch (call->kind) {
     case RLK_CALL_HELLO:
-        take_hello(c, r->hello);
+        rlk_eng_take_hello(c, r->hello);
         return RLOCK_OK;
     case RLK_CALL_ACQUIRE: {
         enum rlock_err e = rlk_lock_granted(c, call->handle, r->acquire, call->sent_ms);
         if (e != RLOCK_OK) {
             /* A grant we cannot track must not stay held. */
             if (r->acquire->token != NULL && r->acquire->token[0] != '\0')
-                forget_grant(c, rlk_handle_resource(call->handle), r->acquire->token);
+                rlk_eng_forget(c, rlk_handle_resource(call->handle), r->acquire->token,
+                               call->id);
             rlk_error_set(&call->detail, e, 0, "%s",
                           e == RLOCK_ERR_NOMEM ? "out of memory recording a lock"
                                                : "acquire reply without a token");
@@ -545,6 +615,8 @@ static enum rlock_err take_ok(struct rlock_client *c, struct rlk_call *call,
         return keep_response(call, r);
     case RLK_CALL_CANCEL:
     case RLK_CALL_FORGET:
+    case RLK_CALL_RESUME: /* answered in move.c */
+    case RLK_CALL_ADOPT:
         return RLOCK_OK;
     }
     return RLOCK_OK;
@@ -572,6 +644,10 @@ static void take_response(struct rlock_client *c, const Rlock__V1__Response *r)
         take_cancelled(c, call, r);
         return;
     }
+    if (call->kind == RLK_CALL_RESUME || call->kind == RLK_CALL_ADOPT) {
+        rlk_move_answer(c, call, r);
+        return;
+    }
     enum rlock_err e = status_error(r, call, &call->detail);
     if (e == RLOCK_OK)
         e = take_ok(c, call, r);
@@ -579,7 +655,7 @@ static void take_response(struct rlock_client *c, const Rlock__V1__Response *r)
              (call->kind == RLK_CALL_RELEASE || call->kind == RLK_CALL_EXTEND))
         rlk_lock_forget(c, call->handle); /* the daemon no longer knows the lock at all */
     call->err = e;
-    call_complete(c, call);
+    rlk_eng_complete(c, call);
 }
 
 static void take_event(struct rlock_client *c, const Rlock__V1__Event *ev)
@@ -596,14 +672,17 @@ static void take_event(struct rlock_client *c, const Rlock__V1__Event *ev)
     }
     case RLOCK__V1__EVENT__BODY_SESSION_CLOSING: {
         /*
-         * The daemon has ended the session and released its locks already;
-         * nothing pending will be answered. End it here rather than at the
-         * EOF that follows, which may be slow to come.
+         * Without resume the daemon has ended the session and released its
+         * locks already; nothing pending will be answered. End it here rather
+         * than at the EOF that follows, which may be slow to come. With
+         * resume it keeps the locks for us: leave (it hands them over when
+         * the connection ends) and resume elsewhere, or here once it is back.
          */
         char why[RLK_REASON_BYTES];
         snprintf(why, sizeof why, "the daemon is closing the session: %s",
                  ev->session_closing->reason ? ev->session_closing->reason : "");
-        rlk_eng_end(c, why, 0);
+        if (!ev->session_closing->resume || !rlk_move_begin(c, why, 0))
+            rlk_eng_end(c, why, 0);
         return;
     }
     default:
@@ -629,7 +708,7 @@ static int take_frame(struct rlock_client *c, const uint8_t *data, uint32_t len)
     else if (m->body_case == RLOCK__V1__SERVER_MESSAGE__BODY_EVENT)
         take_event(c, m->event);
     rlock__v1__server_message__free_unpacked(m, &budget.alloc);
-    return c->state == RLK_SESSION_OPEN ? 0 : -1;
+    return rlk_eng_linked(c) ? 0 : -1;
 }
 
 /* Act on every complete frame in rx. 0, or -1 when the session ended. */
@@ -658,7 +737,11 @@ static int parse_frames(struct rlock_client *c)
 
 void rlk_eng_read(struct rlock_client *c)
 {
-    for (int round = 0; round < 4 && c->state == RLK_SESSION_OPEN; round++) {
+    if (c->link == RLK_LINK_CONNECTING && c->state != RLK_SESSION_ENDED) {
+        rlk_move_connect_done(c); /* an error shows as readable too */
+        return;
+    }
+    for (int round = 0; round < 4 && rlk_eng_linked(c); round++) {
         size_t want = ENG_RX_INITIAL;
         if (c->rx.len >= WIRE_HEADER_BYTES) {
             size_t frame = WIRE_HEADER_BYTES + (size_t)wire_get_len(c->rx.data + c->rx.off);
@@ -672,7 +755,7 @@ void rlk_eng_read(struct rlock_client *c)
         size_t room = c->rx.cap - c->rx.off - c->rx.len;
         ssize_t got = read(c->fd, c->rx.data + c->rx.off + c->rx.len, room);
         if (got == 0) {
-            rlk_eng_end(c, "connection closed by the daemon", 0);
+            link_lost(c, "connection closed by the daemon", 0);
             return;
         }
         if (got < 0) {
@@ -682,7 +765,7 @@ void rlk_eng_read(struct rlock_client *c)
                 break;
             char why[RLK_REASON_BYTES];
             snprintf(why, sizeof why, "read: %s", strerror(errno));
-            rlk_eng_end(c, why, 0);
+            link_lost(c, why, 0);
             return;
         }
         c->rx.len += (size_t)got;
@@ -692,7 +775,7 @@ void rlk_eng_read(struct rlock_client *c)
             break; /* drained: no need for another read that would say EAGAIN */
     }
     /* Answers may have let callers queue more; and replies never wait for requests. */
-    if (c->tx.len > 0)
+    if (c->tx.len > 0 && rlk_eng_linked(c))
         rlk_eng_flush(c);
 }
 
@@ -753,12 +836,39 @@ static int64_t ping_at(const struct rlock_client *c)
     return at;
 }
 
+/*
+ * 1 (with why) if a session that can move should: the daemon answered
+ * nothing for two thirds of the session timeout (a keepalive goes out at
+ * least every half of it, and is answered at once), so it is stopped,
+ * stalled or cut off. Moving now leaves a third for the resume; waiting for
+ * the whole timeout would leave nothing.
+ */
+static int64_t silent_after_ms(const struct rlock_client *c)
+{
+    return session_limit_ms(c) * 2 / 3;
+}
+
+static int daemon_silent(const struct rlock_client *c, int64_t now, char *why, size_t n)
+{
+    int64_t limit = session_limit_ms(c);
+    if (limit == 0 || c->session_secret[0] == '\0' || c->addrs == NULL)
+        return 0;
+    if (now - c->last_rx_ms < silent_after_ms(c))
+        return 0;
+    snprintf(why, n, "nothing heard from the daemon for %lld ms (session timeout %u ms)",
+             (long long)(now - c->last_rx_ms), c->session_timeout_ms);
+    return 1;
+}
+
 int rlk_eng_check(struct rlock_client *c)
 {
     char why[RLK_REASON_BYTES];
-    if (c->state == RLK_SESSION_OPEN && session_stale(c, rlk_alive_ms(), why, sizeof why))
-        rlk_eng_end(c, why, 0);
-    return c->state == RLK_SESSION_OPEN;
+    int64_t now = rlk_alive_ms();
+    if (c->state == RLK_SESSION_OPEN && session_stale(c, now, why, sizeof why))
+        link_lost(c, why, 1);
+    else if (c->state == RLK_SESSION_OPEN && daemon_silent(c, now, why, sizeof why))
+        link_lost(c, why, 1);
+    return c->state != RLK_SESSION_ENDED;
 }
 
 static void send_keepalive(struct rlock_client *c, int64_t now)
@@ -786,6 +896,8 @@ int64_t rlk_eng_timers(struct rlock_client *c, int64_t now)
 {
     if (!rlk_eng_check(c))
         return -1;
+    if (c->state == RLK_SESSION_MOVING)
+        return rlk_move_timers(c, now);
     if (c->session_timeout_ms == 0 && c->keepalive_ms == 0)
         return -1; /* before the HelloReply: nothing to keep alive yet */
     if (now >= ping_at(c))
@@ -798,6 +910,9 @@ int64_t rlk_eng_timers(struct rlock_client *c, int64_t now)
         int64_t oldest = c->last_tx_ms < c->last_rx_ms ? c->last_tx_ms : c->last_rx_ms;
         if (oldest + limit < wake)
             wake = oldest + limit;
+        if (c->session_secret[0] && c->addrs != NULL &&
+            c->last_rx_ms + silent_after_ms(c) < wake)
+            wake = c->last_rx_ms + silent_after_ms(c); /* daemon_silent */
     }
     return wake > now ? wake : now + 1;
 }
@@ -807,6 +922,30 @@ int64_t rlk_eng_timers(struct rlock_client *c, int64_t now)
 int rlk_inherited(const struct rlock_client *c)
 {
     return c->fork_gen != rlk_fork_gen();
+}
+
+void rlk_eng_drain_pending(struct rlock_client *c,
+                           void (*fn)(struct rlock_client *c, struct rlk_call *call))
+{
+    for (size_t i = 0; i < c->pending.nb; i++) {
+        struct rlk_call *call;
+        while ((call = c->pending.b[i]) != NULL) {
+            c->pending.b[i] = call->hnext;
+            call->hnext = NULL;
+            c->pending.n--;
+            fn(c, call);
+        }
+    }
+}
+
+/* A pending call when the session ends: it completes, CLOSED. */
+static void end_call(struct rlock_client *c, struct rlk_call *call)
+{
+    if (call->cancelled)
+        rlk_eng_complete_err(c, call, RLOCK_ERR_CANCELLED, "acquire cancelled");
+    else
+        rlk_eng_complete_err(c, call, RLOCK_ERR_CLOSED, "session ended: %s",
+                             c->end_reason[0] ? c->end_reason : "closed");
 }
 
 void rlk_eng_end(struct rlock_client *c, const char *why, int quiet)
@@ -820,24 +959,14 @@ void rlk_eng_end(struct rlock_client *c, const char *why, int quiet)
         snprintf(c->end_reason, sizeof c->end_reason, "%s", why);
     c->state = RLK_SESSION_ENDED;
     c->quiet |= quiet;
-    for (size_t i = 0; i < c->pending.nb; i++) {
-        struct rlk_call *call;
-        while ((call = c->pending.b[i]) != NULL) {
-            c->pending.b[i] = call->hnext;
-            call->hnext = NULL;
-            c->pending.n--;
-            if (call->cancelled)
-                rlk_eng_complete_err(c, call, RLOCK_ERR_CANCELLED, "acquire cancelled");
-            else
-                rlk_eng_complete_err(c, call, RLOCK_ERR_CLOSED, "session ended: %s",
-                                     c->end_reason[0] ? c->end_reason : "closed");
-        }
-    }
+    rlk_eng_drain_pending(c, end_call);
     c->keepalive_inflight = 0;
     rlk_lock_lose_all(c, c->quiet);
     /* The daemon's side of a connection we share with our parent is not ours to end. */
     if (c->fd >= 0 && !rlk_inherited(c))
         shutdown(c->fd, SHUT_RDWR);
+    c->link = RLK_LINK_DOWN;
+    rlk_move_free(c);
 }
 
 void rlk_eng_goodbye(struct rlock_client *c)
@@ -938,7 +1067,9 @@ int rlk_eng_cancel_id(struct rlock_client *c, uint64_t id)
 int rlk_eng_init(struct rlock_client *c, int fd)
 {
     c->fd = fd;
+    c->old_fd = -1;
     c->state = RLK_SESSION_OPEN;
+    c->link = RLK_LINK_UP;
     c->last_tx_ms = c->last_rx_ms = c->last_ping_ms = c->answered_sent_ms = rlk_alive_ms();
     c->done_tail = &c->done_head;
     c->notes_tail = &c->notes;
@@ -977,6 +1108,7 @@ void rlk_eng_free(struct rlock_client *c)
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
+    rlk_move_free(c);
     if (c->lost_fd >= 0)
         close(c->lost_fd);
     c->lost_fd = -1;

@@ -16,7 +16,12 @@
  * longer knows it) or HELD -> RELEASED (its last hold released). It leaves
  * the table and the held list then, and is freed when its last handle goes.
  * A handle adds RELEASED for its own hold, and reads UNCERTAIN while HELD
- * past its valid-until time.
+ * past its valid-until time, or while its session moves to another daemon.
+ *
+ * Tokens: `token` is the one the grant gave, what the application sees, and
+ * never changes. `wire` is the key's token now, which a daemon adopting the
+ * lock after a resume replaces: Release and Extend name it, LockLost events
+ * carry it, and the table is keyed by it.
  *
  * Validity: every answer that vouches for a lock (its grant, an extend, a
  * keepalive answered with valid_ms for the session's watchdog locks) gives a
@@ -26,6 +31,7 @@
  */
 #include "rlock_internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -37,7 +43,8 @@ struct rlk_lock {
     struct rlk_lock *hnext;       /* token table chain */
     struct rlk_lock *prev, *next; /* c->held, while listed */
     char *resource;
-    char token[RLK_TOKEN_BYTES];
+    char token[RLK_TOKEN_BYTES];  /* as granted: the application's (immutable) */
+    char wire[RLK_TOKEN_BYTES];   /* the key's token now (changed by an adopt) */
     uint64_t fence;
     uint64_t owner;
     uint32_t ttl_ms;
@@ -53,6 +60,7 @@ struct rlk_lock {
     char seal[RLK_SEAL_BYTES];    /* the latest seal; "" = the daemon cannot resume */
     uint64_t max_hold_until_ms;   /* wall clock; 0 = none */
     uint32_t lock_delay_ms;
+    int release_after;            /* released while its session moved: adopted, then released */
 };
 
 struct rlock_lock {
@@ -92,7 +100,7 @@ static void locktab_grow(struct rlk_locktab *t)
         struct rlk_lock *lk = t->b[i], *next;
         for (; lk != NULL; lk = next) {
             next = lk->hnext;
-            size_t k = locktab_slot(&nt, lk->token);
+            size_t k = locktab_slot(&nt, lk->wire);
             lk->hnext = b[k];
             b[k] = lk;
         }
@@ -106,14 +114,19 @@ static struct rlk_lock *locktab_find(const struct rlk_locktab *t, const char *to
     if (t->nb == 0)
         return NULL;
     for (struct rlk_lock *lk = t->b[locktab_slot(t, token)]; lk != NULL; lk = lk->hnext)
-        if (strcmp(lk->token, token) == 0)
+        if (strcmp(lk->wire, token) == 0)
             return lk;
     return NULL;
 }
 
 /* --- objects ----------------------------------------------------------------------- */
 
-static void lock_unref(struct rlk_lock *lk)
+void rlk_lock_ref(struct rlk_lock *lk)
+{
+    lk->refs++;
+}
+
+void rlk_lock_unref(struct rlk_lock *lk)
 {
     if (--lk->refs > 0)
         return;
@@ -129,7 +142,7 @@ static int lock_list(struct rlock_client *c, struct rlk_lock *lk)
         locktab_grow(t);
     if (t->nb == 0)
         return -1;
-    size_t k = locktab_slot(t, lk->token);
+    size_t k = locktab_slot(t, lk->wire);
     lk->hnext = t->b[k];
     t->b[k] = lk;
     t->n++;
@@ -149,7 +162,7 @@ static void lock_unlist(struct rlock_client *c, struct rlk_lock *lk)
 {
     if (!lk->listed)
         return;
-    struct rlk_lock **p = &c->locks.b[locktab_slot(&c->locks, lk->token)];
+    struct rlk_lock **p = &c->locks.b[locktab_slot(&c->locks, lk->wire)];
     while (*p != lk)
         p = &(*p)->hnext;
     *p = lk->hnext;
@@ -164,7 +177,7 @@ static void lock_unlist(struct rlock_client *c, struct rlk_lock *lk)
     lk->listed = 0;
     if (--c->nheld == 0)
         c->min_wd_ttl_ms = 0; /* the keepalive need starts afresh with the next grant */
-    lock_unref(lk);
+    rlk_lock_unref(lk);
 }
 
 /* The only place an object's state changes. */
@@ -184,7 +197,7 @@ static void lock_lose(struct rlock_client *c, struct rlk_lock *lk, enum rlock_lo
     lk->refs++; /* unlisting must not free it before the note is written */
     lock_set_state(c, lk, RLOCK_LOST, reason);
     rlk_eng_note_lost(c, lk->resource, lk->token, lk->fence, reason, quiet);
-    lock_unref(lk);
+    rlk_lock_unref(lk);
 }
 
 static int64_t lock_valid_until(const struct rlock_client *c, const struct rlk_lock *lk)
@@ -209,6 +222,8 @@ static enum rlock_lock_state lock_view_state(const struct rlock_client *c,
         return lk->state;
     if (rlk_inherited(c))
         return RLOCK_LOST;
+    if (c->state == RLK_SESSION_MOVING)
+        return RLOCK_UNCERTAIN; /* held only if the resume adopts it */
     return now > lock_valid_until(c, lk) ? RLOCK_UNCERTAIN : RLOCK_HELD;
 }
 
@@ -225,6 +240,7 @@ enum rlock_err rlk_lock_granted(struct rlock_client *c, struct rlock_lock *h,
             return RLOCK_ERR_NOMEM;
         }
         strcpy(lk->token, r->token);
+        strcpy(lk->wire, r->token);
         lk->fence = r->fence;
         lk->owner = h->owner;
         lk->watchdog = r->watchdog;
@@ -310,6 +326,113 @@ uint32_t rlk_lock_keepalive_need(const struct rlock_client *c)
     return need < RLK_MIN_KEEPALIVE_MS ? RLK_MIN_KEEPALIVE_MS : need;
 }
 
+/* --- a session that moves (move.c) ---------------------------------------------------- */
+
+struct rlk_lock *rlk_lock_first(struct rlock_client *c)
+{
+    return c->held;
+}
+
+struct rlk_lock *rlk_lock_next(struct rlk_lock *lk)
+{
+    return lk->next;
+}
+
+void rlk_lock_adopt_fill(const struct rlk_lock *lk, Rlock__V1__Adopt *a)
+{
+    rlock__v1__adopt__init(a);
+    a->resource = lk->resource;
+    a->token = (char *)lk->wire;
+    a->fence = lk->fence;
+    a->ttl_ms = lk->ttl_ms;
+    a->watchdog_off = !lk->watchdog;
+    a->owner = lk->owner;
+    a->hold_count = lk->holds;
+    a->max_hold_until_ms = lk->max_hold_until_ms;
+    a->lock_delay_ms = lk->lock_delay_ms;
+    a->seal = (char *)lk->seal;
+}
+
+void rlk_lock_lose(struct rlock_client *c, struct rlk_lock *lk, enum rlock_lost_reason reason)
+{
+    if (lk->state != RLOCK_HELD)
+        return;
+    if (lk->release_after) /* its holder let it go: nobody to tell */
+        lock_set_state(c, lk, RLOCK_RELEASED, RLOCK_LOST_UNSPECIFIED);
+    else
+        lock_lose(c, lk, reason, c->quiet);
+}
+
+void rlk_lock_adopted(struct rlock_client *c, struct rlk_lock *lk, const Rlock__V1__AdoptReply *r,
+                      int64_t sent_ms)
+{
+    if (lk->state != RLOCK_HELD)
+        return;
+    if (r->token == NULL || r->token[0] == '\0' || strlen(r->token) >= RLK_TOKEN_BYTES) {
+        rlk_lock_lose(c, lk, RLOCK_LOST_UNSPECIFIED); /* a reply we cannot use */
+        return;
+    }
+    /* Keyed by the wire token: take it out under the old one, back under the new. */
+    lk->refs++;
+    lock_unlist(c, lk);
+    strcpy(lk->wire, r->token);
+    if (r->seal != NULL && strlen(r->seal) < sizeof lk->seal)
+        strcpy(lk->seal, r->seal);
+    if (r->ttl_ms > 0)
+        lk->ttl_ms = r->ttl_ms;
+    lk->valid_until = sent_ms + r->valid_ms;
+    lk->vouch_seq = c->ping_seq;
+    if (lock_list(c, lk) < 0) {
+        /* Cannot track it: give it back rather than hold it unseen. */
+        lk->state = RLOCK_LOST;
+        rlk_eng_forget(c, lk->resource, lk->wire, 0);
+        rlk_eng_note_lost(c, lk->resource, lk->token, lk->fence, RLOCK_LOST_UNSPECIFIED,
+                          c->quiet || lk->release_after);
+    } else if (lk->watchdog && (c->min_wd_ttl_ms == 0 || lk->ttl_ms < c->min_wd_ttl_ms)) {
+        c->min_wd_ttl_ms = lk->ttl_ms;
+    }
+    if (lk->release_after && lk->state == RLOCK_HELD) {
+        rlk_eng_forget(c, lk->resource, lk->wire, 0);
+        lock_set_state(c, lk, RLOCK_RELEASED, RLOCK_LOST_UNSPECIFIED);
+    }
+    rlk_lock_unref(lk);
+}
+
+uint32_t rlk_lock_release_moving(struct rlock_client *c, struct rlock_lock *h)
+{
+    (void)c;
+    struct rlk_lock *lk = h->lk;
+    h->released = 1;
+    if (lk == NULL || lk->state != RLOCK_HELD)
+        return 0;
+    /* The old daemon may or may not have seen it; the adopt states the count we keep. */
+    if (lk->holds > 1)
+        return --lk->holds;
+    lk->release_after = 1;
+    return 0;
+}
+
+void rlk_lock_expire(struct rlock_client *c, int64_t now)
+{
+    struct rlk_lock *lk = c->held, *next;
+    for (; lk != NULL; lk = next) {
+        next = lk->next;
+        if (now > lock_valid_until(c, lk))
+            rlk_lock_lose(c, lk, RLOCK_LOST_EXPIRED);
+    }
+}
+
+int64_t rlk_lock_earliest_end(const struct rlock_client *c)
+{
+    int64_t end = INT64_MAX;
+    for (const struct rlk_lock *lk = c->held; lk != NULL; lk = lk->next) {
+        int64_t v = lock_valid_until(c, lk);
+        if (v < end)
+            end = v;
+    }
+    return end;
+}
+
 /* --- handles ------------------------------------------------------------------------- */
 
 struct rlock_lock *rlk_handle_new(struct rlock_client *c, const char *resource)
@@ -336,7 +459,7 @@ void rlk_handle_destroy(struct rlock_client *c, struct rlock_lock *h)
     if (h->next != NULL)
         h->next->prev = h->prev;
     if (h->lk != NULL)
-        lock_unref(h->lk);
+        rlk_lock_unref(h->lk);
     free(h->resource);
     free(h);
 }
@@ -385,7 +508,7 @@ enum rlock_err rlk_handle_usable(struct rlock_client *c, const struct rlock_lock
                       rlock_lost_reason_str(lk != NULL ? lk->reason : RLOCK_LOST_UNSPECIFIED));
         return RLOCK_ERR_NOT_HELD;
     }
-    *token = lk->token;
+    *token = lk->wire;
     return RLOCK_OK;
 }
 
@@ -501,12 +624,16 @@ RLOCK_API size_t rlock_foreach_lock(struct rlock_client *c,
     size_t n = rlk_inherited(c) ? 0 : (size_t)c->nheld, strings = 0;
     for (const struct rlk_lock *lk = c->held; lk != NULL && n > 0; lk = lk->next)
         strings += strlen(lk->resource) + strlen(lk->token) + 2;
+    for (const struct rlk_lock *lk = c->held; lk != NULL; lk = lk->next)
+        n -= n > 0 && lk->release_after; /* released by the application already */
     struct rlock_lock_info *infos = n ? malloc(n * sizeof *infos + strings) : NULL;
     size_t i = 0;
     if (infos != NULL) {
         char *arena = (char *)(infos + n);
-        for (const struct rlk_lock *lk = c->held; lk != NULL && i < n; lk = lk->next, i++) {
-            struct rlock_lock_info *in = &infos[i];
+        for (const struct rlk_lock *lk = c->held; lk != NULL && i < n; lk = lk->next) {
+            if (lk->release_after)
+                continue;
+            struct rlock_lock_info *in = &infos[i++];
             size_t rl = strlen(lk->resource) + 1, tl = strlen(lk->token) + 1;
             in->resource = memcpy(arena, lk->resource, rl);
             arena += rl;

@@ -216,8 +216,8 @@ static void interest_update(struct rlock_client *c)
 {
     if (!c->epoll_in)
         return;
-    if (c->state != RLK_SESSION_OPEN) {
-        /* An ended session's socket stays readable (EOF): stop watching it. */
+    if (!rlk_eng_linked(c)) {
+        /* A lost connection stays readable (EOF): stop watching it. */
         epoll_ctl(reactor.epfd, EPOLL_CTL_DEL, c->fd, NULL);
         c->epoll_in = 0;
         c->epoll_out = 0;
@@ -254,13 +254,14 @@ static void timer_update(struct rlock_client *c, int64_t next)
 static void serve(struct rlock_client *c, uint32_t events)
 {
     rlk_client_lock(c);
-    if (c->state == RLK_SESSION_OPEN) {
+    if (rlk_eng_linked(c)) {
         if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
             rlk_eng_read(c);
-        if ((events & EPOLLOUT) && c->state == RLK_SESSION_OPEN)
+        if ((events & EPOLLOUT) && rlk_eng_linked(c))
             rlk_eng_flush(c);
         /* A Hello answered or a short lease granted may need a keepalive sooner. */
-        timer_update(c, rlk_eng_timers(c, rlk_alive_ms()));
+        if (c->state != RLK_SESSION_ENDED)
+            timer_update(c, rlk_eng_timers(c, rlk_alive_ms()));
     }
     interest_update(c);
     rlk_client_unlock(c);
@@ -332,7 +333,8 @@ static int thread_leadfd(void)
 
 int rlk_reactor_lead_begin(struct rlock_client *c, struct rlk_call *call)
 {
-    if (c->leader_call != NULL || c->state != RLK_SESSION_OPEN || !c->epoll_in)
+    if (c->leader_call != NULL || c->state != RLK_SESSION_OPEN || c->link != RLK_LINK_UP ||
+        !c->epoll_in)
         return 0;
     int fd = thread_leadfd();
     if (fd < 0)
@@ -376,11 +378,11 @@ int rlk_reactor_lead_wait(struct rlock_client *c, struct rlk_call *call, int64_t
         if (p[0].revents == 0)
             continue;
         rlk_client_lock(c);
-        if (c->state == RLK_SESSION_OPEN) {
+        if (c->state == RLK_SESSION_OPEN && c->link == RLK_LINK_UP) {
             c->leader_reading = 1;
             rlk_eng_read(c);
             c->leader_reading = 0;
-            if (c->state == RLK_SESSION_OPEN)
+            if (c->state != RLK_SESSION_ENDED)
                 timer_update(c, rlk_eng_timers(c, rlk_alive_ms()));
         }
         /* What reading queued (a held-back request, a keepalive) may wait for
@@ -432,7 +434,7 @@ static void run_timers(void)
         pthread_mutex_unlock(&reactor.mu);
 
         rlk_client_lock(c);
-        int64_t next = c->state == RLK_SESSION_OPEN ? rlk_eng_timers(c, now) : -1;
+        int64_t next = c->state != RLK_SESSION_ENDED ? rlk_eng_timers(c, now) : -1;
         timer_update(c, next);
         interest_update(c);
         rlk_client_unlock(c);
@@ -589,6 +591,22 @@ void rlk_reactor_remove(struct rlock_client *c)
         (void)n;
         while (reactor.turn < target)
             pthread_cond_wait(&reactor.turn_cv, &reactor.mu);
+    }
+    pthread_mutex_unlock(&reactor.mu);
+}
+
+void rlk_reactor_swap_fd(struct rlock_client *c, int old_fd)
+{
+    pthread_mutex_lock(&reactor.mu);
+    int watched = c->registered;
+    if (watched && c->epoll_in && old_fd >= 0)
+        epoll_ctl(reactor.epfd, EPOLL_CTL_DEL, old_fd, NULL);
+    c->epoll_in = c->epoll_out = c->epoll_rd = 0;
+    if (watched) {
+        /* Writable tells a connect's end; then interest_update trims it. */
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
+        if (epoll_ctl(reactor.epfd, EPOLL_CTL_ADD, c->fd, &ev) == 0)
+            c->epoll_in = c->epoll_out = c->epoll_rd = 1;
     }
     pthread_mutex_unlock(&reactor.mu);
 }

@@ -7,6 +7,8 @@
  *   conn.c      sockets, clocks, futex waits
  *   engine.c    the protocol engine: one session's frames, pending requests,
  *               keepalives and end; single-threaded (c->mu held)
+ *   move.c      a session that moves: its connection lost or the daemon asking
+ *               it to move, the reconnect, Resume and the Adopt of its locks
  *   locks.c     lock objects and handles: grants, releases, losses, getters
  *   client.c    a client's life: creation, c->mu (rlk_client_lock/unlock, which
  *               hands the engine's outputs on when released), shutdown, close
@@ -90,6 +92,8 @@ enum rlk_call_kind {
     RLK_CALL_FORGET,    /* the engine's own Release of a grant nobody wanted */
     RLK_CALL_KEEP,      /* an operator's request: the OK response is kept, packed, in
                            call->kept for the caller to unpack on its own thread */
+    RLK_CALL_RESUME,    /* the engine's Resume of a moving session (move.c) */
+    RLK_CALL_ADOPT,     /* the engine's Adopt of one lock after a Resume (move.c) */
 };
 
 /* Bits of rlk_call.state, the futex word a blocking caller sleeps on. */
@@ -118,6 +122,9 @@ struct rlk_call {
     size_t held_len;
     struct rlk_call *hnext_held; /* c->held_back, in submission order */
     struct rlock_lock *handle; /* acquire: filled in on grant; release/extend: the handle */
+    struct rlk_lock *lock;    /* adopt: the lock object (one reference) */
+    uint64_t acq_id;          /* forget: the Acquire whose grant this releases (0 = none) */
+    char *acq_resource;       /* forget by acquire_id: its resource (owned) */
     rlock_done_fn done_fn;    /* asynchronous completion */
     void *done_arg;
     atomic_uint state;        /* RLK_CALL_* bits */
@@ -148,8 +155,40 @@ struct rlk_note {
 
 enum rlk_mode { RLK_MODE_BLOCKING, RLK_MODE_ASYNC };
 
-/* OPEN -> ENDED, once, by rlk_eng_end(). */
-enum rlk_session_state { RLK_SESSION_OPEN, RLK_SESSION_ENDED };
+/*
+ * OPEN -> ENDED, once, by rlk_eng_end(); OPEN <-> MOVING while a session that
+ * can be resumed changes connection (move.c). New calls are taken only while
+ * OPEN.
+ */
+enum rlk_session_state { RLK_SESSION_OPEN, RLK_SESSION_MOVING, RLK_SESSION_ENDED };
+
+/* The connection under the session: frames flow only while UP. */
+enum rlk_link { RLK_LINK_DOWN, RLK_LINK_CONNECTING, RLK_LINK_UP };
+
+/* An Acquire whose answer was lost with a connection: released by its id after a Resume. */
+struct rlk_unanswered {
+    struct rlk_unanswered *next;
+    uint64_t id;
+    char resource[]; /* NUL-terminated */
+};
+
+/* What a moving session needs (move.c). */
+struct rlk_move {
+    int64_t since;            /* rlk_alive_ms() when the move began */
+    int64_t give_up_at;       /* the session ends if it has not resumed by then */
+    int64_t next_try;         /* when to connect next (backoff) */
+    int64_t try_until;        /* the current try (connect, then Resume) fails at this time */
+    uint32_t backoff_ms;
+    unsigned tries;           /* connection attempts of this move */
+    unsigned batch;           /* Resume and Adopt answers still due on this connection */
+    int resumed;              /* the Resume of this connection was accepted */
+    int keep_old;             /* the connection left is kept open until the resume */
+    struct rlk_unanswered *unanswered;
+    char why[RLK_REASON_BYTES];  /* why the session moves */
+    char last[RLK_REASON_BYTES]; /* why the latest try failed */
+};
+/* What a call refused while a session moves suggests as retry_after_ms. */
+#define RLK_MOVE_RETRY_MS 100u
 
 struct rlk_calltab {
     struct rlk_call **b;
@@ -173,6 +212,17 @@ struct rlock_client {
 
     /* guarded by mu */
     enum rlk_session_state state;
+    enum rlk_link link;
+    int old_fd;              /* the connection a move left, kept open until it resumed
+                                (a live daemon must not see its end before the adopts), or -1 */
+    int fd_changed;          /* the fd was replaced: the application's loop must re-aim */
+    int corked;              /* queue without writing: the move's requests go out in one write */
+    struct rlk_addr_list *addrs; /* the daemons to (re)connect to */
+    unsigned addr_used;      /* the index of the current (or last) one */
+    char *hello_name, *hello_auth; /* what a Resume repeats of the Hello */
+    uint32_t hello_timeout_ms;
+    struct rlk_move move;
+    uint64_t resumes;        /* sessions resumed so far */
     int quiet;               /* the application ended the session: no lost-lock callbacks */
     int closing;             /* rlock_close has begun */
     char end_reason[RLK_REASON_BYTES];
@@ -291,6 +341,20 @@ void rlk_futex_wake(atomic_uint *word);
 
 /* Set up an engine around a connected fd. 0, or -1 when out of memory. */
 RLK_MUST_CHECK int rlk_eng_init(struct rlock_client *c, int fd);
+/* 1 while the fd should be watched (connected or connecting). */
+int rlk_eng_linked(const struct rlock_client *c);
+/* Queue an engine-owned request (nobody awaits its answer). 0, or -1 (the call is freed). */
+int rlk_eng_submit_own(struct rlock_client *c, Rlock__V1__Request *req, struct rlk_call *call);
+/* Complete a pending call taken off the table: its waiter wakes, an owned one is queued or freed. */
+void rlk_eng_complete(struct rlock_client *c, struct rlk_call *call);
+/* Take every pending call off the table and hand each to fn. */
+void rlk_eng_drain_pending(struct rlock_client *c,
+                           void (*fn)(struct rlock_client *c, struct rlk_call *call));
+/* Queue the Release of a grant nobody wants, by token or (token NULL) by acquire id. */
+void rlk_eng_forget(struct rlock_client *c, const char *resource, const char *token,
+                    uint64_t acq_id);
+/* Adopt the timeouts and the secret of a HelloReply (Hello or Resume). */
+void rlk_eng_take_hello(struct rlock_client *c, const Rlock__V1__HelloReply *h);
 /* Free the engine: fd closed (not shut down), owned calls freed, notes dropped. */
 void rlk_eng_free(struct rlock_client *c);
 /*
@@ -352,6 +416,37 @@ void rlk_eng_note_lost(struct rlock_client *c, const char *resource, const char 
 /* 1 when c was inherited from the parent across fork(). */
 int rlk_inherited(const struct rlock_client *c);
 
+/* --- move.c -------------------------------------------------------------------------- */
+/* Every function here runs with c->mu held. */
+
+/*
+ * The connection is lost or must be left (why): move the session when it can
+ * be resumed (1), else return 0 and the caller ends it. keep_old: the daemon
+ * may be alive and must not see the connection end before the adopts (it
+ * would release the locks); else the connection is shut down now.
+ */
+int rlk_move_begin(struct rlock_client *c, const char *why, int keep_old);
+/* A moving session's timers: connect, give up, lose what expired. Next wake, or -1. */
+int64_t rlk_move_timers(struct rlock_client *c, int64_t now);
+/* The connection of a moving session is writable or has an error: did it connect? */
+void rlk_move_connect_done(struct rlock_client *c);
+/* The answer r to a Resume or Adopt call of the move. */
+void rlk_move_answer(struct rlock_client *c, struct rlk_call *call, const Rlock__V1__Response *r);
+/* A pending call at the loss of the connection: complete it (or keep it for the next one). */
+void rlk_move_settle(struct rlock_client *c, struct rlk_call *call);
+/* Free what a move keeps (the session ended). */
+void rlk_move_free(struct rlock_client *c);
+/* c->mu held, blocking clients: the engine replaced c->fd (old still open); watch the new one. */
+void rlk_reactor_swap_fd(struct rlock_client *c, int old_fd);
+/*
+ * Start a non-blocking connect to address (its pick-th resolved address, for a
+ * host name with several). The fd, with *done = 1 if already connected; or -1
+ * with a message in err.
+ */
+int rlk_conn_start(const char *address, unsigned pick, int *done, char *err, size_t errlen);
+/* A connect started by rlk_conn_start ended: 0 connected, or the errno. */
+int rlk_conn_result(int fd);
+
 /* --- locks.c ------------------------------------------------------------------------ */
 
 /* Create a handle for an acquire of resource (not yet granted). NULL when out of memory. */
@@ -394,6 +489,25 @@ void rlk_lock_forget(struct rlock_client *c, struct rlock_lock *h);
 void rlk_lock_lose_all(struct rlock_client *c, int quiet);
 /* c->mu held: a keepalive sent at sent_ms vouched for every watchdog lock for valid_ms. */
 void rlk_lock_vouched(struct rlock_client *c, int64_t sent_ms, uint32_t valid_ms);
+/* c->mu held: the first held lock, and the next (for the move's Adopts). */
+struct rlk_lock *rlk_lock_first(struct rlock_client *c);
+struct rlk_lock *rlk_lock_next(struct rlk_lock *lk);
+/* c->mu held: take a reference to lk, and drop it. */
+void rlk_lock_ref(struct rlk_lock *lk);
+void rlk_lock_unref(struct rlk_lock *lk);
+/* c->mu held: fill an Adopt of lk (strings point into lk). */
+void rlk_lock_adopt_fill(const struct rlk_lock *lk, Rlock__V1__Adopt *a);
+/* c->mu held: the Adopt of lk (sent at sent_ms) succeeded with r. */
+void rlk_lock_adopted(struct rlock_client *c, struct rlk_lock *lk, const Rlock__V1__AdoptReply *r,
+                      int64_t sent_ms);
+/* c->mu held: lk, still HELD, is lost; reported unless quiet or released by its holder. */
+void rlk_lock_lose(struct rlock_client *c, struct rlk_lock *lk, enum rlock_lost_reason reason);
+/* c->mu held: a Release of h was in flight when the connection was lost (move.c). */
+uint32_t rlk_lock_release_moving(struct rlock_client *c, struct rlock_lock *h);
+/* c->mu held: lose every held lock whose validity ended by now (a session that moves). */
+void rlk_lock_expire(struct rlock_client *c, int64_t now);
+/* c->mu held: the earliest valid-until of the held locks, or INT64_MAX. */
+int64_t rlk_lock_earliest_end(const struct rlock_client *c);
 /* c->mu held: free every handle and lock object (rlock_close). */
 void rlk_lock_free_all(struct rlock_client *c);
 /* c->mu held: the keepalive interval the held locks need (0: no requirement). */
@@ -419,6 +533,12 @@ void rlk_client_lock(struct rlock_client *c);
 void rlk_client_unlock(struct rlock_client *c);
 /* The Hello a client with opts sends (its strings point into opts). */
 void rlk_hello_fill(Rlock__V1__Hello *h, const struct rlock_options *opts);
+/*
+ * Open c's first connection to the comma-separated list address (kept for
+ * the moves): the fd, or -1 (none answered) / -2 (malformed) with err.
+ */
+int rlk_client_open(struct rlock_client *c, const char *address, uint32_t timeout_ms, char *err,
+                    size_t errlen);
 /* A new client of mode with opts (registered for fork handling); NULL when out of memory. */
 struct rlock_client *rlk_client_new(const struct rlock_options *opts, enum rlk_mode mode);
 /* Run an asynchronous client's completed calls and notes, taken from it (mu not held). */

@@ -357,14 +357,23 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static int64_t run_valid_for(const struct rlock_lock *l);
+
 /*
  * 1 once the lock can no longer be counted on: lost, or past the time the
- * library can vouch for it (RLOCK_UNCERTAIN: with the watchdog off, the lease
- * running out; with it on, no news from the daemon for too long).
+ * library can vouch for it (with the watchdog off, the lease running out;
+ * with it on, no news from the daemon for too long). UNCERTAIN alone is not
+ * enough: while the session moves to another daemon (its daemon restarted or
+ * died) the lock is uncertain but still valid until its valid-until time,
+ * which has the daemon's loss margin taken off already; the job is stopped
+ * only if the resume has not confirmed the lock by then.
  */
 static int run_lock_gone(const struct rlock_lock *l)
 {
-    return rlock_lock_state(l) != RLOCK_HELD;
+    enum rlock_lock_state st = rlock_lock_state(l);
+    if (st == RLOCK_HELD)
+        return 0;
+    return st != RLOCK_UNCERTAIN || run_valid_for(l) <= 0;
 }
 
 /* Why the lock is gone, for messages. */
@@ -591,6 +600,37 @@ static int run_exit_status(int status)
     return EX_SOFTWARE;
 }
 
+/*
+ * Sleep as the last UNAVAILABLE answer suggests (its retry hint, else dflt
+ * ms) and return 0; or -1 at once when that would pass end.
+ */
+static int run_pause_retry(int64_t end, uint32_t dflt)
+{
+    uint32_t pause = rlock_last_error()->retry_after_ms ? rlock_last_error()->retry_after_ms : dflt;
+    if (now_ms() + pause >= end)
+        return -1;
+    struct timespec ts = {.tv_sec = pause / 1000, .tv_nsec = (long)(pause % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+    return 0;
+}
+
+/*
+ * Release l. A session moving to another daemon refuses calls UNAVAILABLE
+ * until it has resumed there: ask again, within --timeout.
+ */
+static enum rlock_err run_release(const struct ctl *ctl, struct rlock_lock *l)
+{
+    int64_t end = now_ms() + ctl->timeout_ms;
+    for (;;) {
+        enum rlock_err e = rlock_release(l, ctl->timeout_ms);
+        if (e != RLOCK_ERR_UNAVAILABLE || rlock_lock_state(l) == RLOCK_LOST)
+            return e;
+        if (run_pause_retry(end, 100) < 0)
+            return e;
+    }
+}
+
 /* The job is over and the lock not lost on the way: release it. Returns the exit code. */
 static int run_settle(const struct ctl *ctl, const struct run *r, struct rlock_client *c,
                       struct rlock_lock *l, int status)
@@ -599,7 +639,7 @@ static int run_settle(const struct ctl *ctl, const struct run *r, struct rlock_c
         /* Noticed only after the job's end: its status stands, nothing to release. */
         ctl_err("run: note: lock '%s' found lost (%s) only after the command ended", r->resource,
                 rlock_lost_reason_str(rlock_lock_lost_reason(l)));
-    } else if (rlock_release(l, ctl->timeout_ms) != RLOCK_OK) {
+    } else if (run_release(ctl, l) != RLOCK_OK) {
         char msg[256];
         rlock_errmsg(c, msg, sizeof msg);
         ctl_err("run: warning: release of '%s' failed: %s (closing the session releases it)",
@@ -673,13 +713,8 @@ static enum rlock_err run_acquire(const struct ctl *ctl, const struct run *r,
         enum rlock_err e = rlock_acquire(c, r->resource, &ao, ctl->timeout_ms, l);
         if (e != RLOCK_ERR_UNAVAILABLE || r->wait_ms == 0)
             return e;
-        uint32_t pause = rlock_last_error()->retry_after_ms ? rlock_last_error()->retry_after_ms
-                                                             : 250;
-        if (now_ms() + pause >= end)
+        if (run_pause_retry(end, 250) < 0)
             return e;
-        struct timespec ts = {.tv_sec = pause / 1000, .tv_nsec = (long)(pause % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-            ;
     }
 }
 

@@ -134,6 +134,14 @@ int h_stop_pid(pid_t pid, int sig, int grace_ms, const char *what, int *status);
 void h_print_tail(const char *path, int lines);
 /* Remove a directory tree (no symlinks followed). */
 void h_rm_tree(const char *dir);
+/* A private directory holding the resume key file several daemons share. */
+struct h_keydir {
+    char dir[128];
+    char ini[512]; /* [session] resume_key_file = DIR/resume.key, plus extra */
+};
+/* Make one (extra: more configuration after that line, or NULL); fails the test if it cannot. */
+void h_keydir_make(struct h_keydir *k, const char *extra);
+void h_keydir_remove(struct h_keydir *k);
 /* 1 when no process pid exists any more, or only its zombie (pid need not be our child). */
 int h_pid_gone(pid_t pid);
 /* 1 while both redis-server and rlockd of e are running. */

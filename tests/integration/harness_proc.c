@@ -89,6 +89,19 @@ void h_rm_tree(const char *dir)
         nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+void h_keydir_make(struct h_keydir *k, const char *extra)
+{
+    snprintf(k->dir, sizeof k->dir, "/tmp/itest_keydir.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(k->dir));
+    snprintf(k->ini, sizeof k->ini, "[session]\nresume_key_file = %s/resume.key\n%s", k->dir,
+             extra != NULL ? extra : "");
+}
+
+void h_keydir_remove(struct h_keydir *k)
+{
+    h_rm_tree(k->dir);
+}
+
 /* The first warnings and errors of an rlockd log: the tail alone may be a
  * flood of routine lines printed after what went wrong. */
 static void print_first_problems(const char *text, const char *path, int max)

@@ -32,25 +32,6 @@
 /* Generous: a daemon under load still answers well within this. */
 #define PROMPT_MS 5000
 
-/* A private directory holding the resume key file several daemons share. */
-struct keydir {
-    char dir[128];
-    char ini[512]; /* [session] resume_key_file = DIR/resume.key, plus extra */
-};
-
-static void keydir_make(struct keydir *k, const char *extra)
-{
-    snprintf(k->dir, sizeof k->dir, "/tmp/itest_handover.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(k->dir));
-    snprintf(k->ini, sizeof k->ini, "[session]\nresume_key_file = %s/resume.key\n%s", k->dir,
-             extra != NULL ? extra : "");
-}
-
-static void keydir_remove(struct keydir *k)
-{
-    h_rm_tree(k->dir);
-}
-
 /* What a session needs to resume: its id and secret. */
 struct sess {
     char id[64];
@@ -187,7 +168,7 @@ static void key_kept(struct h_env *e, const char *resource, const char *token, i
     redisFree(r);
 }
 
-static void start_pair(struct h_env *a, struct h_env *b, const struct keydir *k)
+static void start_pair(struct h_env *a, struct h_env *b, const struct h_keydir *k)
 {
     h_env_start_or_fail(a, k->ini);
     ck_assert_msg(h_env_start_peer(b, a, k->ini) == 0, "could not start daemon B");
@@ -218,8 +199,8 @@ END_TEST
 /* kill -9 of A: the session resumes on B and adopts its locks, fences unchanged. */
 START_TEST(test_kill9_resume)
 {
-    struct keydir k;
-    keydir_make(&k, NULL);
+    struct h_keydir k;
+    h_keydir_make(&k, NULL);
     struct h_env a, b;
     start_pair(&a, &b, &k);
     struct stat st;
@@ -268,7 +249,7 @@ START_TEST(test_kill9_resume)
     h_raw_close(&q.raw);
     h_env_stop(&b);
     h_env_stop(&a);
-    keydir_remove(&k);
+    h_keydir_remove(&k);
 }
 END_TEST
 
@@ -279,8 +260,8 @@ END_TEST
  */
 START_TEST(test_zombie)
 {
-    struct keydir k;
-    keydir_make(&k, "timeout = 1s\n[server]\nshutdown = release\n");
+    struct h_keydir k;
+    h_keydir_make(&k, "timeout = 1s\n[server]\nshutdown = release\n");
     struct h_env a, b, c;
     start_pair(&a, &b, &k);
     ck_assert_msg(h_env_start_peer(&c, &a, k.ini) == 0, "could not start daemon C");
@@ -288,7 +269,9 @@ START_TEST(test_zombie)
     struct sess s;
     open_session(&p, &a, "zombie-client", 1000, &s);
     struct h_grant g;
-    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "zombie/r", .ttl_ms = 1000}, &g, "grant");
+    /* A ttl long enough for B to renew it on a busy machine, short enough that A's
+     * renewal is due when it wakes. */
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "zombie/r", .ttl_ms = 3000}, &g, "grant");
 
     h_sigstop(a.rlockd_pid, "daemon A");
     /* On B it asks for a longer timeout: this test does not ping while it waits. */
@@ -299,7 +282,7 @@ START_TEST(test_zombie)
     uint64_t wid = h_peer_acquire(&w, &(struct h_acq){.resource = "zombie/r", .ttl_ms = 1000,
                                                       .wait_ms = 60000});
     /* Keep the connection to A open: A sees no end, only its own timeout once it runs. */
-    h_sleep_ms(1500); /* longer than A's session timeout and the lock's ttl */
+    h_sleep_ms(1500); /* past A's session timeout and a third of the ttl (its renew) */
     h_sigcont(a.rlockd_pid, "daemon A");
     /* A now times the session out (release by its old token), renews (stolen) ... */
     ck_assert_msg(h_log_wait(&a, "closed: session timed out", PROMPT_MS, NULL) == 0,
@@ -320,15 +303,15 @@ START_TEST(test_zombie)
     h_env_stop(&c);
     h_env_stop(&b);
     h_env_stop(&a);
-    keydir_remove(&k);
+    h_keydir_remove(&k);
 }
 END_TEST
 
 /* A resume too late: a key gone is MISSING, a key someone else took is STOLEN (and stays). */
 START_TEST(test_too_late)
 {
-    struct keydir k;
-    keydir_make(&k, NULL);
+    struct h_keydir k;
+    h_keydir_make(&k, NULL);
     struct h_env a, b;
     start_pair(&a, &b, &k);
     struct h_peer p, q, o;
@@ -359,15 +342,15 @@ START_TEST(test_too_late)
     h_raw_close(&o.raw);
     h_env_stop(&b);
     h_env_stop(&a);
-    keydir_remove(&k);
+    h_keydir_remove(&k);
 }
 END_TEST
 
 /* Forged or wrong resumes and adopts are refused; the real session is untouched. */
 START_TEST(test_forged)
 {
-    struct keydir k;
-    keydir_make(&k, NULL);
+    struct h_keydir k;
+    h_keydir_make(&k, NULL);
     char tokens[256], ini[1024];
     snprintf(tokens, sizeof tokens, "%s/tokens", k.dir);
     FILE *f = fopen(tokens, "w");
@@ -465,7 +448,7 @@ START_TEST(test_forged)
     expect_key(&a, "forged/r", g.token, "after the revoked resume");
     h_raw_close(&p.raw);
     h_env_stop(&a);
-    keydir_remove(&k);
+    h_keydir_remove(&k);
 }
 END_TEST
 
@@ -476,8 +459,8 @@ END_TEST
  */
 START_TEST(test_unanswered_acquire)
 {
-    struct keydir k;
-    keydir_make(&k, NULL);
+    struct h_keydir k;
+    h_keydir_make(&k, NULL);
     struct h_env a, b;
     start_pair(&a, &b, &k);
     struct h_peer p, q, o;
@@ -517,7 +500,7 @@ START_TEST(test_unanswered_acquire)
     h_raw_close(&o.raw);
     h_env_stop(&b);
     h_env_stop(&a);
-    keydir_remove(&k);
+    h_keydir_remove(&k);
 }
 END_TEST
 
@@ -528,8 +511,8 @@ END_TEST
  */
 START_TEST(test_same_daemon)
 {
-    struct keydir k;
-    keydir_make(&k, NULL);
+    struct h_keydir k;
+    h_keydir_make(&k, NULL);
     struct h_env a;
     h_env_start_or_fail(&a, k.ini);
     struct h_peer p, q;
@@ -549,7 +532,7 @@ START_TEST(test_same_daemon)
     h_raw_close(&p.raw);
     h_raw_close(&q.raw);
     h_env_stop(&a);
-    keydir_remove(&k);
+    h_keydir_remove(&k);
 }
 END_TEST
 
@@ -561,8 +544,8 @@ END_TEST
 #define MANY 6000
 START_TEST(test_same_daemon_many)
 {
-    struct keydir k;
-    keydir_make(&k, "max_locks = 10000\n");
+    struct h_keydir k;
+    h_keydir_make(&k, "max_locks = 10000\n");
     struct h_env a;
     h_env_start_or_fail(&a, k.ini);
     struct h_peer p, q;
@@ -635,7 +618,7 @@ START_TEST(test_same_daemon_many)
     h_raw_close(&p.raw);
     h_raw_close(&q.raw);
     h_env_stop(&a);
-    keydir_remove(&k);
+    h_keydir_remove(&k);
 }
 END_TEST
 
@@ -657,8 +640,8 @@ static void expect_closing(struct h_peer *p, int resume)
  */
 START_TEST(test_restart_in_place)
 {
-    struct keydir k;
-    keydir_make(&k, NULL);
+    struct h_keydir k;
+    h_keydir_make(&k, NULL);
     struct h_env a;
     h_env_start_or_fail(&a, k.ini);
     struct h_peer p, q;
@@ -684,15 +667,15 @@ START_TEST(test_restart_in_place)
     h_peer_release_ok(&q, "inplace/r", g.token, 0, "release");
     h_raw_close(&q.raw);
     h_env_stop(&a);
-    keydir_remove(&k);
+    h_keydir_remove(&k);
 }
 END_TEST
 
 /* shutdown = release: the lock is released at SIGTERM, as before. */
 START_TEST(test_shutdown_release)
 {
-    struct keydir k;
-    keydir_make(&k, "[server]\nshutdown = release\n");
+    struct h_keydir k;
+    h_keydir_make(&k, "[server]\nshutdown = release\n");
     struct h_env a;
     h_env_start_or_fail(&a, k.ini);
     struct h_peer p;
@@ -712,7 +695,7 @@ START_TEST(test_shutdown_release)
     redisFree(r);
     h_raw_close(&p.raw);
     h_env_stop(&a);
-    keydir_remove(&k);
+    h_keydir_remove(&k);
 }
 END_TEST
 

@@ -212,6 +212,13 @@ const char *rlock_session_id(const struct rlock_client *c);
 /* Effective session timeout the daemon granted. */
 uint32_t rlock_session_timeout_ms(const struct rlock_client *c);
 /*
+ * How many times the session moved to another connection and was resumed
+ * there (docs/client.md, "When the daemon goes away"): its daemon died, was
+ * restarted or went silent, or asked it to move. 0 for a session that never
+ * moved.
+ */
+uint64_t rlock_session_resumes(struct rlock_client *c);
+/*
  * 1 while the session is open, 0 once it has ended. A session that nothing
  * was written to or heard from for a whole session timeout (the process was
  * stopped, the machine suspended) is ended by this check; so are the lock
@@ -541,7 +548,11 @@ typedef void (*rlock_change_fn)(struct rlock_client *c, void *arg);
 enum rlock_err rlock_async_connect(const char *address, const struct rlock_options *opts,
                                    rlock_done_fn on_ready, void *ready_arg,
                                    struct rlock_client **out, char *errbuf, size_t errlen);
-/* The descriptor to poll. */
+/*
+ * The descriptor to poll. A session that moves to another connection gets a
+ * new one: read it again after every rlock_async_process (the change
+ * callback runs when it changed).
+ */
 int rlock_async_fd(const struct rlock_client *c);
 /* The poll events wanted now: POLLIN, plus POLLOUT while output is queued. */
 int rlock_async_events(const struct rlock_client *c);

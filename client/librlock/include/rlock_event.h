@@ -41,6 +41,7 @@ struct rlock_libevent {
     struct event *io;    /* the client's descriptor, for the events in `events` */
     struct event *timer; /* the client's next keepalive or liveness check */
     int events;          /* poll events io watches now; -1 before the first update */
+    int fd;              /* the descriptor io watches (a session that moved has a new one) */
     int closed;
     void (*on_closed)(struct rlock_client *c, void *arg);
     void *arg;
@@ -54,16 +55,18 @@ static inline void rlock_libevent_update_(struct rlock_libevent *b)
     if (b->closed)
         return;
     int want = rlock_async_events(b->c);
-    if (want != b->events) {
+    int fd = rlock_async_fd(b->c);
+    if (want != b->events || fd != b->fd) {
         short ev = EV_PERSIST;
         if (want & POLLIN)
             ev |= EV_READ;
         if (want & POLLOUT)
             ev |= EV_WRITE;
         event_del(b->io);
-        event_assign(b->io, b->base, rlock_async_fd(b->c), ev, rlock_libevent_io_cb_, b);
+        event_assign(b->io, b->base, fd, ev, rlock_libevent_io_cb_, b);
         event_add(b->io, NULL);
         b->events = want;
+        b->fd = fd;
     }
     int64_t ms = rlock_async_timeout_ms(b->c);
     if (ms < 0) {

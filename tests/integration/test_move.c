@@ -1,0 +1,478 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_move.c — librlock sessions that outlive their daemon (docs/client.md,
+ * "When the daemon goes away"): clients given two daemons that share a resume
+ * key move to the other one when theirs is killed, and carry every lock on
+ * with its fence; a daemon restarted in place takes its clients back; a
+ * client that cannot resume in time reports its locks lost; an asynchronous
+ * client moves on its own loop. Real redis-server and rlockd processes, real
+ * signals.
+ */
+#include "harness.h"
+
+#include <event2/event.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rlock_event.h"
+
+#define N_CLIENTS 20
+#define N_LOCKS 50
+#define LOCK_TTL_MS 5000u
+/* Generous: a move on a busy machine still takes well under this. */
+#define MOVE_DEADLINE_MS 20000
+
+/* Two daemons on one Redis sharing a resume key; B started first, then stopped. */
+struct pair {
+    struct h_keydir k;
+    struct h_env a, b;
+    char list[700]; /* "A,B" */
+};
+
+static void pair_start(struct pair *p, const char *extra)
+{
+    h_keydir_make(&p->k, extra);
+    h_env_start_or_fail(&p->a, p->k.ini);
+    ck_assert_msg(h_env_start_peer(&p->b, &p->a, p->k.ini) == 0, "could not start daemon B");
+    snprintf(p->list, sizeof p->list, "%s,%s", p->a.rlockd_addr, p->b.rlockd_addr);
+}
+
+/* Stop (SIGKILL) the rlockd of e and reap it. */
+static void kill9(struct h_env *e, const char *what)
+{
+    ck_assert_int_eq(kill(e->rlockd_pid, SIGKILL), 0);
+    int status;
+    ck_assert_msg(h_wait_exit(e->rlockd_pid, 10000, &status) == 0, "%s did not die", what);
+    e->rlockd_pid = 0;
+}
+
+static void pair_stop(struct pair *p)
+{
+    h_env_stop(&p->b);
+    h_env_stop(&p->a);
+    h_keydir_remove(&p->k);
+}
+
+static struct rlock_client *connect_list(const char *list, struct h_lost *lost,
+                                         uint32_t session_timeout_ms)
+{
+    struct rlock_options o = {.client_name = "mover", .on_lost = h_lost_cb, .on_lost_arg = lost,
+                              .session_timeout_ms = session_timeout_ms};
+    struct rlock_client *c = NULL;
+    char err[512];
+    ck_assert_msg(rlock_connect(list, &o, &c, err, sizeof err) == RLOCK_OK, "connect %s: %s",
+                  list, err);
+    return c;
+}
+
+/* --- a watcher: every key must exist at every poll (every 10 ms) ------------------------ */
+
+struct watcher {
+    struct h_env *e;
+    const char **keys;
+    int n;
+    atomic_int stop;
+    long polls;
+    long missing;       /* polls that found fewer keys than n */
+    long long fewest;
+    struct h_thread t;
+};
+
+static void *watch_main(void *arg)
+{
+    struct watcher *w = arg;
+    redisContext *r = h_redis(w->e);
+    const char **argv = malloc(sizeof *argv * (size_t)(w->n + 1));
+    ck_assert_ptr_nonnull(argv);
+    argv[0] = "EXISTS";
+    for (int i = 0; i < w->n; i++)
+        argv[i + 1] = w->keys[i];
+    w->fewest = w->n;
+    while (!atomic_load(&w->stop)) {
+        redisReply *rep = redisCommandArgv(r, w->n + 1, argv, NULL);
+        ck_assert_ptr_nonnull(rep);
+        ck_assert_int_eq(rep->type, REDIS_REPLY_INTEGER);
+        if (rep->integer < w->n) {
+            w->missing++;
+            if (rep->integer < w->fewest)
+                w->fewest = rep->integer;
+        }
+        freeReplyObject(rep);
+        w->polls++;
+        h_sleep_ms(10);
+    }
+    free(argv);
+    redisFree(r);
+    return NULL;
+}
+
+/* --- kill -9 of the daemon the clients are on -------------------------------------------- */
+
+struct held {
+    struct rlock_lock *l;
+    uint64_t fence;
+    char token[128];
+    char key[256];
+};
+
+static struct rlock_client *clients[N_CLIENTS];
+static struct held locks[N_CLIENTS][N_LOCKS];
+
+START_TEST(test_kill9_moves)
+{
+    struct pair p;
+    pair_start(&p, NULL);
+    /* B down while the clients connect, so that every one of them starts on A. */
+    kill9(&p.b, "B");
+    struct h_lost lost = {0};
+    static const char *keys[N_CLIENTS * N_LOCKS];
+    for (int i = 0; i < N_CLIENTS; i++) {
+        clients[i] = connect_list(p.list, &lost, 0);
+        for (int j = 0; j < N_LOCKS; j++) {
+            char res[64];
+            snprintf(res, sizeof res, "move/%d/%d", i, j);
+            struct held *h = &locks[i][j];
+            h->l = h_acquire_ok(clients[i], res, &(struct rlock_acquire_opts){.ttl_ms = LOCK_TTL_MS});
+            h->fence = rlock_lock_fence(h->l);
+            snprintf(h->token, sizeof h->token, "%s", rlock_lock_token(h->l));
+            h_lock_key(&p.a, res, h->key, sizeof h->key);
+            keys[i * N_LOCKS + j] = h->key;
+        }
+    }
+    char ids[N_CLIENTS][64];
+    for (int i = 0; i < N_CLIENTS; i++)
+        snprintf(ids[i], sizeof ids[i], "%s", rlock_session_id(clients[i]));
+    ck_assert_int_eq(h_rlockd_start(&p.b), 0);
+    struct watcher w = {.e = &p.a, .keys = keys, .n = N_CLIENTS * N_LOCKS};
+    h_thread_start(&w.t, watch_main, &w);
+
+    kill9(&p.a, "A");
+    int64_t t0 = h_now_ms();
+    for (int i = 0; i < N_CLIENTS; i++) {
+        while (rlock_session_resumes(clients[i]) == 0 && h_now_ms() - t0 < MOVE_DEADLINE_MS)
+            h_sleep_ms(5);
+        ck_assert_msg(rlock_session_resumes(clients[i]) == 1,
+                      "client %d did not resume within %d ms (alive %d)", i, MOVE_DEADLINE_MS,
+                      rlock_client_alive(clients[i]));
+    }
+    printf("move: %d sessions with %d locks resumed on B %lld ms after the kill\n", N_CLIENTS,
+           N_CLIENTS * N_LOCKS, (long long)(h_now_ms() - t0));
+    /* Held, with the same fence and the same token as the application knows them. */
+    for (int i = 0; i < N_CLIENTS; i++) {
+        ck_assert_str_eq(rlock_session_id(clients[i]), ids[i]);
+        ck_assert_int_eq(rlock_client_alive(clients[i]), 1);
+        for (int j = 0; j < N_LOCKS; j++) {
+            struct held *h = &locks[i][j];
+            ck_assert_msg(rlock_lock_state(h->l) == RLOCK_HELD, "lock %d/%d: state %d", i, j,
+                          rlock_lock_state(h->l));
+            ck_assert_uint_eq(rlock_lock_fence(h->l), h->fence);
+            ck_assert_str_eq(rlock_lock_token(h->l), h->token);
+        }
+    }
+    /* Renewed by B: still there well past the ttl. */
+    h_sleep_ms((int)LOCK_TTL_MS + 500);
+    atomic_store(&w.stop, 1);
+    h_thread_join(&w.t, h_now_ms() + 10000, "the key watcher did not stop");
+    printf("move: %ld polls of %d keys, %ld found some missing\n", w.polls, w.n, w.missing);
+    ck_assert_int_gt(w.polls, 10);
+    ck_assert_msg(w.missing == 0, "%ld polls found keys missing (fewest %lld of %d)", w.missing,
+                  w.fewest, w.n);
+    ck_assert_int_eq(atomic_load(&lost.count), 0);
+    /* Released through B: every key gone. */
+    redisContext *r = h_redis(&p.b);
+    for (int i = 0; i < N_CLIENTS; i++) {
+        for (int j = 0; j < N_LOCKS; j++) {
+            h_assert_ok(clients[i], rlock_release(locks[i][j].l, 0));
+            rlock_lock_free(locks[i][j].l);
+        }
+        rlock_close(clients[i]);
+    }
+    for (int i = 0; i < N_CLIENTS * N_LOCKS; i++)
+        ck_assert_msg(h_key_exists(r, keys[i]) == 0, "key %s left after the release", keys[i]);
+    redisFree(r);
+    pair_stop(&p);
+}
+END_TEST
+
+/* --- a call in flight when the connection goes ----------------------------------------------- */
+
+struct blocked {
+    struct rlock_client *c;
+    enum rlock_err rc;
+    char msg[256];
+    int64_t took_ms;
+};
+
+static void *blocked_main(void *arg)
+{
+    struct blocked *b = arg;
+    struct rlock_lock *l = NULL;
+    int64_t t0 = h_now_ms();
+    b->rc = rlock_acquire(b->c, "move/busy",
+                          &(struct rlock_acquire_opts){.ttl_ms = LOCK_TTL_MS, .wait_ms = 60000},
+                          0, &l);
+    b->took_ms = h_now_ms() - t0;
+    snprintf(b->msg, sizeof b->msg, "%s", rlock_last_error()->message);
+    if (l != NULL)
+        rlock_lock_free(l);
+    return NULL;
+}
+
+/*
+ * An acquire waiting when the daemon dies is answered UNAVAILABLE at once,
+ * whatever its wait; new calls while the session moves are refused the same
+ * way; once it has resumed, calls work again and the acquire left nothing.
+ */
+START_TEST(test_inflight_acquire)
+{
+    struct pair p;
+    pair_start(&p, NULL);
+    kill9(&p.b, "B");
+    struct h_lost lost = {0};
+    struct rlock_client *holder = h_client_or_fail(&p.a, NULL);
+    struct rlock_lock *busy = h_acquire_ok(holder, "move/busy",
+                                           &(struct rlock_acquire_opts){.ttl_ms = 30000});
+    struct rlock_client *c = connect_list(p.list, &lost, 0);
+    struct blocked b = {.c = c};
+    struct h_thread t;
+    h_thread_start(&t, blocked_main, &b);
+    h_sleep_ms(300); /* the acquire is queued behind the holder */
+    ck_assert_int_eq(h_thread_done(&t), 0);
+    ck_assert_int_eq(h_rlockd_start(&p.b), 0);
+    kill9(&p.a, "A");
+    h_thread_join(&t, h_now_ms() + 10000, "the waiting acquire was not answered");
+    ck_assert_msg(b.rc == RLOCK_ERR_UNAVAILABLE, "acquire: %s: %s", rlock_strerror(b.rc), b.msg);
+    ck_assert_msg(b.took_ms < 30000, "answered after %lld ms", (long long)b.took_ms);
+    int64_t t0 = h_now_ms();
+    while (rlock_session_resumes(c) == 0 && h_now_ms() - t0 < MOVE_DEADLINE_MS)
+        h_sleep_ms(5);
+    ck_assert_int_eq(rlock_session_resumes(c), 1);
+    /* The resource is the holder's still (its daemon died too: its key lives on). */
+    struct rlock_lock *l = NULL;
+    enum rlock_err rc = rlock_acquire(c, "move/free", &(struct rlock_acquire_opts){.ttl_ms = 3000},
+                                      0, &l);
+    ck_assert_msg(rc == RLOCK_OK, "acquire after the resume: %s", rlock_last_error()->message);
+    h_assert_ok(c, rlock_release(l, 0));
+    rlock_lock_free(l);
+    ck_assert_int_eq(atomic_load(&lost.count), 0);
+    rlock_lock_free(busy);
+    rlock_close(holder);
+    rlock_close(c);
+    pair_stop(&p);
+}
+END_TEST
+
+/* --- restart in place ------------------------------------------------------------------------- */
+
+/*
+ * One daemon, SIGTERM (handover, the default with a resume key), restarted on
+ * the same address: `rlockctl run` keeps its job running, never signalled,
+ * and exits 0; a waiter on another daemon is not granted the resource before
+ * the job has ended.
+ */
+START_TEST(test_restart_in_place)
+{
+    struct pair p;
+    pair_start(&p, NULL);
+    char bin[512], marks[320], job[900];
+    h_bin("rlockctl", bin, sizeof bin);
+    h_env_path(&p.a, "marks", marks, sizeof marks);
+    /* The job notes a signal, and the time it ends. */
+    snprintf(job, sizeof job,
+             "trap 'echo signalled >> %s; exit 3' TERM INT HUP; sleep 6; "
+             "echo \"end $(date +%%s%%3N)\" >> %s",
+             marks, marks);
+    char *argv[] = {bin, "run", "--server", p.a.rlockd_addr, "--ttl", "10s", "inplace",
+                    "--", "/bin/sh", "-c", job, NULL};
+    char out[320], errf[320];
+    h_env_path(&p.a, "run.out", out, sizeof out);
+    h_env_path(&p.a, "run.err", errf, sizeof errf);
+    pid_t run = h_spawn_io(argv, out, errf);
+    ck_assert_int_gt(run, 0);
+    char key[256];
+    h_lock_key(&p.a, "inplace", key, sizeof key);
+    redisContext *r = h_redis(&p.a);
+    for (int64_t t0 = h_now_ms(); h_key_exists(r, key) != 1; h_sleep_ms(10))
+        ck_assert_msg(h_now_ms() - t0 < 10000, "rlockctl run never took the lock");
+    /* A waiter on B. */
+    struct h_waiter w;
+    h_waiter_start(&w, &p.b, "inplace", 3000, 60000);
+    h_sleep_ms(300);
+
+    pid_t old = p.a.rlockd_pid;
+    ck_assert_int_eq(kill(old, SIGTERM), 0);
+    int status;
+    ck_assert_msg(h_wait_exit(old, 10000, &status) == 0, "A did not exit once its client left");
+    p.a.rlockd_pid = 0;
+    ck_assert_msg(h_key_exists(r, key) == 1, "the key went with the daemon");
+    /* Down for a while (the client keeps trying, its lock uncertain but valid). */
+    h_sleep_ms(1500);
+    ck_assert_int_eq(h_rlockd_start(&p.a), 0);
+
+    ck_assert_msg(h_wait_exit(run, 30000, &status) == 0, "rlockctl run did not end");
+    char *text = h_read_file(marks);
+    ck_assert_ptr_nonnull(text);
+    h_print_tail(errf, 20);
+    ck_assert_msg(strstr(text, "signalled") == NULL, "the job was signalled: %s", text);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rlockctl run: %s",
+                  h_status_str(status, (char[64]){0}, 64));
+    long long end_ms = 0;
+    ck_assert_msg(sscanf(strstr(text, "end ") ? strstr(text, "end ") : "", "end %lld", &end_ms) == 1,
+                  "the job never ended: %s", text);
+    free(text);
+    ck_assert_int_eq(h_waiter_join(&w), RLOCK_OK);
+    ck_assert_msg(w.granted_wall_ms >= end_ms, "the waiter on B got it %lld ms before the job ended",
+                  end_ms - (long long)w.granted_wall_ms);
+    h_waiter_close(&w);
+    redisFree(r);
+    pair_stop(&p);
+}
+END_TEST
+
+/* --- too late --------------------------------------------------------------------------------- */
+
+/*
+ * The client's only daemon is killed and comes back after the lock's
+ * validity: the lock is reported LOST (EXPIRED) when its validity ends, the
+ * session resumes with nothing to adopt, and what another client took
+ * meanwhile stays theirs.
+ */
+START_TEST(test_too_late)
+{
+    struct pair p;
+    pair_start(&p, NULL);
+    struct h_lost lost = {0};
+    struct rlock_client *c = connect_list(p.a.rlockd_addr, &lost, 20000);
+    struct rlock_lock *l = h_acquire_ok(c, "late", &(struct rlock_acquire_opts){.ttl_ms = 1000});
+    kill9(&p.a, "A");
+    /* Moving, not yet lost. */
+    h_sleep_ms(50);
+    ck_assert_int_eq(rlock_client_alive(c), 1);
+    /* Its validity ends: lost, EXPIRED. */
+    for (int64_t t0 = h_now_ms(); atomic_load(&lost.count) == 0; h_sleep_ms(10))
+        ck_assert_msg(h_now_ms() - t0 < 10000, "the lock was never reported lost");
+    ck_assert_int_eq(rlock_lock_state(l), RLOCK_LOST);
+    ck_assert_int_eq(rlock_lock_lost_reason(l), RLOCK_LOST_EXPIRED);
+    /* Someone else takes it through B once the key is gone. */
+    struct rlock_client *o = h_client_or_fail(&p.b, NULL);
+    struct rlock_lock *ol = NULL;
+    ck_assert_int_eq(rlock_acquire(o, "late",
+                                   &(struct rlock_acquire_opts){.ttl_ms = 30000, .wait_ms = 10000},
+                                   0, &ol),
+                     RLOCK_OK);
+    ck_assert_int_eq(h_rlockd_start(&p.a), 0);
+    for (int64_t t0 = h_now_ms(); rlock_session_resumes(c) == 0; h_sleep_ms(10))
+        ck_assert_msg(h_now_ms() - t0 < MOVE_DEADLINE_MS, "never resumed on the restarted A");
+    ck_assert_int_eq(rlock_lock_state(l), RLOCK_LOST);
+    ck_assert_int_eq(atomic_load(&lost.count), 1);
+    char key[256];
+    h_lock_key(&p.a, "late", key, sizeof key);
+    redisContext *r = h_redis(&p.a);
+    h_assert_key_token(r, key, rlock_lock_token(ol));
+    redisFree(r);
+    rlock_lock_free(l);
+    rlock_lock_free(ol);
+    rlock_close(o);
+    rlock_close(c);
+    pair_stop(&p);
+}
+END_TEST
+
+/* --- asynchronous ------------------------------------------------------------------------------- */
+
+struct async_run {
+    struct rlock_client *c;
+    struct rlock_libevent *bridge;
+    struct event_base *base;
+    struct rlock_lock *l;
+    int granted, closed;
+    struct h_lost lost;
+};
+
+static void async_granted(struct rlock_client *c, const struct rlock_result *r, void *arg)
+{
+    (void)c;
+    struct async_run *a = arg;
+    ck_assert_msg(r->err == RLOCK_OK, "async acquire: %s", r->error ? r->error->message : "");
+    a->l = r->lock;
+    a->granted = 1;
+}
+
+static void async_closed(struct rlock_client *c, void *arg)
+{
+    (void)c;
+    ((struct async_run *)arg)->closed = 1;
+}
+
+/* Run the loop until *flag or ms pass. */
+static void loop_until(struct async_run *a, const int *flag, int ms)
+{
+    for (int64_t end = h_now_ms() + ms; !*flag && h_now_ms() < end;) {
+        struct timeval tv = {0, 10000};
+        event_base_loopexit(a->base, &tv);
+        event_base_dispatch(a->base);
+    }
+}
+
+/* An asynchronous client on a libevent loop moves to B; nothing is lost. */
+START_TEST(test_async_moves)
+{
+    struct pair p;
+    pair_start(&p, NULL);
+    kill9(&p.b, "B");
+    struct async_run a = {0};
+    a.base = event_base_new();
+    ck_assert_ptr_nonnull(a.base);
+    struct rlock_options o = {.on_lost = h_lost_cb, .on_lost_arg = &a.lost};
+    char err[512];
+    ck_assert_msg(rlock_async_connect(p.list, &o, NULL, NULL, &a.c, err, sizeof err) == RLOCK_OK,
+                  "%s", err);
+    a.bridge = rlock_libevent_attach(a.base, a.c, async_closed, &a);
+    ck_assert_ptr_nonnull(a.bridge);
+    ck_assert_int_eq(rlock_async_acquire(a.c, "async/r",
+                                         &(struct rlock_acquire_opts){.ttl_ms = LOCK_TTL_MS},
+                                         async_granted, &a, NULL),
+                     RLOCK_OK);
+    loop_until(&a, &a.granted, 10000);
+    ck_assert_int_eq(a.granted, 1);
+    uint64_t fence = rlock_lock_fence(a.l);
+    ck_assert_int_eq(h_rlockd_start(&p.b), 0);
+    kill9(&p.a, "A");
+    int resumed = 0;
+    for (int64_t t0 = h_now_ms(); !resumed && h_now_ms() - t0 < MOVE_DEADLINE_MS;) {
+        loop_until(&a, &a.closed, 20);
+        resumed = rlock_session_resumes(a.c) == 1;
+    }
+    ck_assert_msg(resumed, "the async client did not resume (closed %d)", a.closed);
+    ck_assert_int_eq(a.closed, 0);
+    ck_assert_int_eq(rlock_lock_state(a.l), RLOCK_HELD);
+    ck_assert_uint_eq(rlock_lock_fence(a.l), fence);
+    /* Kept alive by its loop on B past the ttl. */
+    int never = 0;
+    loop_until(&a, &never, (int)LOCK_TTL_MS + 500);
+    ck_assert_int_eq(rlock_lock_state(a.l), RLOCK_HELD);
+    ck_assert_int_eq(atomic_load(&a.lost.count), 0);
+    char key[256];
+    h_lock_key(&p.b, "async/r", key, sizeof key);
+    redisContext *r = h_redis(&p.b);
+    ck_assert_int_eq(h_key_exists(r, key), 1);
+    redisFree(r);
+    rlock_lock_free(a.l);
+    rlock_libevent_detach(a.bridge);
+    rlock_close(a.c);
+    event_base_free(a.base);
+    pair_stop(&p);
+}
+END_TEST
+
+int main(void)
+{
+    const TTest *tests[] = {test_kill9_moves, test_inflight_acquire, test_restart_in_place,
+                            test_too_late, test_async_moves};
+    return h_run_tests("move", 120, tests, H_LEN(tests));
+}
