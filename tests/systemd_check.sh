@@ -8,9 +8,10 @@
 #    what was installed, not to files of the host);
 #  - systemd-analyze security --offline=true: overall exposure 2.0 or lower;
 #  - what the unit must say: Type=notify, ExecStartPre= the config test,
-#    ExecReload= SIGHUP, Restart=on-failure with RestartSec= not below the
-#    daemon's default lock TTL (read from rlockd itself), a dynamic user, the
-#    runtime directory and the watchdog.
+#    ExecReload= SIGHUP, Restart=on-failure with RestartSec= at most a fifth
+#    of the daemon's session timeout (read from rlockd itself: sessions must
+#    be able to resume on the restarted daemon), a dynamic user, the runtime
+#    directory and the watchdog.
 #   systemd_check.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1
@@ -63,12 +64,13 @@ ms() {
 key ExecStartPre | grep -- '--test-config' >/dev/null || fail "ExecStartPre= does not test the config"
 key ExecReload | grep -Eq 'kill (-HUP|-s HUP|-SIGHUP) \$MAINPID' || fail "ExecReload= does not send SIGHUP"
 [ "$(key Restart)" = on-failure ] || fail "Restart= is not on-failure"
-ttl=$("$root/usr/sbin/rlockd" --dump-config -c "$root/etc/rlockd/rlockd.conf" |
-    awk -F' *= *' '/^\[/ { s = $0 } s == "[limits]" && $1 == "default_ttl" { print $2 }')
+timeout=$("$root/usr/sbin/rlockd" --dump-config -c "$root/etc/rlockd/rlockd.conf" |
+    awk -F' *= *' '/^\[/ { s = $0 } s == "[session]" && $1 == "timeout" { print $2 }')
 restart_ms=$(ms "$(key RestartSec)")
-ttl_ms=$(ms "$ttl")
-[ "$ttl_ms" -gt 0 ] && [ "$restart_ms" -ge "$ttl_ms" ] ||
-    fail "RestartSec=$(key RestartSec) is below limits.default_ttl ($ttl)"
+timeout_ms=$(ms "$timeout")
+# Sessions resume on the restarted daemon only within their timeout: leave them most of it.
+[ "$timeout_ms" -gt 0 ] && [ "$restart_ms" -gt 0 ] && [ $((restart_ms * 5)) -le "$timeout_ms" ] ||
+    fail "RestartSec=$(key RestartSec) is not at most a fifth of session.timeout ($timeout)"
 grep -q '^# .*RestartSec' "$unit" || fail "no comment says why RestartSec is what it is"
 [ "$(key DynamicUser)" = yes ] || fail "no dedicated user (DynamicUser=yes)"
 [ "$(key RuntimeDirectory)" = rlockd ] || fail "RuntimeDirectory= is not rlockd"

@@ -334,6 +334,81 @@ START_TEST(test_restart_in_place)
 }
 END_TEST
 
+/* --- the daemon left behind wakes up ----------------------------------------------------------- */
+
+/* The value of key now (the key must exist). */
+static void key_value(redisContext *r, const char *key, char *buf, size_t len)
+{
+    ck_assert_msg(h_get(r, key, buf, len) > 0, "key %s is gone", key);
+}
+
+/* key must hold value for ms (polled every 10 ms). */
+static void key_stays(redisContext *r, const char *key, const char *value, int ms, const char *what)
+{
+    char got[128];
+    for (int64_t end = h_now_ms() + ms; h_now_ms() < end; h_sleep_ms(10)) {
+        int n = h_get(r, key, got, sizeof got);
+        ck_assert_msg(n > 0 && strcmp(got, value) == 0, "%s: key %s holds \"%s\", want \"%s\"",
+                      what, key, n > 0 ? got : "(none)", value);
+    }
+}
+
+/*
+ * The client's daemon A is stopped: after two thirds of the session timeout
+ * without an answer the client moves to B, which adopts the lock. A is then
+ * continued and runs its session timeout, its renewals and a SIGTERM:
+ * nothing it does touches the key, and a waiter on a third daemon is not
+ * granted the resource while the client holds it.
+ */
+START_TEST(test_zombie)
+{
+    struct pair p;
+    pair_start(&p, NULL);
+    struct h_env c3;
+    ck_assert_msg(h_env_start_peer(&c3, &p.a, p.k.ini) == 0, "could not start daemon C");
+    kill9(&p.b, "B");
+    struct h_lost lost = {0};
+    struct rlock_client *c = connect_list(p.list, &lost, 3000);
+    struct rlock_lock *l = h_acquire_ok(c, "zombie", &(struct rlock_acquire_opts){.ttl_ms = 6000});
+    uint64_t fence = rlock_lock_fence(l);
+    ck_assert_int_eq(h_rlockd_start(&p.b), 0);
+    char key[256], adopted[128];
+    h_lock_key(&p.a, "zombie", key, sizeof key);
+    redisContext *r = h_redis(&p.b);
+
+    h_sigstop(p.a.rlockd_pid, "daemon A");
+    int64_t t0 = h_now_ms();
+    while (rlock_session_resumes(c) == 0 && h_now_ms() - t0 < MOVE_DEADLINE_MS)
+        h_sleep_ms(5);
+    ck_assert_msg(rlock_session_resumes(c) == 1, "the client did not move off the stopped A");
+    printf("move: left the stopped daemon after %lld ms\n", (long long)(h_now_ms() - t0));
+    ck_assert_int_eq(rlock_lock_state(l), RLOCK_HELD);
+    key_value(r, key, adopted, sizeof adopted);
+    ck_assert_str_ne(adopted, rlock_lock_token(l)); /* B rotated it */
+    struct h_waiter w;
+    h_waiter_start(&w, &c3, "zombie", 3000, 60000);
+    /* Past A's session timeout and a third of the ttl: its timers are all due. */
+    h_sleep_ms(3500);
+    h_sigcont(p.a.rlockd_pid, "daemon A");
+    key_stays(r, key, adopted, 3000, "after A woke");
+    ck_assert_int_eq(h_rlockd_signal(&p.a, SIGTERM), 0);
+    key_stays(r, key, adopted, 1500, "after A's SIGTERM");
+    ck_assert_int_eq(rlock_lock_state(l), RLOCK_HELD);
+    ck_assert_int_eq(atomic_load(&lost.count), 0);
+    ck_assert_int_eq(h_thread_done(&w.t), 0);
+    /* Released through B: the waiter on C gets it, with a greater fence. */
+    h_assert_ok(c, rlock_release(l, 0));
+    ck_assert_int_eq(h_waiter_join(&w), RLOCK_OK);
+    ck_assert_uint_gt(rlock_lock_fence(w.l), fence);
+    h_waiter_close(&w);
+    rlock_lock_free(l);
+    rlock_close(c);
+    redisFree(r);
+    h_env_stop(&c3);
+    pair_stop(&p);
+}
+END_TEST
+
 /* --- too late --------------------------------------------------------------------------------- */
 
 /*
@@ -473,6 +548,6 @@ END_TEST
 int main(void)
 {
     const TTest *tests[] = {test_kill9_moves, test_inflight_acquire, test_restart_in_place,
-                            test_too_late, test_async_moves};
+                            test_zombie,      test_too_late,         test_async_moves};
     return h_run_tests("move", 120, tests, H_LEN(tests));
 }
