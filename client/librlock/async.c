@@ -86,7 +86,7 @@ RLOCK_API enum rlock_err rlock_async_connect(const char *address,
         snprintf(err, sizeof err, "out of memory");
         goto fail;
     }
-    int fd = rlk_client_open(c, address,
+    int fd = rlk_client_open(c, address, RLK_ADDR_RANDOM,
                              opts->connect_timeout_ms ? opts->connect_timeout_ms
                                                       : RLOCK_DEFAULT_TIMEOUT_MS,
                              err, sizeof err);

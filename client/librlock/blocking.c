@@ -285,6 +285,51 @@ static int client_check_new(struct rlock_client *c, const char *address, int64_t
     return -1;
 }
 
+/*
+ * One try of rlock_connect: a client connected to the first address of the
+ * list that accepts, from start, and its Hello answered, by deadline
+ * (rlk_mono_ms). *c is the client (also on failure, for the caller to close).
+ */
+static enum rlock_err connect_from(const char *address, const struct rlock_options *opts,
+                                   unsigned start, int64_t deadline, struct rlock_client **c,
+                                   char *err, size_t errlen)
+{
+    *c = rlk_client_new(opts, RLK_MODE_BLOCKING);
+    if (*c == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return RLOCK_ERR_NOMEM;
+    }
+    int64_t left = deadline - rlk_mono_ms();
+    int fd = rlk_client_open(*c, address, start, left > 0 ? (uint32_t)left : 1, err, errlen);
+    if (fd < 0)
+        return fd == -2 ? RLOCK_ERR_ARG : RLOCK_ERR_CONNECT;
+    rlk_client_lock(*c);
+    int rc = rlk_eng_init(*c, fd);
+    rlk_client_unlock(*c);
+    if (rc < 0) {
+        snprintf(err, errlen, "out of memory");
+        return RLOCK_ERR_NOMEM;
+    }
+    if (rlk_reactor_add(*c) < 0) {
+        snprintf(err, errlen, "cannot start the library's threads");
+        return RLOCK_ERR_NOMEM;
+    }
+    const char *at = (*c)->addrs->a[(*c)->addr_used];
+    left = deadline - rlk_mono_ms();
+    int64_t hello_at = rlk_alive_ms();
+    enum rlock_err e = client_hello(*c, opts, left > 0 ? (uint32_t)left : 1);
+    if (e != RLOCK_OK) {
+        snprintf(err, errlen, "%s: hello: %s", at, rlock_last_error()->message);
+        /* Transport trouble is a failed connect; a refusal keeps the daemon's status. */
+        if (e == RLOCK_ERR_DEADLINE || e == RLOCK_ERR_CLOSED || e == RLOCK_ERR_PROTOCOL)
+            e = RLOCK_ERR_CONNECT;
+        return e;
+    }
+    if (client_check_new(*c, at, rlk_alive_ms() - hello_at, err, errlen) < 0)
+        return RLOCK_ERR_CONNECT;
+    return RLOCK_OK;
+}
+
 RLOCK_API enum rlock_err rlock_connect(const char *address, const struct rlock_options *opts,
                                        struct rlock_client **out, char *errbuf, size_t errlen)
 {
@@ -307,43 +352,27 @@ RLOCK_API enum rlock_err rlock_connect(const char *address, const struct rlock_o
     }
     uint32_t budget = opts->connect_timeout_ms ? opts->connect_timeout_ms
                                                : RLOCK_DEFAULT_TIMEOUT_MS;
-    int64_t start = rlk_mono_ms();
-    e = RLOCK_ERR_NOMEM;
-    c = rlk_client_new(opts, RLK_MODE_BLOCKING);
-    if (c == NULL) {
-        snprintf(err, sizeof err, "out of memory");
+    int64_t deadline = rlk_mono_ms() + budget;
+    struct rlk_addr_list l;
+    if (rlk_addr_list_parse(address, &l, err, sizeof err) < 0)
         goto fail;
+    /*
+     * A daemon that accepts and then drops the connection before answering
+     * the Hello (it died, or is shutting down) sends the client on to the
+     * next address of the list, as a refused connect does.
+     */
+    unsigned start = rlk_addr_start(l.n);
+    for (unsigned tries = 0;; tries++) {
+        e = connect_from(address, opts, start, deadline, &c, err, sizeof err);
+        if (e != RLOCK_ERR_CONNECT || c->addrs == NULL || tries + 1 >= l.n ||
+            rlk_mono_ms() >= deadline)
+            break;
+        start = (c->addr_used + 1) % l.n;
+        rlock_close(c);
+        c = NULL;
     }
-    int fd = rlk_client_open(c, address, budget, err, sizeof err);
-    e = fd == -2 ? RLOCK_ERR_ARG : RLOCK_ERR_CONNECT;
-    if (fd < 0)
+    if (e != RLOCK_OK)
         goto fail;
-    e = RLOCK_ERR_NOMEM;
-    rlk_client_lock(c);
-    int rc = rlk_eng_init(c, fd);
-    rlk_client_unlock(c);
-    if (rc < 0) {
-        snprintf(err, sizeof err, "out of memory");
-        goto fail;
-    }
-    if (rlk_reactor_add(c) < 0) {
-        snprintf(err, sizeof err, "cannot start the library's threads");
-        goto fail;
-    }
-    int64_t left = (int64_t)budget - (rlk_mono_ms() - start);
-    int64_t hello_at = rlk_alive_ms();
-    e = client_hello(c, opts, left > 0 ? (uint32_t)left : 1);
-    if (e != RLOCK_OK) {
-        snprintf(err, sizeof err, "%s: hello: %s", address, rlock_last_error()->message);
-        /* Transport trouble is a failed connect; a refusal keeps the daemon's status. */
-        if (e == RLOCK_ERR_DEADLINE || e == RLOCK_ERR_CLOSED || e == RLOCK_ERR_PROTOCOL)
-            e = RLOCK_ERR_CONNECT;
-        goto fail;
-    }
-    if (client_check_new(c, address, rlk_alive_ms() - hello_at, err, sizeof err) < 0) {
-        e = RLOCK_ERR_CONNECT;
-        goto fail;
-    }
     *out = c;
     return RLOCK_OK;
 fail:

@@ -77,8 +77,8 @@ void rlk_client_free(struct rlock_client *c)
     free(c);
 }
 
-int rlk_client_open(struct rlock_client *c, const char *address, uint32_t timeout_ms, char *err,
-                    size_t errlen)
+int rlk_client_open(struct rlock_client *c, const char *address, unsigned start,
+                    uint32_t timeout_ms, char *err, size_t errlen)
 {
     c->addrs = malloc(sizeof *c->addrs);
     if (c->addrs == NULL) {
@@ -87,8 +87,10 @@ int rlk_client_open(struct rlock_client *c, const char *address, uint32_t timeou
     }
     if (rlk_addr_list_parse(address, c->addrs, err, errlen) < 0)
         return -2;
-    return rlk_conn_open_list(c->addrs, rlk_addr_start(c->addrs->n), timeout_ms, &c->addr_used,
-                              err, errlen);
+    if (start == RLK_ADDR_RANDOM)
+        start = rlk_addr_start(c->addrs->n);
+    return rlk_conn_open_list(c->addrs, start % c->addrs->n, timeout_ms, &c->addr_used, err,
+                              errlen);
 }
 
 void rlk_client_lock(struct rlock_client *c)

@@ -60,7 +60,6 @@ struct rlk_lock {
     char seal[RLK_SEAL_BYTES];    /* the latest seal; "" = the daemon cannot resume */
     uint64_t max_hold_until_ms;   /* wall clock; 0 = none */
     uint32_t lock_delay_ms;
-    int release_after;            /* released while its session moved: adopted, then released */
 };
 
 struct rlock_lock {
@@ -355,11 +354,7 @@ void rlk_lock_adopt_fill(const struct rlk_lock *lk, Rlock__V1__Adopt *a)
 
 void rlk_lock_lose(struct rlock_client *c, struct rlk_lock *lk, enum rlock_lost_reason reason)
 {
-    if (lk->state != RLOCK_HELD)
-        return;
-    if (lk->release_after) /* its holder let it go: nobody to tell */
-        lock_set_state(c, lk, RLOCK_RELEASED, RLOCK_LOST_UNSPECIFIED);
-    else
+    if (lk->state == RLOCK_HELD)
         lock_lose(c, lk, reason, c->quiet);
 }
 
@@ -387,29 +382,11 @@ void rlk_lock_adopted(struct rlock_client *c, struct rlk_lock *lk, const Rlock__
         lk->state = RLOCK_LOST;
         rlk_eng_forget(c, lk->resource, lk->wire, 0);
         rlk_eng_note_lost(c, lk->resource, lk->token, lk->fence, RLOCK_LOST_UNSPECIFIED,
-                          c->quiet || lk->release_after);
+                          c->quiet);
     } else if (lk->watchdog && (c->min_wd_ttl_ms == 0 || lk->ttl_ms < c->min_wd_ttl_ms)) {
         c->min_wd_ttl_ms = lk->ttl_ms;
     }
-    if (lk->release_after && lk->state == RLOCK_HELD) {
-        rlk_eng_forget(c, lk->resource, lk->wire, 0);
-        lock_set_state(c, lk, RLOCK_RELEASED, RLOCK_LOST_UNSPECIFIED);
-    }
     rlk_lock_unref(lk);
-}
-
-uint32_t rlk_lock_release_moving(struct rlock_client *c, struct rlock_lock *h)
-{
-    (void)c;
-    struct rlk_lock *lk = h->lk;
-    h->released = 1;
-    if (lk == NULL || lk->state != RLOCK_HELD)
-        return 0;
-    /* The old daemon may or may not have seen it; the adopt states the count we keep. */
-    if (lk->holds > 1)
-        return --lk->holds;
-    lk->release_after = 1;
-    return 0;
 }
 
 void rlk_lock_expire(struct rlock_client *c, int64_t now)
@@ -624,16 +601,12 @@ RLOCK_API size_t rlock_foreach_lock(struct rlock_client *c,
     size_t n = rlk_inherited(c) ? 0 : (size_t)c->nheld, strings = 0;
     for (const struct rlk_lock *lk = c->held; lk != NULL && n > 0; lk = lk->next)
         strings += strlen(lk->resource) + strlen(lk->token) + 2;
-    for (const struct rlk_lock *lk = c->held; lk != NULL; lk = lk->next)
-        n -= n > 0 && lk->release_after; /* released by the application already */
     struct rlock_lock_info *infos = n ? malloc(n * sizeof *infos + strings) : NULL;
     size_t i = 0;
     if (infos != NULL) {
         char *arena = (char *)(infos + n);
-        for (const struct rlk_lock *lk = c->held; lk != NULL && i < n; lk = lk->next) {
-            if (lk->release_after)
-                continue;
-            struct rlock_lock_info *in = &infos[i++];
+        for (const struct rlk_lock *lk = c->held; lk != NULL && i < n; lk = lk->next, i++) {
+            struct rlock_lock_info *in = &infos[i];
             size_t rl = strlen(lk->resource) + 1, tl = strlen(lk->token) + 1;
             in->resource = memcpy(arena, lk->resource, rl);
             arena += rl;

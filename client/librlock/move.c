@@ -11,8 +11,8 @@
  *
  * Calls pending when the connection is lost complete at once: an Acquire
  * UNAVAILABLE (what it may have taken is released by its id after the
- * resume), an Extend UNAVAILABLE (the lock's validity is what it was), a
- * Release as done (its lock is adopted and then released), anything else
+ * resume); a Release or an Extend UNAVAILABLE (the lock is still held, with
+ * the validity it had: release it again once resumed); anything else
  * UNAVAILABLE. New calls are refused UNAVAILABLE until the session is open
  * again. Held locks read UNCERTAIN meanwhile, with their valid-until
  * unchanged; one whose validity passes is LOST (EXPIRED) there and then,
@@ -82,16 +82,12 @@ void rlk_move_settle(struct rlock_client *c, struct rlk_call *call)
             rlk_eng_complete_err(c, call, RLOCK_ERR_UNAVAILABLE,
                                  "%s; nothing it may have taken stays held", lost);
         return;
-    case RLK_CALL_RELEASE:
-        call->hold_count = rlk_lock_release_moving(c, call->handle);
-        call->err = RLOCK_OK;
-        rlk_eng_complete(c, call);
-        return;
     case RLK_CALL_FORGET:
         if (call->acq_id != 0)
             unanswered_add(c, call->acq_id,
                            call->acq_resource != NULL ? call->acq_resource : "");
         break;
+    case RLK_CALL_RELEASE:
     case RLK_CALL_EXTEND:
     case RLK_CALL_PING:
     case RLK_CALL_STATS:

@@ -500,10 +500,8 @@ void rlk_lock_adopt_fill(const struct rlk_lock *lk, Rlock__V1__Adopt *a);
 /* c->mu held: the Adopt of lk (sent at sent_ms) succeeded with r. */
 void rlk_lock_adopted(struct rlock_client *c, struct rlk_lock *lk, const Rlock__V1__AdoptReply *r,
                       int64_t sent_ms);
-/* c->mu held: lk, still HELD, is lost; reported unless quiet or released by its holder. */
+/* c->mu held: lk, if still HELD, is lost; reported unless quiet. */
 void rlk_lock_lose(struct rlock_client *c, struct rlk_lock *lk, enum rlock_lost_reason reason);
-/* c->mu held: a Release of h was in flight when the connection was lost (move.c). */
-uint32_t rlk_lock_release_moving(struct rlock_client *c, struct rlock_lock *h);
 /* c->mu held: lose every held lock whose validity ended by now (a session that moves). */
 void rlk_lock_expire(struct rlock_client *c, int64_t now);
 /* c->mu held: the earliest valid-until of the held locks, or INT64_MAX. */
@@ -535,10 +533,12 @@ void rlk_client_unlock(struct rlock_client *c);
 void rlk_hello_fill(Rlock__V1__Hello *h, const struct rlock_options *opts);
 /*
  * Open c's first connection to the comma-separated list address (kept for
- * the moves): the fd, or -1 (none answered) / -2 (malformed) with err.
+ * the moves), trying its entries from start on (RLK_ADDR_RANDOM: a random
+ * one): the fd, or -1 (none answered) / -2 (malformed) with err.
  */
-int rlk_client_open(struct rlock_client *c, const char *address, uint32_t timeout_ms, char *err,
-                    size_t errlen);
+#define RLK_ADDR_RANDOM (~0u)
+int rlk_client_open(struct rlock_client *c, const char *address, unsigned start,
+                    uint32_t timeout_ms, char *err, size_t errlen);
 /* A new client of mode with opts (registered for fork handling); NULL when out of memory. */
 struct rlock_client *rlk_client_new(const struct rlock_options *opts, enum rlk_mode mode);
 /* Run an asynchronous client's completed calls and notes, taken from it (mu not held). */
