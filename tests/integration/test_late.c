@@ -85,6 +85,13 @@ static void assert_within_key(struct h_fixture *f, struct rlock_lock *l, const c
                   when, rlock_lock_resource(l), (long long)(valid - expiry), DELAY_MS);
 }
 
+/* Wait (at most 5 s, polling every 5 ms) until key exists; what names the command that sets it. */
+static void key_appears(redisContext *r, const char *key, const char *what)
+{
+    for (int64_t until = h_now_ms() + 5000; h_key_exists(r, key) != 1; h_sleep_ms(5))
+        ck_assert_msg(h_now_ms() < until, "%s", what);
+}
+
 START_TEST(test_validity_from_send)
 {
     struct h_fixture f;
@@ -192,11 +199,7 @@ START_TEST(test_grant_read_late)
     struct late_acquire a = {.c = f.c, .resource = "late-grant", .ttl_ms = 1000};
     struct h_thread th;
     h_thread_start(&th, late_acquire_run, &a);
-    int64_t until = h_now_ms() + 5000;
-    while (h_key_exists(f.r, key) != 1) {
-        ck_assert_msg(h_now_ms() < until, "the acquire did not reach Redis");
-        h_sleep_ms(5);
-    }
+    key_appears(f.r, key, "the acquire did not reach Redis");
     /* rlockd sleeps; the grant waits in its socket while the key expires and someone else
      * (the classic SET NX) takes the lock. */
     h_rlockd_sigstop(&f.e);
@@ -235,11 +238,7 @@ START_TEST(test_late_command_settled)
     /* rlockd gave up on it and dropped its connection; a second later it runs anyway. */
     h_sleep_ms(1000);
     h_proxy_release(f.e.proxy, H_PROXY_ALL, H_PROXY_UP);
-    int64_t until = h_now_ms() + 5000;
-    while (h_key_exists(f.r, key) != 1) {
-        ck_assert_msg(h_now_ms() < until, "the held acquire never ran");
-        h_sleep_ms(5);
-    }
+    key_appears(f.r, key, "the held acquire never ran");
     int64_t set_ms = h_now_ms();
     /*
      * Set by a command nobody waits for: the cleanup list keeps deleting by token until
@@ -469,11 +468,7 @@ START_TEST(test_stalled_past_key_life)
     /* Past the longest life of the key the acquire would set (ttl + drift, from the send). */
     h_sleep_ms(TTL + 1500);
     h_sigcont(f.e.redis_pid, "redis-server");
-    int64_t until = h_now_ms() + 5000;
-    while (h_key_exists(f.r, key) != 1) {
-        ck_assert_msg(h_now_ms() < until, "the acquire in the stopped Redis's socket never ran");
-        h_sleep_ms(5);
-    }
+    key_appears(f.r, key, "the acquire in the stopped Redis's socket never ran");
     int64_t set_ms = h_now_ms();
     /* Still retried (the connection is back: at once), the delete takes it well within its
      * 8 s ttl; 4 s is room for a loaded machine, not for a key left to expire. */
