@@ -11,7 +11,8 @@
  *                 (each once) while a raw pinger measures the daemon's Ping
  *                 latency; pages are bounded in entries, a filter that
  *                 matches nothing still ends each request after a bounded
- *                 scan
+ *                 scan; one-lock pages through a prefix's 1111 locks, ending
+ *                 inside buckets, list each exactly once
  *  force_release  the holder gets LockLost(FORCED), the key goes at once, the
  *                 head waiter gets the lock; a key held elsewhere is left
  *  kill_session   the session is told (SessionClosing) and ends, its locks
@@ -200,6 +201,25 @@ static int count_entry(const struct rlock_lock_entry *e, void *arg)
     return 0;
 }
 
+/* The many/N locks a listing gave, each once (seen_entry). */
+struct seen_locks {
+    unsigned char *seen; /* MANY flags */
+    int n, twice;
+    char first_twice[64];
+};
+
+static int seen_entry(const struct rlock_lock_entry *e, void *arg)
+{
+    struct seen_locks *sl = arg;
+    int i = atoi(e->resource + strlen("many/"));
+    ck_assert_msg(strncmp(e->resource, "many/", 5) == 0 && i >= 0 && i < MANY, "stray lock %s",
+                  e->resource);
+    if (sl->seen[i]++ != 0 && sl->twice++ == 0)
+        snprintf(sl->first_twice, sizeof sl->first_twice, "%s", e->resource);
+    sl->n++;
+    return 0;
+}
+
 /* How a listing through librlock went. */
 struct page_count {
     int entries, pages, max_page;
@@ -349,6 +369,25 @@ START_TEST(test_admin_many_locks)
     printf("admin: limit 5000 gave %d pages, the largest of %d locks\n", pc.pages, pc.max_page);
     ck_assert_int_eq(pc.entries, MANY);
     ck_assert_int_eq(pc.max_page, 1000);
+
+    /*
+     * One lock a page through the 1111 locks named many/19...: pages end inside buckets
+     * holding two or more of them (with 1111 of 20000 names, some bucket surely does), and
+     * the next page must go on after the last lock listed, never list it again.
+     */
+    struct rlock_lock_filter p19 = {.prefix = "many/19"};
+    struct seen_locks sl = {.seen = calloc(MANY, 1)};
+    ck_assert_ptr_nonnull(sl.seen);
+    char cursor[RLOCK_CURSOR_BYTES] = "", next[RLOCK_CURSOR_BYTES];
+    int pages = 0;
+    do {
+        h_assert_ok(admin, rlock_list_locks(admin, &p19, cursor, 1, seen_entry, &sl, next,
+                                            sizeof next, 0));
+        memcpy(cursor, next, sizeof cursor);
+    } while (cursor[0] != '\0' && ++pages < 5000 && sl.twice == 0);
+    ck_assert_msg(sl.twice == 0, "lock %s listed twice by one-lock pages", sl.first_twice);
+    ck_assert_int_eq(sl.n, 1111);
+    free(sl.seen);
 
     /* A filter that matches nothing: every request scans a bounded part and says where to go on. */
     struct rlock_lock_filter none = {.prefix = "nothing/"};

@@ -36,6 +36,12 @@
  *   cleanup_wakes_local_waiter with release notices off, the cleanup list's
  *                        delete of a release that never ran wakes the local
  *                        waiter asleep on the key's ttl.
+ *   stalled_past_key_life Redis stopped (SIGSTOP) for longer than the longest
+ *                        life of a key an acquire would set, with that acquire
+ *                        in its socket: when Redis runs it at last, the delete
+ *                        by token, retried past that life (a grace for
+ *                        commands stuck in a stalled Redis), removes the key
+ *                        long before its ttl.
  */
 #include "harness.h"
 
@@ -77,6 +83,13 @@ static void assert_within_key(struct h_fixture *f, struct rlock_lock *l, const c
                   "%s: %s vouched for %lld ms past the key's expiry (answers %d ms late: "
                   "validity counted from the answer, not the send?)",
                   when, rlock_lock_resource(l), (long long)(valid - expiry), DELAY_MS);
+}
+
+/* Wait (at most 5 s, polling every 5 ms) until key exists; what names the command that sets it. */
+static void key_appears(redisContext *r, const char *key, const char *what)
+{
+    for (int64_t until = h_now_ms() + 5000; h_key_exists(r, key) != 1; h_sleep_ms(5))
+        ck_assert_msg(h_now_ms() < until, "%s", what);
 }
 
 START_TEST(test_validity_from_send)
@@ -186,11 +199,7 @@ START_TEST(test_grant_read_late)
     struct late_acquire a = {.c = f.c, .resource = "late-grant", .ttl_ms = 1000};
     struct h_thread th;
     h_thread_start(&th, late_acquire_run, &a);
-    int64_t until = h_now_ms() + 5000;
-    while (h_key_exists(f.r, key) != 1) {
-        ck_assert_msg(h_now_ms() < until, "the acquire did not reach Redis");
-        h_sleep_ms(5);
-    }
+    key_appears(f.r, key, "the acquire did not reach Redis");
     /* rlockd sleeps; the grant waits in its socket while the key expires and someone else
      * (the classic SET NX) takes the lock. */
     h_rlockd_sigstop(&f.e);
@@ -229,11 +238,7 @@ START_TEST(test_late_command_settled)
     /* rlockd gave up on it and dropped its connection; a second later it runs anyway. */
     h_sleep_ms(1000);
     h_proxy_release(f.e.proxy, H_PROXY_ALL, H_PROXY_UP);
-    int64_t until = h_now_ms() + 5000;
-    while (h_key_exists(f.r, key) != 1) {
-        ck_assert_msg(h_now_ms() < until, "the held acquire never ran");
-        h_sleep_ms(5);
-    }
+    key_appears(f.r, key, "the held acquire never ran");
     int64_t set_ms = h_now_ms();
     /*
      * Set by a command nobody waits for: the cleanup list keeps deleting by token until
@@ -447,12 +452,43 @@ START_TEST(test_cleanup_wakes_local_waiter)
 }
 END_TEST
 
+START_TEST(test_stalled_past_key_life)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, "[redis]\ncommand_timeout = 300ms\n");
+    char key[256];
+    h_lock_key(&f.e, "stalled", key, sizeof key);
+    enum { TTL = 8000 };
+    h_sigstop(f.e.redis_pid, "redis-server");
+    struct rlock_acquire_opts o = {.ttl_ms = TTL};
+    struct rlock_lock *l = NULL;
+    enum rlock_err rc = rlock_acquire(f.c, "stalled", &o, CALL_MS, &l);
+    ck_assert_msg(rc == RLOCK_ERR_UNAVAILABLE, "an acquire a stopped Redis never answered gave %s",
+                  rlock_strerror(rc));
+    /* Past the longest life of the key the acquire would set (ttl + drift, from the send). */
+    h_sleep_ms(TTL + 1500);
+    h_sigcont(f.e.redis_pid, "redis-server");
+    key_appears(f.r, key, "the acquire in the stopped Redis's socket never ran");
+    int64_t set_ms = h_now_ms();
+    /* Still retried (the connection is back: at once), the delete takes it well within its
+     * 8 s ttl; 4 s is room for a loaded machine, not for a key left to expire. */
+    ck_assert_msg(h_wait_key_gone(f.r, key, 4000, &f.e) >= 0,
+                  "the key a stalled acquire set at last is still there 4 s later (ttl %d ms)",
+                  TTL);
+    printf("stalled_past_key_life: the late key was deleted %lld ms after it was set\n",
+           (long long)(h_now_ms() - set_ms));
+    rlock_lock_free(l);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {test_validity_from_send, test_client_from_send,
                                          test_grant_read_late, test_late_command_settled,
                                          test_pubsub_probe_missed, test_notice_during_try,
                                          test_silent_session_bound, test_cleanup_through_outage,
-                                         test_cleanup_wakes_local_waiter};
+                                         test_cleanup_wakes_local_waiter,
+                                         test_stalled_past_key_life};
     return h_run_tests("late", 120, tests, H_LEN(tests));
 }

@@ -4,7 +4,8 @@
  * command and every process it started), against a real rlockd:
  *  - on a loss (the key deleted in Redis), every process of the job is gone
  *    by the time rlockctl exits 79: its process group, and a grandchild
- *    that left it with setsid and ignores SIGTERM;
+ *    that left it with setsid and ignores SIGTERM (and one that left it and
+ *    stops on SIGTERM gets that SIGTERM first, not only a SIGKILL);
  *  - after the command's normal end, the lock is held until what it left
  *    running has exited (another rlockctl run waits meanwhile), unless
  *    --no-wait-children; SIGTERM to rlockctl during that wait stops them;
@@ -52,6 +53,14 @@
     "echo $$ >>\"$0\"; sleep 30 & echo $! >>\"$0\"; sleep 30 & echo $! >>\"$0\"; wait"
 #define JOB_DETACHED                                                                          \
     "echo $$ >>\"$0\"; setsid sh -c 'trap \"\" TERM; echo $$ >>\"$0\"; exec sleep 30' \"$0\" & wait"
+/*
+ * As JOB_DETACHED, but the grandchild handles SIGTERM: it appends "term" to
+ * $0.term and exits. Outside the job's group, only rlockctl's scan of its
+ * descendants can send it that SIGTERM.
+ */
+#define JOB_DETACHED_TERM                                                                     \
+    "echo $$ >>\"$0\"; setsid sh -c 'trap \"echo term >>\\\"$0.term\\\"; exit 0\" TERM; "          \
+    "echo $$ >>\"$0\"; while :; do sleep 0.1; done' \"$0\" & wait"
 /* The command leaves a process that ignores SIGTERM and SIGINT (its pid to $0) and exits. */
 #define JOB_STUBBORN "sh -c 'trap \"\" TERM INT; echo $$ >>\"$0\"; exec sleep 30' \"$0\" &"
 /*
@@ -254,9 +263,11 @@ static int file_has(const char *path, const char *text)
 /*
  * Run job (with its pid file as $0) under rlockctl without a terminal, wait
  * for npids pids, delete the lock's key in Redis and check that rlockctl
- * exits 79 with every one of them already gone; then the lock is free.
+ * exits 79 with every one of them already gone; then the lock is free. With
+ * term_marker, the file $0.term must then hold it (a process was sent SIGTERM).
  */
-static void check_loss_stops(const char *resource, const char *job, int npids)
+static void check_loss_stops_marked(const char *resource, const char *job, int npids,
+                                    const char *term_marker)
 {
     struct h_fixture f;
     h_fixture_start_env(&f, NULL);
@@ -277,8 +288,20 @@ static void check_loss_stops(const char *resource, const char *job, int npids)
     int status = wait_ctl(ctl, WAIT_MS, err, "rlockctl run after the loss");
     assert_gone(pids, npids, "when rlockctl exited");
     assert_exit(status, EXIT_LOST, "rlockctl run after the loss");
+    if (term_marker != NULL) {
+        char term[340];
+        snprintf(term, sizeof term, "%s.term", pidfile);
+        ck_assert_msg(file_has(term, term_marker),
+                      "a detached process of the job that stops on SIGTERM was not sent it "
+                      "(killed without a chance to clean up)");
+    }
     assert_granted(&f, resource);
     h_fixture_stop(&f);
+}
+
+static void check_loss_stops(const char *resource, const char *job, int npids)
+{
+    check_loss_stops_marked(resource, job, npids, NULL);
 }
 
 /* Loss: the job's process group (the shell and its background jobs) is stopped. */
@@ -292,6 +315,13 @@ END_TEST
 START_TEST(test_runjob_loss_stops_detached)
 {
     check_loss_stops("lostdetached", JOB_DETACHED, 2);
+}
+END_TEST
+
+/* Loss: a detached grandchild that stops on SIGTERM is sent SIGTERM first, not just SIGKILL. */
+START_TEST(test_runjob_loss_terms_detached)
+{
+    check_loss_stops_marked("lostdetachedterm", JOB_DETACHED_TERM, 2, "term");
 }
 END_TEST
 
@@ -825,6 +855,7 @@ int main(void)
 {
     const TTest *tests[] = {
         test_runjob_loss_stops_group,    test_runjob_loss_stops_detached,
+        test_runjob_loss_terms_detached,
         test_runjob_leftovers_hold_lock, test_runjob_no_wait_children,
         test_runjob_sigterm_stops_leftovers, test_runjob_sigterm_while_command_runs,
         test_runjob_uncertain_stops_job, test_runjob_loss_continues_stopped,

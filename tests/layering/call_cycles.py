@@ -12,8 +12,18 @@ import subprocess
 import sys
 
 
+def source_dir(build):
+    """The source tree the build directory was configured from (its CMakeCache.txt)."""
+    with open(os.path.join(build, 'CMakeCache.txt'), encoding='utf-8') as f:
+        for line in f:
+            if line.startswith('CMAKE_HOME_DIRECTORY:INTERNAL='):
+                return line.split('=', 1)[1].strip()
+    return None
+
+
 def objects(build):
     root = os.path.join(build, 'daemon', 'CMakeFiles')
+    src = source_dir(build)
     found = {}
     for d in sorted(os.listdir(root)) if os.path.isdir(root) else []:
         if not d.startswith('rlockd_') or not d.endswith('.dir'):
@@ -24,6 +34,9 @@ def objects(build):
                     path = os.path.join(top, f)
                     rel = os.path.relpath(path, os.path.join(root, d))[:-2]  # lock/lock.c
                     if rel.startswith('__') or 'lua_scripts' in rel:
+                        continue
+                    # An object left by an older build of a file that moved or went away.
+                    if src and not os.path.exists(os.path.join(src, 'daemon', rel)):
                         continue
                     found[rel] = path
     return found
