@@ -9,6 +9,7 @@
  * signals.
  */
 #include "harness.h"
+#include "harness_proxy.h"
 
 #include <event2/event.h>
 #include <poll.h>
@@ -303,6 +304,75 @@ START_TEST(test_inflight_acquire)
 }
 END_TEST
 
+/* --- a grant whose answer never came -------------------------------------------------------------- */
+
+struct granted_call {
+    struct rlock_client *c;
+    enum rlock_err rc;
+};
+
+static void *grant_main(void *arg)
+{
+    struct granted_call *g = arg;
+    struct rlock_lock *l = NULL;
+    g->rc = rlock_acquire(g->c, "move/unanswered",
+                          &(struct rlock_acquire_opts){.ttl_ms = 30000}, 0, &l);
+    if (l != NULL)
+        rlock_lock_free(l);
+    return NULL;
+}
+
+/*
+ * A's grant is in Redis but its answer is held on the way (a proxy between
+ * the client and A); then A is stopped and the connection dropped, so A
+ * neither answers nor releases anything. The acquire returns UNAVAILABLE,
+ * the session moves to B, and the resume releases what that acquire took, by
+ * its request id: the key is gone though A still believes in the grant (its
+ * ttl is 30 s).
+ */
+START_TEST(test_unanswered_grant)
+{
+    struct pair p;
+    pair_start(&p, NULL);
+    kill9(&p.b, "B");
+    char psock[320], list[800];
+    h_env_path(&p.a, "client-proxy.sock", psock, sizeof psock);
+    struct h_proxy *px = h_proxy_start(psock, p.a.rlockd_sock);
+    ck_assert_ptr_nonnull(px);
+    snprintf(list, sizeof list, "unix:%s,%s", psock, p.b.rlockd_addr);
+    struct h_lost lost = {0};
+    struct rlock_client *c = connect_list(list, &lost, 0);
+    ck_assert_int_eq(h_rlockd_start(&p.b), 0);
+    char key[256];
+    h_lock_key(&p.a, "move/unanswered", key, sizeof key);
+    redisContext *r = h_redis(&p.a);
+
+    h_proxy_hold(px, H_PROXY_ALL, H_PROXY_DOWN);
+    struct granted_call g = {.c = c};
+    struct h_thread t;
+    h_thread_start(&t, grant_main, &g);
+    for (int64_t t0 = h_now_ms(); h_key_exists(r, key) != 1; h_sleep_ms(5))
+        ck_assert_msg(h_now_ms() - t0 < 10000, "A never granted the acquire");
+    /* A stopped: it neither answers nor sees the connection end (it would release). */
+    h_sigstop(p.a.rlockd_pid, "daemon A");
+    h_proxy_drop(px, H_PROXY_ALL);
+    h_thread_join(&t, h_now_ms() + 10000, "the acquire was not answered");
+    ck_assert_msg(g.rc == RLOCK_ERR_UNAVAILABLE, "acquire: %s", rlock_strerror(g.rc));
+    int64_t t0 = h_now_ms();
+    while (rlock_session_resumes(c) == 0 && h_now_ms() - t0 < MOVE_DEADLINE_MS)
+        h_sleep_ms(5);
+    ck_assert_int_eq(rlock_session_resumes(c), 1);
+    int64_t gone = h_wait_key_gone(r, key, 5000, &p.b);
+    ck_assert_msg(gone >= 0, "the unanswered grant's key is still there after the resume");
+    h_sigcont(p.a.rlockd_pid, "daemon A");
+    ck_assert_int_eq(atomic_load(&lost.count), 0);
+    redisFree(r);
+    rlock_close(c);
+    h_proxy_free(px);
+    pair_stop(&p);
+}
+END_TEST
+
 /* --- restart in place ------------------------------------------------------------------------- */
 
 /*
@@ -461,9 +531,10 @@ START_TEST(test_too_late)
     struct rlock_client *c = connect_list(p.a.rlockd_addr, &lost, 20000);
     struct rlock_lock *l = h_acquire_ok(c, "late", &(struct rlock_acquire_opts){.ttl_ms = 1000});
     kill9(&p.a, "A");
-    /* Moving, not yet lost. */
+    /* Moving, not yet lost: uncertain. */
     h_sleep_ms(50);
     ck_assert_int_eq(rlock_client_alive(c), 1);
+    ck_assert_int_eq(rlock_lock_state(l), RLOCK_UNCERTAIN);
     /* Its validity ends: lost, EXPIRED. */
     for (int64_t t0 = h_now_ms(); atomic_load(&lost.count) == 0; h_sleep_ms(10))
         ck_assert_msg(h_now_ms() - t0 < 10000, "the lock was never reported lost");
@@ -583,8 +654,8 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {test_kill9_moves, test_counter_across_kill, test_inflight_acquire,
-                            test_restart_in_place, test_zombie, test_too_late,
-                            test_async_moves};
+    const TTest *tests[] = {test_kill9_moves,      test_counter_across_kill, test_inflight_acquire,
+                            test_unanswered_grant, test_restart_in_place,    test_zombie,
+                            test_too_late,         test_async_moves};
     return h_run_tests("move", 120, tests, H_LEN(tests));
 }
