@@ -39,6 +39,7 @@
  */
 #include "harness.h"
 #include "harness_cluster.h"
+#include "harness_move.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -339,25 +340,6 @@ END_TEST
 
 /* --- release notices across the cluster ------------------------------------ */
 
-/* Give b's rlockd the key prefix of a, so that both serve the same locks. */
-static void share_prefix(struct h_env *b, const struct h_env *a)
-{
-    ck_assert_int_eq(h_rlockd_signal(b, SIGTERM), 0);
-    char *conf = h_read_file(b->conf);
-    ck_assert_ptr_nonnull(conf);
-    char from[96];
-    snprintf(from, sizeof from, "key_prefix = %s\n", b->prefix);
-    char *at = strstr(conf, from);
-    ck_assert_ptr_nonnull(at);
-    FILE *f = fopen(b->conf, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "%.*skey_prefix = %s\n%s", (int)(at - conf), conf, a->prefix, at + strlen(from));
-    ck_assert_int_eq(fclose(f), 0);
-    free(conf);
-    snprintf(b->prefix, sizeof b->prefix, "%s", a->prefix);
-    ck_assert_int_eq(h_rlockd_start(b), 0);
-}
-
 /* The node where rlockd e's pub/sub connection is subscribed (its daemons' channel). */
 static int subscriber_node(const struct cl_env *ce, const struct h_env *e)
 {
@@ -385,7 +367,7 @@ START_TEST(test_notices)
     char lines[256];
     snprintf(lines, sizeof lines, "cluster_nodes = %s\n", ce.cl.seeds);
     ck_assert_int_eq(h_env_start_topology(&b, lines, NULL), 0);
-    share_prefix(&b, &ce.e);
+    h_env_share_prefix(&b, &ce.e);
     h_sleep_ms(1500); /* B's pub/sub connection subscribes its daemons' channel every second */
     int sub = subscriber_node(&ce, &b);
     ck_assert_int_ge(sub, 0);
@@ -738,6 +720,75 @@ START_TEST(test_ask_extend)
 }
 END_TEST
 
+/* --- sessions that move between daemons on the cluster --------------------------- */
+
+/* Asks each key's node whether it exists, pipelined per node (h_keys_count_fn). */
+struct cl_counter {
+    struct cl_env *ce;
+    redisContext *r[NODES];
+    int *node;    /* of each key, found at the first count */
+    long long per_node[NODES];
+};
+
+static long long cluster_count(void *ctx, const char *const *keys, int n)
+{
+    struct cl_counter *cc = ctx;
+    if (cc->node == NULL) {
+        cc->node = calloc((size_t)n, sizeof *cc->node);
+        ck_assert_ptr_nonnull(cc->node);
+        for (int k = 0; k < n; k++) {
+            cc->node[k] = h_cluster_owner(&cc->ce->cl, h_cluster_keyslot(&cc->ce->cl, keys[k]));
+            ck_assert_int_ge(cc->node[k], 0);
+            cc->per_node[cc->node[k]]++;
+        }
+        for (int i = 0; i < NODES; i++)
+            cc->r[i] = h_cluster_redis(&cc->ce->cl, i);
+    }
+    for (int k = 0; k < n; k++)
+        ck_assert_int_eq(redisAppendCommand(cc->r[cc->node[k]], "EXISTS %s", keys[k]), REDIS_OK);
+    long long have = 0;
+    for (int k = 0; k < n; k++) {
+        redisReply *rep = NULL;
+        ck_assert_int_eq(redisGetReply(cc->r[cc->node[k]], (void **)&rep), REDIS_OK);
+        ck_assert_int_eq(rep->type, REDIS_REPLY_INTEGER);
+        have += rep->integer;
+        freeReplyObject(rep);
+    }
+    return have;
+}
+
+/*
+ * The resume check on a 3-master cluster: clients on A with locks on every
+ * master, A killed, every session resumes on B with every lock.
+ */
+START_TEST(test_move_kill9)
+{
+    struct h_keydir k;
+    h_keydir_make(&k, NULL);
+    struct cl_env ce;
+    memset(&ce, 0, sizeof ce);
+    ck_assert_msg(h_cluster_start(&ce.cl, NODES) == 0, "could not start the cluster");
+    char lines[256];
+    snprintf(lines, sizeof lines, "cluster_nodes = %s\n", ce.cl.seeds);
+    ck_assert_int_eq(h_env_start_topology(&ce.e, lines, k.ini), 0);
+    struct h_env b;
+    ck_assert_int_eq(h_env_start_topology(&b, lines, k.ini), 0);
+    h_env_share_prefix(&b, &ce.e);
+    struct cl_counter cc = {.ce = &ce};
+    h_move_kill9_check(&ce.e, &b, 10, 30, cluster_count, &cc);
+    printf("move: the locks were spread as %lld / %lld / %lld over the masters\n",
+           cc.per_node[0], cc.per_node[1], cc.per_node[2]);
+    for (int i = 0; i < NODES; i++) {
+        ck_assert_int_gt(cc.per_node[i], 0);
+        redisFree(cc.r[i]);
+    }
+    free(cc.node);
+    h_env_stop(&b);
+    cl_stop(&ce);
+    h_keydir_remove(&k);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster");
@@ -747,6 +798,7 @@ int main(void)
     tcase_add_test(tc, test_migration);
     tcase_add_test(tc, test_notices);
     tcase_add_test(tc, test_failover);
+    tcase_add_test(tc, test_move_kill9);
     suite_add_tcase(s, tc);
     TCase *lk = tcase_create("edge");
     tcase_set_timeout(lk, 120);

@@ -699,11 +699,36 @@ START_TEST(test_shutdown_release)
 }
 END_TEST
 
+/*
+ * A resume key file the daemon cannot trust (readable by group or others)
+ * stops it from starting, rather than running without resume; the same
+ * file made private is accepted.
+ */
+START_TEST(test_bad_key_file)
+{
+    struct h_keydir k;
+    h_keydir_make(&k, NULL);
+    char path[300];
+    snprintf(path, sizeof path, "%s/resume.key", k.dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("00112233445566778899aabbccddeeff\n", f);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(chmod(path, 0644), 0);
+    struct h_env e;
+    ck_assert_msg(h_env_start(&e, k.ini) != 0, "rlockd started with a resume key others can read");
+    ck_assert_int_eq(chmod(path, 0600), 0);
+    ck_assert_msg(h_env_start(&e, k.ini) == 0, "rlockd refused a private resume key");
+    h_env_stop(&e);
+    h_keydir_remove(&k);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {test_no_key,          test_kill9_resume, test_zombie,
                             test_too_late,        test_forged,       test_restart_in_place,
                             test_shutdown_release, test_unanswered_acquire, test_same_daemon,
-                            test_same_daemon_many};
+                            test_same_daemon_many, test_bad_key_file};
     return h_run_tests("handover", 120, tests, H_LEN(tests));
 }

@@ -9,6 +9,7 @@
  * signals.
  */
 #include "harness.h"
+#include "harness_move.h"
 #include "harness_proxy.h"
 
 #include <event2/event.h>
@@ -22,8 +23,6 @@
 
 #include "rlock_event.h"
 
-#define N_CLIENTS 20
-#define N_LOCKS 50
 #define LOCK_TTL_MS 5000u
 /* Generous: a move on a busy machine still takes well under this. */
 #define MOVE_DEADLINE_MS 20000
@@ -71,130 +70,14 @@ static struct rlock_client *connect_list(const char *list, struct h_lost *lost,
     return c;
 }
 
-/* --- a watcher: every key must exist at every poll (every 10 ms) ------------------------ */
-
-struct watcher {
-    struct h_env *e;
-    const char **keys;
-    int n;
-    atomic_int stop;
-    long polls;
-    long missing;       /* polls that found fewer keys than n */
-    long long fewest;
-    struct h_thread t;
-};
-
-static void *watch_main(void *arg)
-{
-    struct watcher *w = arg;
-    redisContext *r = h_redis(w->e);
-    const char **argv = malloc(sizeof *argv * (size_t)(w->n + 1));
-    ck_assert_ptr_nonnull(argv);
-    argv[0] = "EXISTS";
-    for (int i = 0; i < w->n; i++)
-        argv[i + 1] = w->keys[i];
-    w->fewest = w->n;
-    while (!atomic_load(&w->stop)) {
-        redisReply *rep = redisCommandArgv(r, w->n + 1, argv, NULL);
-        ck_assert_ptr_nonnull(rep);
-        ck_assert_int_eq(rep->type, REDIS_REPLY_INTEGER);
-        if (rep->integer < w->n) {
-            w->missing++;
-            if (rep->integer < w->fewest)
-                w->fewest = rep->integer;
-        }
-        freeReplyObject(rep);
-        w->polls++;
-        h_sleep_ms(10);
-    }
-    free(argv);
-    redisFree(r);
-    return NULL;
-}
-
 /* --- kill -9 of the daemon the clients are on -------------------------------------------- */
-
-struct held {
-    struct rlock_lock *l;
-    uint64_t fence;
-    char token[128];
-    char key[256];
-};
-
-static struct rlock_client *clients[N_CLIENTS];
-static struct held locks[N_CLIENTS][N_LOCKS];
 
 START_TEST(test_kill9_moves)
 {
     struct pair p;
     pair_start(&p, NULL);
-    /* B down while the clients connect, so that every one of them starts on A. */
-    kill9(&p.b, "B");
-    struct h_lost lost = {0};
-    static const char *keys[N_CLIENTS * N_LOCKS];
-    for (int i = 0; i < N_CLIENTS; i++) {
-        clients[i] = connect_list(p.list, &lost, 0);
-        for (int j = 0; j < N_LOCKS; j++) {
-            char res[64];
-            snprintf(res, sizeof res, "move/%d/%d", i, j);
-            struct held *h = &locks[i][j];
-            h->l = h_acquire_ok(clients[i], res, &(struct rlock_acquire_opts){.ttl_ms = LOCK_TTL_MS});
-            h->fence = rlock_lock_fence(h->l);
-            snprintf(h->token, sizeof h->token, "%s", rlock_lock_token(h->l));
-            h_lock_key(&p.a, res, h->key, sizeof h->key);
-            keys[i * N_LOCKS + j] = h->key;
-        }
-    }
-    char ids[N_CLIENTS][64];
-    for (int i = 0; i < N_CLIENTS; i++)
-        snprintf(ids[i], sizeof ids[i], "%s", rlock_session_id(clients[i]));
-    ck_assert_int_eq(h_rlockd_start(&p.b), 0);
-    struct watcher w = {.e = &p.a, .keys = keys, .n = N_CLIENTS * N_LOCKS};
-    h_thread_start(&w.t, watch_main, &w);
-
-    kill9(&p.a, "A");
-    int64_t t0 = h_now_ms();
-    for (int i = 0; i < N_CLIENTS; i++) {
-        while (rlock_session_resumes(clients[i]) == 0 && h_now_ms() - t0 < MOVE_DEADLINE_MS)
-            h_sleep_ms(5);
-        ck_assert_msg(rlock_session_resumes(clients[i]) == 1,
-                      "client %d did not resume within %d ms (alive %d)", i, MOVE_DEADLINE_MS,
-                      rlock_client_alive(clients[i]));
-    }
-    printf("move: %d sessions with %d locks resumed on B %lld ms after the kill\n", N_CLIENTS,
-           N_CLIENTS * N_LOCKS, (long long)(h_now_ms() - t0));
-    /* Held, with the same fence and the same token as the application knows them. */
-    for (int i = 0; i < N_CLIENTS; i++) {
-        ck_assert_str_eq(rlock_session_id(clients[i]), ids[i]);
-        ck_assert_int_eq(rlock_client_alive(clients[i]), 1);
-        for (int j = 0; j < N_LOCKS; j++) {
-            struct held *h = &locks[i][j];
-            ck_assert_msg(rlock_lock_state(h->l) == RLOCK_HELD, "lock %d/%d: state %d", i, j,
-                          rlock_lock_state(h->l));
-            ck_assert_uint_eq(rlock_lock_fence(h->l), h->fence);
-            ck_assert_str_eq(rlock_lock_token(h->l), h->token);
-        }
-    }
-    /* Renewed by B: still there well past the ttl. */
-    h_sleep_ms((int)LOCK_TTL_MS + 500);
-    atomic_store(&w.stop, 1);
-    h_thread_join(&w.t, h_now_ms() + 10000, "the key watcher did not stop");
-    printf("move: %ld polls of %d keys, %ld found some missing\n", w.polls, w.n, w.missing);
-    ck_assert_int_gt(w.polls, 10);
-    ck_assert_msg(w.missing == 0, "%ld polls found keys missing (fewest %lld of %d)", w.missing,
-                  w.fewest, w.n);
-    ck_assert_int_eq(atomic_load(&lost.count), 0);
-    /* Released through B: every key gone. */
-    redisContext *r = h_redis(&p.b);
-    for (int i = 0; i < N_CLIENTS; i++) {
-        for (int j = 0; j < N_LOCKS; j++) {
-            h_assert_ok(clients[i], rlock_release(locks[i][j].l, 0));
-            rlock_lock_free(locks[i][j].l);
-        }
-        rlock_close(clients[i]);
-    }
-    for (int i = 0; i < N_CLIENTS * N_LOCKS; i++)
-        ck_assert_msg(h_key_exists(r, keys[i]) == 0, "key %s left after the release", keys[i]);
+    redisContext *r = h_redis(&p.a);
+    h_move_kill9_check(&p.a, &p.b, 20, 50, h_keys_count_exists, r);
     redisFree(r);
     pair_stop(&p);
 }

@@ -26,6 +26,7 @@
  * master and the sentinels see nothing unusual.
  */
 #include "harness.h"
+#include "harness_move.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -722,6 +723,31 @@ START_TEST(test_stale_grant)
 }
 END_TEST
 
+/*
+ * The resume check behind Sentinel: daemons A and B follow one master; the
+ * clients on A move to B when A is killed, with every lock.
+ */
+START_TEST(test_move_kill9)
+{
+    struct topo t;
+    topo_start(&t, 3);
+    struct h_keydir k;
+    h_keydir_make(&k, NULL);
+    struct h_env a, b;
+    ck_assert_msg(h_env_start_topology(&a, sentinel_config(&t), k.ini) == 0, "A did not start");
+    ck_assert_msg(h_env_start_topology(&b, sentinel_config(&t), k.ini) == 0, "B did not start");
+    h_env_share_prefix(&b, &a);
+    redisContext *m = node_conn(t.master.port);
+    ck_assert_ptr_nonnull(m);
+    h_move_kill9_check(&a, &b, 10, 30, h_keys_count_exists, m);
+    redisFree(m);
+    h_env_stop(&b);
+    h_env_stop(&a);
+    h_keydir_remove(&k);
+    topo_stop(&t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sentinel");
@@ -731,6 +757,7 @@ int main(void)
     tcase_add_test(tc, test_replica_acks);
     tcase_add_test(tc, test_sentinel_auth);
     tcase_add_test(tc, test_stale_grant);
+    tcase_add_test(tc, test_move_kill9);
     suite_add_tcase(s, tc);
     return h_run_suite(s);
 }
