@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MOVE_TTL_MS 5000u
+#define MOVE_TTL_MS 10000u
 /* Generous: a move on a busy machine takes well under this. */
 #define MOVE_WITHIN_MS 20000
 
@@ -164,9 +164,15 @@ void h_move_kill9_check(struct h_env *a, struct h_env *b, int nclients, int nloc
     h_thread_join(&w.t, h_now_ms() + 10000, "the key watcher did not stop");
     printf("move: %ld polls of %d keys, %ld found some missing\n", w.polls, w.n, w.missing);
     ck_assert_int_gt(w.polls, 10);
+    if (w.missing != 0)
+        h_env_dump_logs(b);
     ck_assert_msg(w.missing == 0, "%ld polls found keys missing (fewest %lld of %d)", w.missing,
                   w.fewest, w.n);
-    ck_assert_int_eq(atomic_load(&lost.count), 0);
+    if (atomic_load(&lost.count) != 0)
+        h_env_dump_logs(b);
+    ck_assert_msg(atomic_load(&lost.count) == 0, "%d locks lost after the move (the last: %s)",
+                  atomic_load(&lost.count),
+                  rlock_lost_reason_str((enum rlock_lost_reason)atomic_load(&lost.reason)));
     for (int k = 0; k < nkeys; k++) {
         ck_assert_int_eq(rlock_lock_state(held[k].l), RLOCK_HELD);
         h_assert_ok(clients[k / nlocks], rlock_release(held[k].l, 0));

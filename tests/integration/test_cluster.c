@@ -798,8 +798,11 @@ int main(void)
     tcase_add_test(tc, test_migration);
     tcase_add_test(tc, test_notices);
     tcase_add_test(tc, test_failover);
-    tcase_add_test(tc, test_move_kill9);
     suite_add_tcase(s, tc);
+    TCase *mv = tcase_create("move");
+    tcase_set_timeout(mv, 300);
+    tcase_add_test(mv, test_move_kill9);
+    suite_add_tcase(s, mv);
     TCase *lk = tcase_create("edge");
     tcase_set_timeout(lk, 120);
     tcase_add_test(lk, test_migrating_acquire);

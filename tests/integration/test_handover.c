@@ -346,6 +346,28 @@ START_TEST(test_too_late)
 }
 END_TEST
 
+/* The value of an unlabelled sample of e's /metrics (fails the test when absent). */
+static long long metric(const struct h_env *e, const char *name)
+{
+    struct h_http_reply rep;
+    ck_assert_msg(h_http_get(e->metrics_sock, "/metrics", PROMPT_MS, &rep) == 0, "/metrics: %s",
+                  rep.error);
+    size_t n = strlen(name);
+    long long v = -1;
+    for (const char *p = rep.body; p != NULL && *p != '\0';) {
+        if (strncmp(p, name, n) == 0 && p[n] == ' ') {
+            v = strtoll(p + n + 1, NULL, 10);
+            break;
+        }
+        p = strchr(p, '\n');
+        if (p != NULL)
+            p++;
+    }
+    h_http_free(&rep);
+    ck_assert_msg(v >= 0, "no sample %s in /metrics", name);
+    return v;
+}
+
 /* Forged or wrong resumes and adopts are refused; the real session is untouched. */
 START_TEST(test_forged)
 {
@@ -446,6 +468,9 @@ START_TEST(test_forged)
     h_peer_expect_error(&q, 1, H_ST(UNAUTHENTICATED), "auth token", "a revoked token");
     h_raw_close(&q.raw);
     expect_key(&a, "forged/r", g.token, "after the revoked resume");
+    /* Four refused (two secrets, a missing and a revoked token); x's own resume was not. */
+    ck_assert_int_eq(metric(&a, "rlockd_resumes_refused_total"), 4);
+    ck_assert_int_eq(metric(&a, "rlockd_sessions_resumed_total"), 1);
     h_raw_close(&p.raw);
     h_env_stop(&a);
     h_keydir_remove(&k);
@@ -700,6 +725,36 @@ START_TEST(test_shutdown_release)
 END_TEST
 
 /*
+ * The per-session lock limit holds for adopts: a session at its limit on the
+ * new daemon is answered LIMIT_EXCEEDED for one more.
+ */
+START_TEST(test_adopt_limit)
+{
+    struct h_keydir k;
+    h_keydir_make(&k, "max_locks = 2\n");
+    struct h_env a, b;
+    start_pair(&a, &b, &k);
+    struct h_peer p, q;
+    struct sess s;
+    open_session(&p, &a, "limited", 0, &s);
+    struct h_grant g1, g2, g3;
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "lim/1", .ttl_ms = TTL_MS}, &g1, "1");
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "lim/2", .ttl_ms = TTL_MS}, &g2, "2");
+    resume_ok(&q, &b, "limited", &s);
+    /* One new lock on B, then the first adopt fills the session up. */
+    h_peer_acquire_ok(&q, &(struct h_acq){.resource = "lim/3", .ttl_ms = TTL_MS}, &g3, "3");
+    adopt_ok(&q, "lim/1", &g1);
+    uint64_t id = send_adopt(&q, "lim/2", &g2);
+    h_peer_expect_status(&q, id, H_ST(LIMIT_EXCEEDED), "an adopt past max_locks");
+    h_raw_close(&p.raw);
+    h_raw_close(&q.raw);
+    h_env_stop(&b);
+    h_env_stop(&a);
+    h_keydir_remove(&k);
+}
+END_TEST
+
+/*
  * A resume key file the daemon cannot trust (readable by group or others)
  * stops it from starting, rather than running without resume; the same
  * file made private is accepted.
@@ -729,6 +784,6 @@ int main(void)
     const TTest *tests[] = {test_no_key,          test_kill9_resume, test_zombie,
                             test_too_late,        test_forged,       test_restart_in_place,
                             test_shutdown_release, test_unanswered_acquire, test_same_daemon,
-                            test_same_daemon_many, test_bad_key_file};
+                            test_same_daemon_many, test_bad_key_file, test_adopt_limit};
     return h_run_tests("handover", 120, tests, H_LEN(tests));
 }
