@@ -754,6 +754,96 @@ START_TEST(test_adopt_limit)
 }
 END_TEST
 
+/* The key of resource's PTTL now. */
+static long long key_pttl(struct h_env *e, const char *resource)
+{
+    char key[256];
+    redisContext *r = h_redis(e);
+    long long v = h_pttl(r, h_lock_key(e, resource, key, sizeof key));
+    redisFree(r);
+    return v;
+}
+
+/*
+ * An adopt keeps the key's expiry where it is longer, and promises no more
+ * than the key has left: a watchdog-off lock with little life left is valid
+ * only that long on the new daemon; a watchdog lock whose key lives longer
+ * than its ttl (a late renewal, an Extend) is not cut back to the ttl.
+ */
+START_TEST(test_adopt_keeps_expiry)
+{
+    struct h_keydir k;
+    h_keydir_make(&k, NULL);
+    struct h_env a, b;
+    start_pair(&a, &b, &k);
+    struct h_peer p, q;
+    struct sess s;
+    open_session(&p, &a, "expiry", 0, &s);
+    struct h_grant off, on;
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "exp/off", .ttl_ms = 4000, .watchdog_off = 1},
+                      &off, "off");
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "exp/on", .ttl_ms = TTL_MS}, &on, "on");
+    /* The key of the watchdog lock lives longer than its ttl. */
+    char key[256];
+    redisContext *r = h_redis(&a);
+    ck_assert_int_eq(h_redis_int(r, "PEXPIRE %s 60000", h_lock_key(&a, "exp/on", key, sizeof key)),
+                     1);
+    redisFree(r);
+    h_sleep_ms(2500);
+    resume_ok(&q, &b, "expiry", &s);
+    long long left = key_pttl(&b, "exp/off");
+    ck_assert_int_gt(left, 0);
+    uint64_t id = send_adopt(&q, "exp/off", &off);
+    Rlock__V1__ServerMessage *m = h_peer_response(&q, id, "Adopt");
+    ck_assert_msg(m->response->status == H_ST(OK), "adopt: %s", h_msg_describe(m));
+    ck_assert_msg(m->response->adopt->valid_ms <= left,
+                  "a watchdog-off lock with %lld ms left is said valid for %u ms", left,
+                  m->response->adopt->valid_ms);
+    h_raw_free(m);
+    id = send_adopt(&q, "exp/on", &on);
+    m = h_peer_response(&q, id, "Adopt");
+    ck_assert_msg(m->response->status == H_ST(OK), "adopt: %s", h_msg_describe(m));
+    h_raw_free(m);
+    ck_assert_msg(key_pttl(&b, "exp/on") > 30000, "the adopt cut the key's life back to its ttl");
+    h_raw_close(&p.raw);
+    h_raw_close(&q.raw);
+    h_env_stop(&b);
+    h_env_stop(&a);
+    h_keydir_remove(&k);
+}
+END_TEST
+
+/*
+ * An adopt whose session is gone when Redis answers gives the key back: the
+ * token it swapped in is nobody's, so the key is deleted at once rather than
+ * left to block the resource for its ttl.
+ */
+START_TEST(test_adopt_session_gone)
+{
+    struct h_keydir k;
+    h_keydir_make(&k, NULL);
+    struct h_env a, b;
+    start_pair(&a, &b, &k);
+    struct h_peer p, q;
+    struct sess s;
+    open_session(&p, &a, "gone", 0, &s);
+    struct h_grant g;
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "gone/r", .ttl_ms = 30000}, &g, "g");
+    resume_ok(&q, &b, "gone", &s);
+    (void)send_adopt(&q, "gone/r", &g);
+    h_raw_close(&q.raw); /* before the answer: the session ends with the adopt in Redis */
+    char key[256];
+    redisContext *r = h_redis(&b);
+    ck_assert_msg(h_wait_key_gone(r, h_lock_key(&b, "gone/r", key, sizeof key), PROMPT_MS, &b) >= 0,
+                  "the adopted key outlived the session that adopted it");
+    redisFree(r);
+    h_raw_close(&p.raw);
+    h_env_stop(&b);
+    h_env_stop(&a);
+    h_keydir_remove(&k);
+}
+END_TEST
+
 /*
  * A resume key file the daemon cannot trust (readable by group or others)
  * stops it from starting, rather than running without resume; the same
@@ -784,6 +874,7 @@ int main(void)
     const TTest *tests[] = {test_no_key,          test_kill9_resume, test_zombie,
                             test_too_late,        test_forged,       test_restart_in_place,
                             test_shutdown_release, test_unanswered_acquire, test_same_daemon,
-                            test_same_daemon_many, test_bad_key_file, test_adopt_limit};
+                            test_same_daemon_many, test_bad_key_file, test_adopt_limit,
+                            test_adopt_keeps_expiry, test_adopt_session_gone};
     return h_run_tests("handover", 120, tests, H_LEN(tests));
 }
