@@ -845,6 +845,39 @@ START_TEST(test_adopt_session_gone)
 END_TEST
 
 /*
+ * An adopted lock keeps its max_hold deadline (a wall-clock time): the new
+ * daemon ends it there with MAX_HOLD, and the key goes.
+ */
+START_TEST(test_adopt_max_hold)
+{
+    struct h_keydir k;
+    h_keydir_make(&k, NULL);
+    struct h_env a, b;
+    start_pair(&a, &b, &k);
+    struct h_peer p, q;
+    struct sess s;
+    open_session(&p, &a, "maxhold", 0, &s);
+    struct h_grant g;
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "mh/r", .ttl_ms = TTL_MS, .max_hold_ms = 2500},
+                      &g, "grant");
+    resume_ok(&q, &b, "maxhold", &s);
+    adopt_ok(&q, "mh/r", &g);
+    h_peer_expect_lost(&q, "mh/r", RLOCK__V1__LOST_REASON__LOST_MAX_HOLD, "max_hold on B");
+    ck_assert_int_ge(h_wall_ms() + 50, (int64_t)g.max_hold_until_ms);
+    char key[256];
+    redisContext *r = h_redis(&b);
+    ck_assert_msg(h_wait_key_gone(r, h_lock_key(&b, "mh/r", key, sizeof key), PROMPT_MS, &b) >= 0,
+                  "the key outlived its max_hold");
+    redisFree(r);
+    h_raw_close(&p.raw);
+    h_raw_close(&q.raw);
+    h_env_stop(&b);
+    h_env_stop(&a);
+    h_keydir_remove(&k);
+}
+END_TEST
+
+/*
  * A resume key file the daemon cannot trust (readable by group or others)
  * stops it from starting, rather than running without resume; the same
  * file made private is accepted.
@@ -875,6 +908,6 @@ int main(void)
                             test_too_late,        test_forged,       test_restart_in_place,
                             test_shutdown_release, test_unanswered_acquire, test_same_daemon,
                             test_same_daemon_many, test_bad_key_file, test_adopt_limit,
-                            test_adopt_keeps_expiry, test_adopt_session_gone};
+                            test_adopt_keeps_expiry, test_adopt_session_gone, test_adopt_max_hold};
     return h_run_tests("handover", 120, tests, H_LEN(tests));
 }
