@@ -231,7 +231,8 @@ void rlk_move_connect_done(struct rlock_client *c)
         return;
     if (e != 0) {
         char why[RLK_REASON_BYTES];
-        snprintf(why, sizeof why, "connect %s: %s", c->addrs->a[c->addr_used], strerror(e));
+        snprintf(why, sizeof why, "connect %.160s: %.60s", c->addrs->a[c->addr_used],
+                 strerror(e));
         (void)rlk_move_begin(c, why, 0);
         return;
     }
@@ -325,7 +326,7 @@ void rlk_move_answer(struct rlock_client *c, struct rlk_call *call, const Rlock_
             c->move.resumed = 1;
         } else {
             char why[RLK_REASON_BYTES];
-            snprintf(why, sizeof why, "resume refused by %s: %s: %s",
+            snprintf(why, sizeof why, "resume refused by %.120s: %.30s: %.80s",
                      c->addrs->a[c->addr_used], wire_status_name(status),
                      r->message ? r->message : "");
             call->done_fn = NULL;
@@ -372,7 +373,7 @@ int64_t rlk_move_timers(struct rlock_client *c, int64_t now)
     } else if (c->link != RLK_LINK_DOWN && !c->move.resumed && now >= c->move.try_until) {
         /* Once resumed, the adopts take what they take: each lock's validity bounds it. */
         char why[RLK_REASON_BYTES];
-        snprintf(why, sizeof why, "%s: no answer in time", c->addrs->a[c->addr_used]);
+        snprintf(why, sizeof why, "%.200s: no answer in time", c->addrs->a[c->addr_used]);
         (void)rlk_move_begin(c, why, 0);
     }
     if (c->state != RLK_SESSION_MOVING)
