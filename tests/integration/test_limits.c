@@ -37,15 +37,17 @@
 #define FRAME_MAX 1024u
 
 /*
- * Request{id, ping{}, field 15: n bytes} of exactly len bytes: 08 id, 32 00,
- * 7a <2-byte varint n> <n bytes>. The unknown field survives decoding and
- * re-encoding, so the frame is canonical and answered like any Ping.
+ * Request{id, ping{}, field 99: n bytes} of exactly len bytes: 08 id, 32 00,
+ * 9a 06 <2-byte varint n> <n bytes>. Field 99 is unknown to the schema (a
+ * field the schema has, such as 15, Resume, would be decoded as that
+ * message); an unknown field survives decoding and re-encoding, so the frame
+ * is canonical and answered like any Ping.
  */
 static size_t padded_ping(uint8_t *buf, uint64_t id, size_t len)
 {
-    size_t n = len - 7;
+    size_t n = len - 8;
     ck_assert(id < 128 && n >= 128 && n < 16384);
-    uint8_t head[7] = {0x08, (uint8_t)id, 0x32, 0x00, 0x7a, (uint8_t)(0x80 | (n & 0x7f)),
+    uint8_t head[8] = {0x08, (uint8_t)id, 0x32, 0x00, 0x9a, 0x06, (uint8_t)(0x80 | (n & 0x7f)),
                        (uint8_t)(n >> 7)};
     memcpy(buf, head, sizeof head);
     memset(buf + sizeof head, 'p', n);
