@@ -329,21 +329,26 @@ static void acquire_try(struct request *req)
 }
 
 /*
- * Redis granted req although a lease of this daemon there is still valid:
- * Redis lost that key (a restart without persistence, FLUSHALL). The old
- * holder is told MISSING now, but it was promised the lock until its
- * valid-until and may not have read the notice yet. So the grant is turned
- * into a tombstone lasting until then (our token is replaced, by token), and
- * req is answered as if the lock were still held: a try gets NOT_ACQUIRED, a
- * waiter waits on. Returns 1 when it did so, 0 when the old lease's validity
- * is over already (grant as usual).
+ * Redis granted req although a lease of this daemon there is still valid, or
+ * was lost moments ago with its promise still running (a renew that found
+ * the key MISSING answered before this try, both in Redis at once): Redis
+ * lost that key (a restart without persistence, FLUSHALL). The old holder is
+ * told MISSING, but it was promised the lock until its valid-until and may
+ * not have read the notice yet. So the grant is turned into a tombstone
+ * lasting until then (our token is replaced, by token), and req is answered
+ * as if the lock were still held: a try gets NOT_ACQUIRED, a waiter waits
+ * on. Returns 1 when it did so, 0 when no such promise runs (grant as usual).
  */
 static int acquire_found_lost_key(struct request *req)
 {
     struct resource *res = req->res;
-    int64_t until = res->holder->valid_until_ms;
-    lease_lose(res->holder, RLOCK__V1__LOST_REASON__LOST_MISSING,
-               "Redis lost the lock's key: another acquire found it free");
+    if (res->holder != NULL) /* sets the guard below, the promise still running */
+        lease_lose(res->holder, RLOCK__V1__LOST_REASON__LOST_MISSING,
+                   "Redis lost the lock's key: another acquire found it free");
+    /* A lost holder's tombstone not yet in Redis: this grant took the key it was for. */
+    if (res->tombstones_unsent == 0)
+        return 0;
+    int64_t until = res->promised_until_ms;
     int64_t left = until - util_now_ms();
     if (left <= 0)
         return 0;
@@ -366,7 +371,7 @@ static void acquire_granted(struct request *req, uint64_t fence)
         lock_request_done(req);
         return;
     }
-    if (res->holder != NULL && acquire_found_lost_key(req))
+    if ((res->holder != NULL || res->tombstones_unsent > 0) && acquire_found_lost_key(req))
         return;
     if (util_now_ms() + LEASE_MARGIN_MS(req->ttl_ms) >= req->sent_ms + req->ttl_ms) {
         /* Redis answered so late that the lease may already have run out. */

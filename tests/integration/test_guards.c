@@ -337,6 +337,69 @@ START_TEST(test_guards_lost_key_found_free)
 END_TEST
 
 /*
+ * Redis loses a held key, and the holder's renew (here its Extend) and
+ * another client's try go to Redis together, the renew first: the renew's
+ * answer (MISSING) ends the lease, and the try's answer (granted: the key
+ * was free) comes next, when the daemon no longer has a lease there to
+ * compare with. The grant must still become the tombstone the old holder's
+ * promise needs: the try answered NOT_ACQUIRED, the key holding a tombstone.
+ * Redis is stopped while both are sent so that they meet in one batch.
+ * (Found by the chaos test: a waiter granted 20 µs after LockLost(MISSING),
+ * its holder still promised 1125 ms.)
+ */
+#define INFLIGHT_RES "missing/inflight"
+#define INFLIGHT_INI "[redis]\ncommand_timeout = 2s\n[limits]\nmin_ttl = 6s\n"
+
+START_TEST(test_guards_lost_key_answers_cross)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, INFLIGHT_INI);
+    struct h_peer holder, other;
+    h_peer_open(&holder, &f.e, "holder");
+    h_peer_open(&other, &f.e, "other");
+    char key[256];
+    h_lock_key(&f.e, INFLIGHT_RES, key, sizeof key);
+    struct h_acq a = {.resource = INFLIGHT_RES, .ttl_ms = TTL_MS, .watchdog_off = 1};
+    struct h_grant g;
+    h_peer_acquire_ok(&holder, &a, &g, "acquire");
+    int64_t promised = h_now_ms() + g.valid_ms;
+    ck_assert_int_eq(h_redis_int(f.r, "DEL %s", key), 1);
+
+    h_sigstop(f.e.redis_pid, "redis-server");
+    uint64_t ext = h_peer_extend(&holder, INFLIGHT_RES, TTL_MS, "");
+    h_peer_ping(&holder, "the Extend was handled"); /* sent to Redis, or queued to be */
+    struct h_acq b = {.resource = INFLIGHT_RES, .ttl_ms = TTL_MS};
+    uint64_t try_id = h_peer_acquire(&other, &b);
+    h_peer_ping(&other, "the try was handled");
+    h_sleep_ms(50); /* both written to the stopped Redis's socket */
+    h_sigcont(f.e.redis_pid, "redis-server");
+
+    h_peer_expect_lost(&holder, INFLIGHT_RES, RLOCK__V1__LOST_REASON__LOST_MISSING,
+                       "Extend of a deleted key");
+    h_peer_expect_status(&holder, ext, H_ST(NOT_HELD), "Extend of a deleted key");
+    h_peer_expect_status(&other, try_id, H_ST(NOT_ACQUIRED),
+                         "a try that found the lost key free, answered after the loss");
+    char val[128] = "";
+    int64_t until = h_now_ms() + 5000;
+    while ((h_get(f.r, key, val, sizeof val) != 1 || strncmp(val, "tombstone:", 10) != 0) &&
+           h_now_ms() < until)
+        h_sleep_ms(2);
+    long long pttl = h_pttl(f.r, key);
+    printf("guards: FIGURE renew and try crossing over a lost key: the key holds \"%s\", "
+           "PTTL %lld ms, the old holder promised %lld ms more\n",
+           val, pttl, (long long)(promised - h_now_ms()));
+    ck_assert_msg(strncmp(val, "tombstone:", 10) == 0, "the key holds \"%s\", not a tombstone",
+                  val);
+    ck_assert_msg(pttl > 0 && h_now_ms() + pttl >= promised - 50,
+                  "the tombstone ends %lld ms before the old holder's promise",
+                  (long long)(promised - h_now_ms() - pttl));
+    h_raw_close(&holder.raw);
+    h_raw_close(&other.raw);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/*
  * The tombstone that replaces a grant over a lost key lasts at least as long
  * as the promise it keeps: rlockd logs how long the old lease was still valid,
  * and the key's PTTL, read right after and corrected for the time between,
@@ -465,7 +528,8 @@ int main(void)
         test_guards_foreign_after_loss,      test_guards_stolen_missing_renew,
         test_guards_stolen_missing_extend,   test_guards_cleanup_release_timeout,
         test_guards_cleanup_retry_fails,     test_guards_missing_holds_off_others,
-        test_guards_lost_key_found_free, test_guards_tombstone_covers_promise,
+        test_guards_lost_key_found_free,     test_guards_tombstone_covers_promise,
+        test_guards_lost_key_answers_cross,
     };
     return h_run_tests("guards", 60, tests, H_LEN(tests));
 }
