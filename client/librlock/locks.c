@@ -161,6 +161,8 @@ static void lock_unlist(struct rlock_client *c, struct rlk_lock *lk)
 {
     if (!lk->listed)
         return;
+    if (c->move.adopt_next == lk) /* a resume's adopts go on with the rest of the list */
+        c->move.adopt_next = lk->next;
     struct rlk_lock **p = &c->locks.b[locktab_slot(&c->locks, lk->wire)];
     while (*p != lk)
         p = &(*p)->hnext;

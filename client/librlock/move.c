@@ -4,8 +4,9 @@
  * docs/client.md "When the daemon goes away").
  *
  *   OPEN ──connection lost / SessionClosing{resume} / daemon silent──▶ MOVING
- *   MOVING: link DOWN ──backoff──▶ CONNECTING ──▶ UP: Resume, Adopt per lock,
- *           Release{acquire_id} per Acquire left unanswered, in one write
+ *   MOVING: link DOWN ──backoff──▶ CONNECTING ──▶ UP: Resume, Adopt per lock (at most
+ *           MOVE_ADOPTS_IN_FLIGHT due at once), Release{acquire_id} per Acquire left
+ *           unanswered, in one write
  *   MOVING ──every answer in, Resume accepted──▶ OPEN
  *   MOVING ──refused, or not resumed by the session timeout──▶ ENDED
  *
@@ -39,6 +40,8 @@
 #define MOVE_TRY_MAX_MS 5000
 /* How long a session without a session timeout keeps trying. */
 #define MOVE_DEFAULT_LIMIT_MS 30000
+/* Adopts queued at once on a new connection; more as their answers come in. */
+#define MOVE_ADOPTS_IN_FLIGHT 4096u
 
 /* --- acquires left unanswered ------------------------------------------------------- */
 
@@ -159,6 +162,7 @@ int rlk_move_begin(struct rlock_client *c, const char *why, int keep_old)
     c->link = RLK_LINK_DOWN;
     c->move.resumed = 0;
     c->move.batch = 0;
+    c->move.adopt_next = NULL;
     c->corked = 0;
     /* What was queued or half read belongs to the connection left. */
     c->tx.off = c->tx.len = 0;
@@ -175,7 +179,35 @@ int rlk_move_begin(struct rlock_client *c, const char *why, int keep_old)
 
 /* --- the resume ------------------------------------------------------------------------ */
 
-/* Queue Resume, the Adopts and the Releases by acquire id, and write them at once. */
+/*
+ * Queue Adopts for the held locks not yet sent on this connection, while
+ * fewer than MOVE_ADOPTS_IN_FLIGHT answers are due: a client with a million
+ * locks must not queue them all at once (RLK_MAX_TX_BYTES). The rest follow
+ * as answers come in (rlk_move_answer).
+ */
+static void send_adopts(struct rlock_client *c)
+{
+    Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
+    req.body_case = RLOCK__V1__REQUEST__BODY_ADOPT;
+    struct rlk_lock *lk;
+    while ((lk = c->move.adopt_next) != NULL && c->move.batch < MOVE_ADOPTS_IN_FLIGHT &&
+           c->state == RLK_SESSION_MOVING) {
+        c->move.adopt_next = rlk_lock_next(lk);
+        Rlock__V1__Adopt a;
+        rlk_lock_adopt_fill(lk, &a);
+        req.adopt = &a;
+        struct rlk_call *call = calloc(1, sizeof *call);
+        if (call == NULL)
+            continue; /* not adopted: lost when its validity ends */
+        call->kind = RLK_CALL_ADOPT;
+        call->lock = lk;
+        rlk_lock_ref(lk);
+        if (rlk_eng_submit_own(c, &req, call) == 0)
+            c->move.batch++;
+    }
+}
+
+/* Queue Resume, the first Adopts and the Releases by acquire id, and write them at once. */
 static void send_batch(struct rlock_client *c)
 {
     c->corked = 1;
@@ -198,19 +230,8 @@ static void send_batch(struct rlock_client *c)
     call->kind = RLK_CALL_RESUME;
     if (rlk_eng_submit_own(c, &req, call) == 0)
         c->move.batch++;
-    for (struct rlk_lock *lk = rlk_lock_first(c); lk != NULL; lk = rlk_lock_next(lk)) {
-        Rlock__V1__Adopt a;
-        rlk_lock_adopt_fill(lk, &a);
-        req.body_case = RLOCK__V1__REQUEST__BODY_ADOPT;
-        req.adopt = &a;
-        if ((call = calloc(1, sizeof *call)) == NULL)
-            break; /* not adopted: lost when its validity ends */
-        call->kind = RLK_CALL_ADOPT;
-        call->lock = lk;
-        rlk_lock_ref(lk);
-        if (rlk_eng_submit_own(c, &req, call) == 0)
-            c->move.batch++;
-    }
+    c->move.adopt_next = rlk_lock_first(c);
+    send_adopts(c);
     struct rlk_unanswered *u;
     while ((u = c->move.unanswered) != NULL) {
         c->move.unanswered = u->next;
@@ -349,7 +370,16 @@ void rlk_move_answer(struct rlock_client *c, struct rlk_call *call, const Rlock_
     }
     call->done_fn = NULL;
     rlk_eng_complete(c, call);
-    if (c->state == RLK_SESSION_MOVING && c->move.resumed && c->move.batch == 0)
+    if (c->state == RLK_SESSION_MOVING && c->move.adopt_next != NULL &&
+        c->move.batch < MOVE_ADOPTS_IN_FLIGHT / 2) {
+        c->corked = 1;
+        send_adopts(c);
+        c->corked = 0;
+        if (c->state == RLK_SESSION_MOVING)
+            rlk_eng_flush(c);
+    }
+    if (c->state == RLK_SESSION_MOVING && c->move.resumed && c->move.batch == 0 &&
+        c->move.adopt_next == NULL)
         finish(c);
 }
 

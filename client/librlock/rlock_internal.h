@@ -181,6 +181,7 @@ struct rlk_move {
     uint32_t backoff_ms;
     unsigned tries;           /* connection attempts of this move */
     unsigned batch;           /* Resume and Adopt answers still due on this connection */
+    struct rlk_lock *adopt_next; /* the next held lock to adopt on it (NULL: all sent) */
     int resumed;              /* the Resume of this connection was accepted */
     int keep_old;             /* the connection left is kept open until the resume */
     struct rlk_unanswered *unanswered;

@@ -20,8 +20,11 @@
  *               each start) to the end of that incarnation, for every
  *               incarnation measured over at least 60 s
  *   processes   no process died by itself, the workers stopped when asked,
- *               rlockd exited 0 on SIGTERM, no sanitizer report in any
- *               process's output (for runs of sanitizer builds)
+ *               every rlockd exited 0 on SIGTERM (the teardown's, and the
+ *               nemesis's handovers), no sanitizer report in any process's
+ *               output (for runs of sanitizer builds)
+ *   moves       with two daemons: sessions resumed on a daemon (counted in
+ *               both daemons' logs), so the faults did move them
  *   liveness    locks were still granted in the fault-free tail of the run
  *
  * Informational: accepted writes whose fence a newer grant had already
@@ -88,7 +91,8 @@ struct ck {
     const char *dir;
     int verbose;
     uint64_t seed;
-    int seconds, nworkers, nres;
+    int seconds, nworkers, nres, ndaemons;
+    int terms_unclean; /* handovers (rlockd_term) that did not end in exit 0 */
     int64_t t_first, t_last;
     /* run.log */
     int faults[CHAOS_NFAULTS];
@@ -189,6 +193,8 @@ static void ck_run_line(struct ck *k, int64_t t, char *s)
     if (sscanf(s, "WORKAROUNDS shutdown_keys=%*d redis_delayed_restart=%d", &k->workaround_redis) ==
         1)
         return;
+    if (sscanf(s, "DAEMONS %d", &k->ndaemons) == 1)
+        return;
     if (strncmp(s, "SANITIZED_BUILD", 15) == 0) {
         k->sanitized_build = 1;
         return;
@@ -230,6 +236,13 @@ static void ck_run_line(struct ck *k, int64_t t, char *s)
                 k->pauses_in_gap++;
             else if (inside < 0)
                 k->pauses_outside++;
+        }
+        const char *clean = f == CHAOS_F_rlockd_term ? strstr(s, "clean=") : NULL;
+        if (clean && atoi(clean + 6) != 1) {
+            k->terms_unclean++;
+            char *line = strdup(s);
+            if (line)
+                VEC_PUSH(k->violations, line);
         }
         return;
     }
@@ -472,9 +485,11 @@ static int ck_sanitizer_reports(const struct ck *k)
 {
     static const char *const markers[] = { "Sanitizer", "runtime error:" };
     int found = 0;
-    for (int i = -2; i < CHAOS_MAX_WORKERS; i++) {
+    for (int i = -3; i < CHAOS_MAX_WORKERS; i++) {
         char path[512];
-        if (i == -2)
+        if (i == -3)
+            snprintf(path, sizeof path, "%s/b/rlockd.log", k->dir); /* --daemons 2 */
+        else if (i == -2)
             snprintf(path, sizeof path, "%s/rlockd.log", k->dir);
         else if (i == -1)
             snprintf(path, sizeof path, "%s/store.out", k->dir);
@@ -512,6 +527,22 @@ static int rule(int *passed, int *failed, int ok, const char *name, const char *
     return ok;
 }
 
+/* Lines of dir/rel (a daemon's log, all its incarnations) holding needle; 0 if none. */
+static uint64_t ck_count_lines(const struct ck *k, const char *rel, const char *needle)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", k->dir, rel);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    uint64_t n = 0;
+    char line[2048];
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
 int chaos_check_run(const char *dir, int verbose)
 {
     static struct ck k;
@@ -522,6 +553,7 @@ int chaos_check_run(const char *dir, int verbose)
     k.rlockd_clean = -1;
     k.keys_left = -1;
     k.workaround_keys = -1;
+    k.ndaemons = 1;
     if (ck_read(&k, "run.log", ck_run_line) != 0) {
         fprintf(stderr, "chaos check: no run.log in %s\n", dir);
         return -1;
@@ -545,13 +577,16 @@ int chaos_check_run(const char *dir, int verbose)
         if (k.grants.v[i].t >= tail_start)
             tail_grants++;
 
-    printf("chaos summary: seed %" PRIu64 ", %d s, %d workers, %d resources (%.0f s measured)\n",
-           k.seed, k.seconds, k.nworkers, k.nres, (double)(k.t_last - run_first) / 1e6);
+    printf("chaos summary: seed %" PRIu64 ", %d s, %d workers, %d resources, %d rlockd (%.0f s "
+           "measured)\n", k.seed, k.seconds, k.nworkers, k.nres, k.ndaemons,
+           (double)(k.t_last - run_first) / 1e6);
     if (k.workaround_redis)
         printf("  WORKAROUND on: Redis kept down longer than any lease when restarted\n");
     printf("  faults:\n");
     int all_faults = 1, nfaults = 0;
     for (int f = 0; f < CHAOS_NFAULTS; f++) {
+        if (!chaos_fault_enabled((enum chaos_fault)f, k.ndaemons))
+            continue;
         printf("    %-13s %5d   %s\n", chaos_fault_names[f], k.faults[f], chaos_fault_texts[f]);
         all_faults &= k.faults[f] > 0;
         nfaults += k.faults[f];
@@ -569,6 +604,14 @@ int chaos_check_run(const char *dir, int verbose)
            ", uncertain waits %" PRIu64 "\n", k.releases, k.release_fail, k.drops, k.uncertain);
     printf("    sessions ended %" PRIu64 ", failed connects %" PRIu64 ", worker starts %" PRIu64
            "\n", k.session_ends, k.connects_failed, k.worker_starts);
+    /* rlockd logs "session ID (PEER, NAME): resumed, timeout ..." for each resume. */
+    uint64_t resumes = ck_count_lines(&k, "rlockd.log", "): resumed, timeout") +
+                       ck_count_lines(&k, "b/rlockd.log", "): resumed, timeout");
+    uint64_t handed = ck_count_lines(&k, "rlockd.log", "handover done") +
+                      ck_count_lines(&k, "b/rlockd.log", "handover done");
+    if (k.ndaemons > 1)
+        printf("    sessions resumed on a daemon %" PRIu64 ", handovers completed %" PRIu64
+               ", unclean exits on SIGTERM %d\n", resumes, handed, k.terms_unclean);
     printf("    acquire failures:");
     int any = 0;
     for (int i = 0; i < 128; i++) {
@@ -652,13 +695,15 @@ int chaos_check_run(const char *dir, int verbose)
     int sanitized = ck_sanitizer_reports(&k);
     rule(&passed, &failed,
          k.crashes == 0 && k.workers_stuck == 0 && k.workers_failed == 0 && k.rlockd_clean == 1 &&
-             !k.fault_failed[0] && sanitized == 0,
+             k.terms_unclean == 0 && !k.fault_failed[0] && sanitized == 0,
          "processes",
          "%d crashes, %d workers stuck, %d failed, rlockd clean exit %s, %d sanitizer reports%s%s",
          k.crashes, k.workers_stuck, k.workers_failed, k.rlockd_clean == 1 ? "yes" : "no",
          sanitized, k.fault_failed[0] ? ", fault failed: " : "", k.fault_failed);
     rule(&passed, &failed, tail_grants > 0, "liveness", "%" PRIu64 " grants in the quiet tail",
          tail_grants);
+    if (k.ndaemons > 1)
+        rule(&passed, &failed, resumes > 0, "moves", "%" PRIu64 " sessions resumed", resumes);
 
     if (k.violations.n) {
         printf("  violations (first 20 of %zu):\n", k.violations.n);

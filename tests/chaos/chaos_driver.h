@@ -9,7 +9,8 @@
  * second. Its own history is DIR/run.log:
  *
  *   <us> SEED seed seconds workers resources
- *   <us> RLOCKD_START pid          a new incarnation of rlockd
+ *   <us> DAEMONS n                 how many rlockd share Redis and the resume key
+ *   <us> RLOCKD_START pid          a new incarnation of an rlockd
  *   <us> RSS pid kb                VmRSS of rlockd
  *   <us> FAULT kind fields...      one line per fault, once done
  *   <us> CRASH what pid status     a process that died on its own
@@ -29,7 +30,9 @@
     X(redis_pause, "SIGSTOP redis-server past the ttl, then SIGCONT")                          \
     X(script_flush, "SCRIPT FLUSH")                                                            \
     X(client_kill, "CLIENT KILL TYPE normal (rlockd's connections)")                           \
-    X(rlockd_kill, "kill -9 rlockd, restart it")
+    X(rlockd_kill, "kill -9 rlockd, restart it")                                              \
+    X(rlockd_pause, "SIGSTOP an rlockd past the session timeout, then SIGCONT")                \
+    X(rlockd_term, "SIGTERM an rlockd (sessions handed over), restart it")
 
 enum chaos_fault {
 #define CHAOS_FAULT_ENUM(name, text) CHAOS_F_##name,
@@ -41,8 +44,14 @@ enum chaos_fault {
 extern const char *const chaos_fault_names[CHAOS_NFAULTS];
 extern const char *const chaos_fault_texts[CHAOS_NFAULTS];
 
+/* At most this many rlockd (--daemons). */
+#define CHAOS_MAX_DAEMONS 2
+
 struct driver {
-    struct h_env e;
+    struct h_env e;      /* Redis, the run's dir, and the first rlockd */
+    struct h_env peer;   /* the second rlockd (--daemons 2): DIR/b, on e's Redis */
+    int ndaemons;
+    char worker_addr[700]; /* every rlockd's address, comma-separated */
     struct chaos_shm *m;
     char self[512];      /* this executable, for the workers and the store */
     uint64_t seed;
@@ -73,6 +82,14 @@ int drv_spawn_worker(struct driver *d, int i);
 void drv_clear_slot(struct driver *d, int i);
 /* Sample rlockd's VmRSS into run.log now. */
 void drv_sample_rss(struct driver *d);
+
+/* rlockd number i (0 .. ndaemons - 1). */
+struct h_env *drv_daemon(struct driver *d, int i);
+/* Start rlockd i again and log its new incarnation. 0 or -1. */
+int drv_daemon_start(struct driver *d, int i);
+/* Whether fault kind f applies to a run with ndaemons rlockd (the pause and the
+ * handover of one need another to move to). */
+int chaos_fault_enabled(enum chaos_fault f, int ndaemons);
 
 /* Run one fault of kind f: 0 when done, 1 when it had no target now (no worker holds
  * anything), -1 when the run cannot go on (Redis or rlockd did not come back). */

@@ -4,6 +4,7 @@
  * point of its other parts (see chaos.h).
  *
  *   rlock-chaos [--seconds N] [--workers N] [--resources N] [--seed N] [--keep]
+ *               [--daemons 1|2]
  *               [--workaround-shutdown-keys] [--workaround-redis-delayed-restart]
  *   rlock-chaos --check DIR [--verbose]
  *
@@ -13,7 +14,11 @@
  * tail lets every fault's leftovers expire). Then it stops the workers
  * (they release and close cleanly), stops rlockd with SIGTERM, looks for
  * lock keys left in Redis, stops the store and Redis, and runs the offline
- * check on the histories. Exit status 0 only when every rule held. The dir
+ * check on the histories. With --daemons 2 a second rlockd shares Redis and
+ * a resume key (DIR/resume.key) with the first, the workers are given both
+ * addresses, and the nemesis also pauses an rlockd and stops one with SIGTERM
+ * (a handover): sessions move to the other daemon and resume there. Exit
+ * status 0 only when every rule held. The dir
  * is removed after a passing run unless --keep; a failing run keeps it as
  * evidence and prints its path.
  *
@@ -34,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,18 +69,34 @@ static int write_text(const char *path, const char *text)
 
 /* --- children ------------------------------------------------------------ */
 
+struct h_env *drv_daemon(struct driver *d, int i)
+{
+    return i == 0 ? &d->e : &d->peer;
+}
+
+int drv_daemon_start(struct driver *d, int i)
+{
+    struct h_env *e = drv_daemon(d, i);
+    int rc = h_rlockd_start(e);
+    if (rc == 0)
+        chaos_log(d->log, "RLOCKD_START %d", (int)e->rlockd_pid);
+    return rc;
+}
+
 void drv_sample_rss(struct driver *d)
 {
-    pid_t pid = d->e.rlockd_pid;
-    if (pid <= 0)
-        return;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    char *status = h_read_file(path);
-    const char *p = status ? strstr(status, "VmRSS:") : NULL;
-    if (p)
-        chaos_log(d->log, "RSS %d %ld", (int)pid, strtol(p + 6, NULL, 10));
-    free(status);
+    for (int i = 0; i < d->ndaemons; i++) {
+        pid_t pid = drv_daemon(d, i)->rlockd_pid;
+        if (pid <= 0)
+            continue;
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+        char *status = h_read_file(path);
+        const char *p = status ? strstr(status, "VmRSS:") : NULL;
+        if (p)
+            chaos_log(d->log, "RSS %d %ld", (int)pid, strtol(p + 6, NULL, 10));
+        free(status);
+    }
 }
 
 void drv_clear_slot(struct driver *d, int i)
@@ -98,7 +120,7 @@ int drv_spawn_worker(struct driver *d, int i)
     snprintf(seed, sizeof seed, "%" PRIu64, d->seed + (uint64_t)i);
     snprintf(name, sizeof name, "w%d.out", i);
     h_env_path(&d->e, name, out, sizeof out);
-    char *argv[] = { d->self, "--worker", d->e.dir, slot, d->e.rlockd_addr, seed, NULL };
+    char *argv[] = { d->self, "--worker", d->e.dir, slot, d->worker_addr, seed, NULL };
     pid_t pid = h_spawn_io(argv, out, out);
     if (pid < 0)
         return -1;
@@ -133,11 +155,13 @@ void drv_tick(struct driver *d)
         drv_clear_slot(d, i);
         drv_spawn_worker(d, i);
     }
-    if (d->e.rlockd_pid > 0 && !h_alive(d->e.rlockd_pid)) {
-        drv_crash(d, "rlockd", d->e.rlockd_pid, h_env_path(&d->e, "rlockd.log", path, sizeof path));
-        d->e.rlockd_pid = 0;
-        if (h_rlockd_start(&d->e) == 0)
-            chaos_log(d->log, "RLOCKD_START %d", (int)d->e.rlockd_pid);
+    for (int i = 0; i < d->ndaemons; i++) {
+        struct h_env *e = drv_daemon(d, i);
+        if (e->rlockd_pid > 0 && !h_alive(e->rlockd_pid)) {
+            drv_crash(d, "rlockd", e->rlockd_pid, h_env_path(e, "rlockd.log", path, sizeof path));
+            e->rlockd_pid = 0;
+            drv_daemon_start(d, i);
+        }
     }
     if (d->e.redis_pid > 0 && !h_alive(d->e.redis_pid)) {
         drv_crash(d, "redis-server", d->e.redis_pid,
@@ -171,6 +195,35 @@ void drv_idle(struct driver *d, int ms)
 
 /* --- setup --------------------------------------------------------------- */
 
+/*
+ * rlockd's config for env e. Short session timeout and ttls so that faults
+ * bite within seconds; command_timeout at most min_ttl/3; lock_delay asked
+ * per acquire. Two daemons share the resume key in the run's dir, and hand
+ * their sessions over on SIGTERM, waiting for them at most a few seconds.
+ */
+static int drv_write_conf(struct driver *d, const struct h_env *e)
+{
+    char resume[640] = "";
+    if (d->ndaemons > 1)
+        snprintf(resume, sizeof resume, "resume_key_file = %s/resume.key\n", d->e.dir);
+    char conf[2048];
+    snprintf(conf, sizeof conf,
+             "[server]\nlisten = %s\nshutdown_timeout = 5s\n%s\n"
+             "[redis]\naddress = unix:%s\nkey_prefix = %s\ncommand_timeout = %ums\n"
+             "connect_timeout = 500ms\nreconnect_max = 500ms\n\n"
+             "[session]\ntimeout = %ums\nmin_timeout = 1s\n%s\n"
+             "[limits]\ndefault_ttl = %ums\nmin_ttl = %ums\nmax_ttl = %ums\nmax_wait = 5s\n"
+             "max_lock_delay = 2s\n\n[log]\nlevel = info\n",
+             e->rlockd_addr, d->ndaemons > 1 ? "handover_timeout = 5s\n" : "", e->redis_sock,
+             e->prefix, CHAOS_COMMAND_TIMEOUT_MS, CHAOS_SESSION_TIMEOUT_MS, resume,
+             CHAOS_TTL_MIN_MS, CHAOS_TTL_MIN_MS, CHAOS_TTL_MAX_MS);
+    if (write_text(e->conf, conf) != 0) {
+        fprintf(stderr, "chaos: cannot write %s\n", e->conf);
+        return -1;
+    }
+    return 0;
+}
+
 static int drv_setup_env(struct driver *d)
 {
     struct h_env *e = &d->e;
@@ -192,25 +245,31 @@ static int drv_setup_env(struct driver *d)
         fprintf(stderr, "chaos: socket paths too long under %s (set TMPDIR shorter)\n", e->dir);
         return -1;
     }
-    /*
-     * Short session timeout and ttls so that faults bite within seconds;
-     * command_timeout at most min_ttl/3; lock_delay asked per acquire.
-     */
-    char conf[2048];
-    snprintf(conf, sizeof conf,
-             "[server]\nlisten = %s\nshutdown_timeout = 5s\n\n"
-             "[redis]\naddress = unix:%s\nkey_prefix = %s\ncommand_timeout = %ums\n"
-             "connect_timeout = 500ms\nreconnect_max = 500ms\n\n"
-             "[session]\ntimeout = %ums\nmin_timeout = 1s\n\n"
-             "[limits]\ndefault_ttl = %ums\nmin_ttl = %ums\nmax_ttl = %ums\nmax_wait = 5s\n"
-             "max_lock_delay = 2s\n\n[log]\nlevel = info\n",
-             e->rlockd_addr, e->redis_sock, e->prefix, CHAOS_COMMAND_TIMEOUT_MS,
-             CHAOS_SESSION_TIMEOUT_MS, CHAOS_TTL_MIN_MS, CHAOS_TTL_MIN_MS, CHAOS_TTL_MAX_MS);
-    if (write_text(e->conf, conf) != 0) {
-        fprintf(stderr, "chaos: cannot write %s\n", e->conf);
+    snprintf(d->worker_addr, sizeof d->worker_addr, "%s", e->rlockd_addr);
+    if (drv_write_conf(d, e) != 0)
+        return -1;
+    if (d->ndaemons < 2)
+        return 0;
+    /* The second rlockd: a dir of its own (socket, config, log) on the same Redis. */
+    struct h_env *b = &d->peer;
+    memset(b, 0, sizeof *b);
+    h_env_path(e, "b", b->dir, sizeof b->dir);
+    if (mkdir(b->dir, 0700) != 0) {
+        fprintf(stderr, "chaos: mkdir %s: %s\n", b->dir, strerror(errno));
         return -1;
     }
-    return 0;
+    snprintf(b->redis_sock, sizeof b->redis_sock, "%s", e->redis_sock);
+    b->redis_shared = 1;
+    h_env_path(b, "rlockd.sock", b->rlockd_sock, sizeof b->rlockd_sock);
+    h_env_path(b, "rlockd.conf", b->conf, sizeof b->conf);
+    snprintf(b->rlockd_addr, sizeof b->rlockd_addr, "unix:%s", b->rlockd_sock);
+    snprintf(b->prefix, sizeof b->prefix, "%s", e->prefix);
+    if (strlen(b->rlockd_sock) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+        fprintf(stderr, "chaos: socket paths too long under %s (set TMPDIR shorter)\n", e->dir);
+        return -1;
+    }
+    snprintf(d->worker_addr, sizeof d->worker_addr, "%s,%s", e->rlockd_addr, b->rlockd_addr);
+    return drv_write_conf(d, b);
 }
 
 static int drv_start(struct driver *d)
@@ -226,15 +285,19 @@ static int drv_start(struct driver *d)
     if (d->log < 0)
         return -1;
     chaos_log(d->log, "SEED %" PRIu64 " %d %d %d", d->seed, d->seconds, d->nworkers, d->nres);
+    chaos_log(d->log, "DAEMONS %d", d->ndaemons);
     chaos_log(d->log, "WORKAROUNDS shutdown_keys=%d redis_delayed_restart=%d", d->workaround_keys,
               d->workaround_redis);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     /* rlockd comes from the same build: its RSS then holds the sanitizer's quarantine. */
     chaos_log(d->log, "SANITIZED_BUILD 1");
 #endif
-    if (h_redis_start(&d->e) != 0 || h_rlockd_start(&d->e) != 0)
+    if (h_redis_start(&d->e) != 0)
         return -1;
-    chaos_log(d->log, "RLOCKD_START %d", (int)d->e.rlockd_pid);
+    /* In order: the first creates the resume key the second reads. */
+    for (int i = 0; i < d->ndaemons; i++)
+        if (drv_daemon_start(d, i) != 0)
+            return -1;
 
     char out[320];
     h_env_path(&d->e, "store.out", out, sizeof out);
@@ -307,6 +370,9 @@ static void drv_resume_all(struct driver *d)
     }
     if (d->e.redis_pid > 0)
         kill(d->e.redis_pid, SIGCONT);
+    for (int i = 0; i < d->ndaemons; i++)
+        if (drv_daemon(d, i)->rlockd_pid > 0)
+            kill(drv_daemon(d, i)->rlockd_pid, SIGCONT);
 }
 
 /* Stop everything, recording what the teardown found. 0 when it all went as it should. */
@@ -338,7 +404,7 @@ static int drv_teardown(struct driver *d, int started)
         chaos_log(d->log, "RESULT workers_failed %d", failed);
         bad |= stuck || failed;
     }
-    if (d->workaround_keys && d->e.rlockd_pid > 0 && d->e.redis_pid > 0) {
+    if (d->workaround_keys && d->ndaemons == 1 && d->e.rlockd_pid > 0 && d->e.redis_pid > 0) {
         /*
          * Opt-in workaround (--workaround-shutdown-keys): rlockd defers the
          * delete of a lock lost by max_hold or expiry until the validity its
@@ -356,10 +422,17 @@ static int drv_teardown(struct driver *d, int started)
                   (long long)(chaos_now_ms() - t0));
     }
     if (d->e.rlockd_pid > 0) {
-        int status = 0;
-        int in_time = h_stop_pid(d->e.rlockd_pid, SIGTERM, DRV_STOP_GRACE_MS, "rlockd", &status);
-        d->e.rlockd_pid = 0;
-        int clean = in_time == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        /* The second first: the first's log and pid are the run's reference. */
+        int clean = 1;
+        for (int i = d->ndaemons - 1; i >= 0; i--) {
+            struct h_env *e = drv_daemon(d, i);
+            int status = 0;
+            int in_time = e->rlockd_pid > 0 ? h_stop_pid(e->rlockd_pid, SIGTERM,
+                                                         DRV_STOP_GRACE_MS, "rlockd", &status)
+                                            : -1;
+            e->rlockd_pid = 0;
+            clean &= in_time == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        }
         chaos_log(d->log, "RESULT rlockd_clean_exit %d", clean);
         bad |= !clean;
     }
@@ -422,36 +495,39 @@ static int drv_main(int argc, char **argv)
     d.nres = 4;
     d.seed = (uint64_t)chaos_now_us() ^ ((uint64_t)getpid() << 40);
     d.log = -1;
+    d.ndaemons = 1;
     int keep = 0;
     static const struct option opts[] = {
         { "seconds", required_argument, NULL, 's' }, { "workers", required_argument, NULL, 'w' },
         { "resources", required_argument, NULL, 'r' }, { "seed", required_argument, NULL, 'S' },
-        { "keep", no_argument, NULL, 'k' },
+        { "keep", no_argument, NULL, 'k' }, { "daemons", required_argument, NULL, 'd' },
         { "workaround-shutdown-keys", no_argument, NULL, 'K' },
         { "workaround-redis-delayed-restart", no_argument, NULL, 'R' },
         { NULL, 0, NULL, 0 },
     };
     int c;
-    while ((c = getopt_long(argc, argv, "s:w:r:S:k", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:w:r:S:kd:", opts, NULL)) != -1) {
         switch (c) {
         case 's': d.seconds = atoi(optarg); break;
         case 'w': d.nworkers = atoi(optarg); break;
         case 'r': d.nres = atoi(optarg); break;
         case 'S': d.seed = strtoull(optarg, NULL, 10); break;
         case 'k': keep = 1; break;
+        case 'd': d.ndaemons = atoi(optarg); break;
         case 'K': d.workaround_keys = 1; break;
         case 'R': d.workaround_redis = 1; break;
         default:
             fprintf(stderr, "usage: rlock-chaos [--seconds N] [--workers N] [--resources N] "
-                            "[--seed N] [--keep]\n                   [--workaround-shutdown-keys] "
+                            "[--seed N] [--keep]\n                   [--daemons 1|2] [--workaround-shutdown-keys] "
                             "[--workaround-redis-delayed-restart]\n       rlock-chaos --check DIR [--verbose]\n");
             return 64;
         }
     }
     if (d.seconds < 30 || d.nworkers < 2 || d.nworkers > CHAOS_MAX_WORKERS || d.nres < 2 ||
-        d.nres > CHAOS_MAX_RES) {
+        d.nres > CHAOS_MAX_RES || d.ndaemons < 1 || d.ndaemons > CHAOS_MAX_DAEMONS) {
         fprintf(stderr, "rlock-chaos: --seconds >= 30, 2 <= --workers <= %d, "
-                        "2 <= --resources <= %d\n", CHAOS_MAX_WORKERS, CHAOS_MAX_RES);
+                        "2 <= --resources <= %d, 1 <= --daemons <= %d\n", CHAOS_MAX_WORKERS,
+                CHAOS_MAX_RES, CHAOS_MAX_DAEMONS);
         return 64;
     }
     chaos_rng_seed(&d.rng, d.seed);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 const char *const chaos_fault_names[CHAOS_NFAULTS] = {
@@ -33,8 +34,19 @@ const char *const chaos_fault_texts[CHAOS_NFAULTS] = {
 static const int fault_weight[CHAOS_NFAULTS] = {
     [CHAOS_F_worker_kill] = 3, [CHAOS_F_worker_pause] = 4, [CHAOS_F_redis_kill] = 1,
     [CHAOS_F_redis_pause] = 1, [CHAOS_F_script_flush] = 1, [CHAOS_F_client_kill] = 2,
-    [CHAOS_F_rlockd_kill] = 1,
+    [CHAOS_F_rlockd_kill] = 1, [CHAOS_F_rlockd_pause] = 1, [CHAOS_F_rlockd_term] = 1,
 };
+
+int chaos_fault_enabled(enum chaos_fault f, int ndaemons)
+{
+    return ndaemons > 1 || (f != CHAOS_F_rlockd_pause && f != CHAOS_F_rlockd_term);
+}
+
+/* A restart of an rlockd (kill or SIGTERM): spaced like kills (rlockd_kill_allowed). */
+static int is_restart(int f)
+{
+    return f == CHAOS_F_rlockd_kill || f == CHAOS_F_rlockd_term;
+}
 
 /*
  * rlockd restarts are spaced so that each incarnation's memory can be
@@ -44,6 +56,9 @@ static const int fault_weight[CHAOS_NFAULTS] = {
 #define NEMESIS_RLOCKD_GAP_MS 60000
 #define NEMESIS_RLOCKD_PER_RUN 8
 #define NEMESIS_RLOCKD_TAIL_MS 100000
+/* An rlockd stopped by the nemesis has this long to exit (a handover waits for its
+ * sessions at most handover_timeout, 5 s in the chaos config). */
+#define NEMESIS_STOP_GRACE_MS 10000
 
 static int rlockd_kill_allowed(struct driver *d)
 {
@@ -57,31 +72,37 @@ static int rlockd_kill_allowed(struct driver *d)
 enum chaos_fault nemesis_pick(struct driver *d, int index)
 {
     static enum chaos_fault first_round[CHAOS_NFAULTS];
+    static int nfirst;
     if (index == 0) {
         /* rlockd_kill leads; the rest of the first round in a seeded order. */
-        int n = 0;
-        first_round[n++] = CHAOS_F_rlockd_kill;
+        nfirst = 0;
+        first_round[nfirst++] = CHAOS_F_rlockd_kill;
         for (int f = 0; f < CHAOS_NFAULTS; f++)
-            if (f != CHAOS_F_rlockd_kill)
-                first_round[n++] = (enum chaos_fault)f;
-        for (int i = CHAOS_NFAULTS - 1; i > 1; i--) {
+            if (f != CHAOS_F_rlockd_kill && chaos_fault_enabled((enum chaos_fault)f, d->ndaemons))
+                first_round[nfirst++] = (enum chaos_fault)f;
+        for (int i = nfirst - 1; i > 1; i--) {
             int j = 1 + (int)chaos_rng_range(&d->rng, 0, (uint32_t)i - 1);
             enum chaos_fault t = first_round[i];
             first_round[i] = first_round[j];
             first_round[j] = t;
         }
     }
-    if (index < CHAOS_NFAULTS)
+    if (index < nfirst)
         return first_round[index];
     int total = 0;
     for (int f = 0; f < CHAOS_NFAULTS; f++)
-        total += fault_weight[f];
+        if (chaos_fault_enabled((enum chaos_fault)f, d->ndaemons))
+            total += fault_weight[f];
     for (;;) {
         int x = (int)chaos_rng_range(&d->rng, 1, (uint32_t)total);
         int f = 0;
-        while (x > fault_weight[f])
-            x -= fault_weight[f++];
-        if (f != CHAOS_F_rlockd_kill || rlockd_kill_allowed(d))
+        for (;; f++) {
+            int w = chaos_fault_enabled((enum chaos_fault)f, d->ndaemons) ? fault_weight[f] : 0;
+            if (x <= w)
+                break;
+            x -= w;
+        }
+        if (!is_restart(f) || rlockd_kill_allowed(d))
             return (enum chaos_fault)f;
     }
 }
@@ -265,27 +286,72 @@ static int fault_client_kill(struct driver *d)
     return rc;
 }
 
-static int fault_rlockd_kill(struct driver *d)
+/*
+ * Stop rlockd number i with sig (SIGKILL: a crash; SIGTERM: a handover to
+ * the other daemon, or with one daemon a release of every lock) and start it
+ * again after 0-1 s.
+ */
+static int rlockd_restart(struct driver *d, int i, int sig, const char *kind)
 {
-    pid_t old = d->e.rlockd_pid;
+    struct h_env *e = drv_daemon(d, i);
+    pid_t old = e->rlockd_pid;
     drv_sample_rss(d);
-    h_rlockd_signal(&d->e, SIGKILL);
+    int64_t t0 = chaos_now_ms();
+    int status = 0;
+    int in_time = h_stop_pid(old, sig, NEMESIS_STOP_GRACE_MS, "rlockd", &status) == 0;
+    e->rlockd_pid = 0;
+    int64_t stop_ms = chaos_now_ms() - t0;
+    /* On SIGTERM an rlockd exits 0 (a handover or a release, then the exit). */
+    int clean = sig != SIGTERM || (in_time && WIFEXITED(status) && WEXITSTATUS(status) == 0);
     d->last_rlockd_kill_ms = chaos_now_ms();
     int down = (int)chaos_rng_range(&d->rng, 0, 1000);
     drv_idle(d, down);
-    int rc = h_rlockd_start(&d->e);
-    if (rc == 0)
-        chaos_log(d->log, "RLOCKD_START %d", (int)d->e.rlockd_pid);
-    chaos_log(d->log, "FAULT rlockd_kill pid=%d down_ms=%d new_pid=%d rc=%d", (int)old, down,
-              (int)d->e.rlockd_pid, rc);
+    int rc = drv_daemon_start(d, i);
+    chaos_log(d->log, "FAULT %s daemon=%d pid=%d stop_ms=%lld clean=%d down_ms=%d new_pid=%d "
+              "rc=%d", kind, i, (int)old, (long long)stop_ms, clean, down, (int)e->rlockd_pid,
+              rc);
     return rc;
+}
+
+static int pick_daemon(struct driver *d)
+{
+    return (int)chaos_rng_range(&d->rng, 0, (uint32_t)d->ndaemons - 1);
+}
+
+static int fault_rlockd_kill(struct driver *d)
+{
+    return rlockd_restart(d, pick_daemon(d), SIGKILL, "rlockd_kill");
+}
+
+/* A handover: the daemon must exit 0 on SIGTERM, within the harness's deadline. */
+static int fault_rlockd_term(struct driver *d)
+{
+    return rlockd_restart(d, pick_daemon(d), SIGTERM, "rlockd_term");
+}
+
+/*
+ * A daemon that stops answering (SIGSTOP) for longer than the session
+ * timeout: its clients give it up and resume on the other. Woken, it acts on
+ * what it believed: renews, session timeouts and releases by tokens that the
+ * other daemon has replaced meanwhile.
+ */
+static int fault_rlockd_pause(struct driver *d)
+{
+    int i = pick_daemon(d);
+    pid_t pid = drv_daemon(d, i)->rlockd_pid;
+    int ms = (int)(CHAOS_SESSION_TIMEOUT_MS + chaos_rng_range(&d->rng, 200, 2000));
+    kill(pid, SIGSTOP);
+    drv_idle(d, ms);
+    kill(pid, SIGCONT);
+    chaos_log(d->log, "FAULT rlockd_pause daemon=%d pid=%d ms=%d", i, (int)pid, ms);
+    return 0;
 }
 
 int nemesis_run(struct driver *d, enum chaos_fault f)
 {
     int rc = -1;
     if (f == CHAOS_F_redis_kill || f == CHAOS_F_redis_pause || f == CHAOS_F_client_kill ||
-        f == CHAOS_F_rlockd_kill)
+        f == CHAOS_F_rlockd_kill || f == CHAOS_F_rlockd_pause || f == CHAOS_F_rlockd_term)
         aim_at_long_hold(d);
     switch (f) {
     case CHAOS_F_worker_kill: rc = fault_worker_kill(d); break;
@@ -295,6 +361,8 @@ int nemesis_run(struct driver *d, enum chaos_fault f)
     case CHAOS_F_script_flush: rc = fault_script_flush(d); break;
     case CHAOS_F_client_kill: rc = fault_client_kill(d); break;
     case CHAOS_F_rlockd_kill: rc = fault_rlockd_kill(d); break;
+    case CHAOS_F_rlockd_pause: rc = fault_rlockd_pause(d); break;
+    case CHAOS_F_rlockd_term: rc = fault_rlockd_term(d); break;
     case CHAOS_NFAULTS: break;
     }
     if (rc == 0)

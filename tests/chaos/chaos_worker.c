@@ -62,6 +62,8 @@
 #define W_CALL_TIMEOUT_MS 2000u
 #define W_CONNECT_TIMEOUT_MS 1000u
 #define W_UNCERTAIN_WAIT_MS 500
+/* How long a release refused UNAVAILABLE (a session moving) is tried again. */
+#define W_RELEASE_RETRY_MS 5000
 #define W_STORE_TIMEOUT_S 5
 /* Long holds: past max_hold on the last resource; elsewhere longer than a ttl,
  * so that Redis and rlockd faults find holders whose leases need renewing. */
@@ -354,7 +356,17 @@ static void w_hold_once(struct worker *w)
 release:
     st = rlock_lock_state(l);
     if (st == RLOCK_HELD || st == RLOCK_UNCERTAIN) {
-        rc = rlock_release(l, W_CALL_TIMEOUT_MS);
+        /* UNAVAILABLE while the session moves to another daemon: the lock stays
+         * held (UNCERTAIN), so release it again once the session is back. */
+        int64_t give_up = chaos_now_ms() + W_RELEASE_RETRY_MS;
+        for (;;) {
+            rc = rlock_release(l, W_CALL_TIMEOUT_MS);
+            st = rlock_lock_state(l);
+            if (rc != RLOCK_ERR_UNAVAILABLE || (st != RLOCK_HELD && st != RLOCK_UNCERTAIN) ||
+                !rlock_client_alive(w->c) || chaos_now_ms() >= give_up)
+                break;
+            chaos_sleep_ms(50);
+        }
         chaos_log(w->log, "%d RELEASE %d %" PRIu64 " %d", w->pid, res, fence, (int)rc);
     } else {
         chaos_log(w->log, "%d DROP %d %" PRIu64 " %d %s", w->pid, res, fence, (int)st,

@@ -695,6 +695,14 @@ END_TEST
  * still hold the lock when it runs again, just after the client went UNCERTAIN. */
 #define UNC_MIN_SLACK_MS 250
 #define UNC_ATTEMPTS 20
+/*
+ * After SIGCONT rlockd has what is left of its lease (a few hundred ms) to get
+ * a renew through; on a busy machine it once did not, and declared the lease
+ * run out (EXPIRED): the right call when it cannot renew in time. Such an
+ * attempt is taken again with a new lock, this many times at most; a daemon
+ * that never renews after a stop loses every attempt and fails the test.
+ */
+#define UNC_LATE_RETRIES 4
 
 static int uncertain_visit(const struct rlock_lock_info *info, void *arg)
 {
@@ -752,7 +760,7 @@ START_TEST(test_callbacks_uncertain)
                   (long long)vu, (long long)now);
     ck_assert_int_eq(rlock_lock_state(l), RLOCK_HELD);
 
-    int done = 0;
+    int done = 0, late = 0;
     for (int attempt = 1; attempt <= UNC_ATTEMPTS && !done; attempt++) {
         /* Stop rlockd right after it renewed the key: its lease then runs ~ttl/3 longer
          * than the client learnt from its latest keepalive answer. */
@@ -800,6 +808,20 @@ START_TEST(test_callbacks_uncertain)
                       (long long)v_stopped, (long long)v);
 
         int64_t t_cont = h_now_ms();
+        if (wait_held_beyond(l, v) != 0 && rlock_lock_state(l) == RLOCK_LOST &&
+            rlock_lock_lost_reason(l) == RLOCK_LOST_EXPIRED && late < UNC_LATE_RETRIES &&
+            h_log_count(&f.e, "the lease ran out before a renew succeeded") == late + 1) {
+            late++;
+            printf("callbacks: attempt %d: rlockd, continued with %lld ms of its lease left, did "
+                   "not renew in time (EXPIRED, late %d); again with a new lock\n", attempt,
+                   (long long)(key_until - t_cont), late);
+            rlock_lock_free(l);
+            /* Its key may stay until the daemon's cleanup or its expiry: wait for it. */
+            struct rlock_acquire_opts again = o;
+            again.wait_ms = 10000;
+            l = h_acquire_ok(f.c, res, &again);
+            continue;
+        }
         ck_assert_msg(wait_held_beyond(l, v) == 0,
                       "the lock is in state %d 3 s after SIGCONT, valid until %lld (was %lld)",
                       (int)rlock_lock_state(l), (long long)rlock_lock_valid_until(l),
@@ -813,7 +835,7 @@ START_TEST(test_callbacks_uncertain)
                   UNC_ATTEMPTS);
     h_assert_key_token(f.r, key, rlock_lock_token(l));
     h_assert_ok(f.c, rlock_ping(f.c, CALL_TIMEOUT_MS, NULL));
-    ck_assert_int_eq(atomic_load(&f.lost.count), 0);
+    ck_assert_int_eq(atomic_load(&f.lost.count), late);
     h_release_gone(&f, f.c, l);
     rlock_lock_free(l);
     h_fixture_stop(&f);

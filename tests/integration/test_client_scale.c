@@ -18,10 +18,16 @@
  *  - two_thousand_clients: 2,000 blocking clients in one process, each pinged
  *    once, add at most 4 threads to the process (the library runs 2, an I/O
  *    thread and a callback thread, whatever the number of clients).
+ *  - resume_many_locks: a client holding 120,000 locks with long names (the
+ *    Adopts of all of them take 40 MB, past the library's 32 MiB output
+ *    queue) sees its daemon killed and restarted in place: the session
+ *    resumes with every lock (the library sends its Adopts a slice at a
+ *    time; at once, the queue overflowed and the session ended).
  */
 #include "harness.h"
 
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +64,12 @@
 #define T_RELEASE_ALL_MS 120000   /* the daemon releasing every lock of a closed session */
 #define T_KEYS_GONE_MS 10000      /* ... and their keys being gone, after that (<< the lease) */
 #define T_CLIENTS 2000
+#ifdef T_SANITIZED
+#define T_RESUME_LOCKS 20000
+#else
+#define T_RESUME_LOCKS 120000
+#endif
+#define T_RESUME_WITHIN_MS 240000 /* a deadline for a resume that hangs, not a figure */
 #define T_FD_RESERVE 256          /* descriptors besides the clients' (harness, hiredis, stdio) */
 #define T_MAX_ADDED_THREADS 4
 
@@ -311,9 +323,77 @@ START_TEST(test_two_thousand_clients)
 }
 END_TEST
 
+static int visit_held(const struct rlock_lock_info *info, void *arg)
+{
+    if (info->state == RLOCK_HELD)
+        (*(size_t *)arg)++;
+    return 0;
+}
+
+START_TEST(test_resume_many_locks)
+{
+    struct h_keydir k;
+    char extra[64];
+    snprintf(extra, sizeof extra, "max_locks = %d\n", T_RESUME_LOCKS + 1000);
+    h_keydir_make(&k, extra);
+    struct h_env e;
+    h_env_start_or_fail(&e, k.ini);
+    struct h_lost lost = {0};
+    struct rlock_options o = {.client_name = "many", .session_timeout_ms = 60000,
+                              .on_lost = h_lost_cb, .on_lost_arg = &lost};
+    struct rlock_client *c = NULL;
+    char err[512];
+    ck_assert_msg(rlock_connect(e.rlockd_addr, &o, &c, err, sizeof err) == RLOCK_OK, "%s", err);
+    /* Long names: each Adopt is over 300 bytes. */
+    char name[256], pad[201];
+    memset(pad, 'x', 200);
+    pad[200] = '\0';
+    struct rlock_acquire_opts ao = {.ttl_ms = T_LOCK_TTL_MS};
+    int64_t t0 = h_now_ms();
+    for (int i = 0; i < T_RESUME_LOCKS; i++) {
+        snprintf(name, sizeof name, "many/%s/%06d", pad, i);
+        struct rlock_lock *l = NULL;
+        enum rlock_err rc = rlock_acquire(c, name, &ao, 10000, &l);
+        if (rc != RLOCK_OK) {
+            char msg[320];
+            ck_abort_msg("acquire #%d: %s", i, h_rlock_err(c, rc, msg, sizeof msg));
+        }
+        rlock_lock_free(l);
+    }
+    int64_t t1 = h_now_ms();
+
+    ck_assert_int_eq(kill(e.rlockd_pid, SIGKILL), 0);
+    ck_assert_int_eq(h_wait_exit(e.rlockd_pid, 10000, NULL), 0);
+    e.rlockd_pid = 0;
+    ck_assert_int_eq(h_rlockd_start(&e), 0);
+    int64_t t2 = h_now_ms();
+    while (rlock_session_resumes(c) == 0 && rlock_client_alive(c) &&
+           h_now_ms() - t2 < T_RESUME_WITHIN_MS)
+        h_sleep_ms(20);
+    int64_t t3 = h_now_ms();
+    size_t held = 0;
+    rlock_foreach_lock(c, visit_held, &held);
+    printf("scale: %d locks acquired in %lld ms; daemon killed and restarted; session resumed "
+           "%lld ms after the restart with %zu locks held (%d lost)\n",
+           T_RESUME_LOCKS, (long long)(t1 - t0), (long long)(t3 - t2), held,
+           atomic_load(&lost.count));
+    ck_assert_msg(rlock_client_alive(c), "the session ended instead of resuming: %s",
+                  rlock_last_error()->message);
+    ck_assert_msg(rlock_session_resumes(c) == 1, "not resumed within %d ms", T_RESUME_WITHIN_MS);
+    ck_assert_uint_eq(held, T_RESUME_LOCKS);
+    ck_assert_int_eq(atomic_load(&lost.count), 0);
+    struct rlock_stats st;
+    h_assert_ok(c, rlock_stats(c, 10000, &st));
+    ck_assert_uint_eq(st.held_locks, T_RESUME_LOCKS);
+    rlock_close(c);
+    h_env_stop(&e);
+    h_keydir_remove(&k);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {test_hundred_thousand_locks, test_close_releases_every_key,
-                            test_two_thousand_clients};
+                            test_two_thousand_clients, test_resume_many_locks};
     return h_run_tests("client_scale", 600, tests, H_LEN(tests));
 }

@@ -696,6 +696,58 @@ START_TEST(test_restart_in_place)
 }
 END_TEST
 
+/*
+ * During a handover, a session that says Goodbye instead of moving is ended
+ * as usual: its lock is released at once (not left in Redis until its ttl as
+ * if it had been handed over), and /readyz answers 503 all along, so that a
+ * load balancer sends no new client to a daemon telling its sessions to leave.
+ */
+START_TEST(test_handover_goodbye)
+{
+    struct h_keydir k;
+    h_keydir_make(&k, "[server]\nhandover_timeout = 20s\n");
+    struct h_env a;
+    h_env_start_or_fail(&a, k.ini);
+    struct h_peer p, stay;
+    struct sess s, s2;
+    open_session(&p, &a, "leaver", 0, &s);
+    open_session(&stay, &a, "stayer", 0, &s2); /* keeps the handover going */
+    struct h_grant g;
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "bye/r", .ttl_ms = 30000}, &g, "grant");
+    struct h_http_reply hr;
+    ck_assert_msg(h_http_get(a.metrics_sock, "/readyz", PROMPT_MS, &hr) == 0, "%s", hr.error);
+    ck_assert_int_eq(hr.status, 200);
+    pid_t pid = a.rlockd_pid;
+    ck_assert_int_eq(kill(pid, SIGTERM), 0);
+    expect_closing(&p, 1);
+    expect_closing(&stay, 1);
+    ck_assert_msg(h_http_get(a.metrics_sock, "/readyz", PROMPT_MS, &hr) == 0, "%s", hr.error);
+    printf("handover: /readyz while handing over: %d %s", hr.status, hr.body);
+    ck_assert_msg(hr.status == 503, "/readyz answered %d while the daemon hands its sessions over",
+                  hr.status);
+
+    Rlock__V1__Goodbye bye = RLOCK__V1__GOODBYE__INIT;
+    uint64_t id = h_peer_send(&p, RLOCK__V1__REQUEST__BODY_GOODBYE, &bye);
+    h_peer_expect_status(&p, id, H_ST(OK), "Goodbye while handing over");
+    char key[256];
+    h_lock_key(&a, "bye/r", key, sizeof key);
+    redisContext *r = h_redis(&a);
+    int64_t t0 = h_now_ms();
+    while (h_key_exists(r, key) == 1 && h_now_ms() - t0 < PROMPT_MS)
+        h_sleep_ms(10);
+    ck_assert_msg(h_key_exists(r, key) == 0, "the lock of a session that said Goodbye during a "
+                  "handover was left in Redis (handed over to nobody)");
+    redisFree(r);
+    h_raw_close(&p.raw);
+    h_raw_close(&stay.raw);
+    int status;
+    ck_assert_msg(h_wait_exit(pid, PROMPT_MS, &status) == 0, "A did not exit once its clients left");
+    a.rlockd_pid = 0;
+    h_env_stop(&a);
+    h_keydir_remove(&k);
+}
+END_TEST
+
 /* shutdown = release: the lock is released at SIGTERM, as before. */
 START_TEST(test_shutdown_release)
 {
@@ -904,10 +956,13 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {test_no_key,          test_kill9_resume, test_zombie,
-                            test_too_late,        test_forged,       test_restart_in_place,
-                            test_shutdown_release, test_unanswered_acquire, test_same_daemon,
-                            test_same_daemon_many, test_bad_key_file, test_adopt_limit,
-                            test_adopt_keeps_expiry, test_adopt_session_gone, test_adopt_max_hold};
+    const TTest *tests[] = {
+        test_no_key, test_kill9_resume, test_zombie,
+        test_too_late, test_forged, test_restart_in_place,
+        test_handover_goodbye, test_shutdown_release, test_unanswered_acquire,
+        test_same_daemon, test_same_daemon_many, test_bad_key_file,
+        test_adopt_limit, test_adopt_keeps_expiry, test_adopt_session_gone,
+        test_adopt_max_hold,
+    };
     return h_run_tests("handover", 120, tests, H_LEN(tests));
 }
