@@ -309,7 +309,7 @@ static void ck_worker_line(struct ck *k, int64_t t, char *s)
                       &pid) == 6) {
         if (pid >= 0 && pid < CHAOS_OV_KINDS)
             k->overlaps[pid]++;
-        if (pid == CHAOS_OV_VIOLATION || pid == CHAOS_OV_REDIS_LOST) {
+        if (pid == CHAOS_OV_VIOLATION || (pid == CHAOS_OV_REDIS_LOST && k->ndaemons < 2)) {
             char *line = malloc(strlen(s) + 32);
             if (line) {
                 sprintf(line, "overlap at %lld: %s", (long long)t, s);
@@ -669,10 +669,25 @@ int chaos_check_run(const char *dir, int verbose)
     printf("  rules:\n");
     int passed = 0, failed = 0;
     rule(&passed, &failed, all_faults, "faults", "every kind at least once (%d faults)", nfaults);
-    uint64_t live = k.overlaps[CHAOS_OV_VIOLATION] + k.overlaps[CHAOS_OV_REDIS_LOST];
-    rule(&passed, &failed, live == 0, "overlaps",
-         "%" PRIu64 " between live holders (%" PRIu64 " paused, %" PRIu64 " killed: expected)",
-         live, k.overlaps[CHAOS_OV_PAUSED], k.overlaps[CHAOS_OV_KILLED]);
+    /*
+     * Redis restarted empty under a holder: its own daemon keeps the lock from
+     * its other clients (a tombstone), but another daemon sharing that Redis
+     * cannot know the key was held, and grants it (docs/safety.md: only fences
+     * protect against Redis losing data; the stale rule checks they did).
+     */
+    int redis_lost_expected = k.ndaemons > 1;
+    uint64_t live = k.overlaps[CHAOS_OV_VIOLATION] +
+                    (redis_lost_expected ? 0 : k.overlaps[CHAOS_OV_REDIS_LOST]);
+    if (redis_lost_expected)
+        rule(&passed, &failed, live == 0, "overlaps",
+             "%" PRIu64 " between live holders (%" PRIu64 " paused, %" PRIu64 " killed, %" PRIu64
+             " after Redis lost the holder's key: expected with two daemons)",
+             live, k.overlaps[CHAOS_OV_PAUSED], k.overlaps[CHAOS_OV_KILLED],
+             k.overlaps[CHAOS_OV_REDIS_LOST]);
+    else
+        rule(&passed, &failed, live == 0, "overlaps",
+             "%" PRIu64 " between live holders (%" PRIu64 " paused, %" PRIu64 " killed: expected)",
+             live, k.overlaps[CHAOS_OV_PAUSED], k.overlaps[CHAOS_OV_KILLED]);
     rule(&passed, &failed, order_bad == 0 && dups == 0, "fences",
          "%" PRIu64 " out of order in entry order, %" PRIu64 " granted twice", order_bad, dups);
     rule(&passed, &failed, k.st_bad == 0 && k.st_counter_bad == 0, "stale",

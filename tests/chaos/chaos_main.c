@@ -198,8 +198,10 @@ void drv_idle(struct driver *d, int ms)
 /*
  * rlockd's config for env e. Short session timeout and ttls so that faults
  * bite within seconds; command_timeout at most min_ttl/3; lock_delay asked
- * per acquire. Two daemons share the resume key in the run's dir, and hand
- * their sessions over on SIGTERM, waiting for them at most a few seconds.
+ * per acquire. Metrics on a unix socket in the daemon's dir (no port to
+ * share or find taken). Two daemons share the resume key in the run's dir,
+ * and hand their sessions over on SIGTERM, waiting for them at most a few
+ * seconds.
  */
 static int drv_write_conf(struct driver *d, const struct h_env *e)
 {
@@ -213,10 +215,11 @@ static int drv_write_conf(struct driver *d, const struct h_env *e)
              "connect_timeout = 500ms\nreconnect_max = 500ms\n\n"
              "[session]\ntimeout = %ums\nmin_timeout = 1s\n%s\n"
              "[limits]\ndefault_ttl = %ums\nmin_ttl = %ums\nmax_ttl = %ums\nmax_wait = 5s\n"
-             "max_lock_delay = 2s\n\n[log]\nlevel = info\n",
+             "max_lock_delay = 2s\n\n[metrics]\nlisten = unix:%s/metrics.sock\n\n"
+             "[log]\nlevel = info\n",
              e->rlockd_addr, d->ndaemons > 1 ? "handover_timeout = 5s\n" : "", e->redis_sock,
              e->prefix, CHAOS_COMMAND_TIMEOUT_MS, CHAOS_SESSION_TIMEOUT_MS, resume,
-             CHAOS_TTL_MIN_MS, CHAOS_TTL_MIN_MS, CHAOS_TTL_MAX_MS);
+             CHAOS_TTL_MIN_MS, CHAOS_TTL_MIN_MS, CHAOS_TTL_MAX_MS, e->dir);
     if (write_text(e->conf, conf) != 0) {
         fprintf(stderr, "chaos: cannot write %s\n", e->conf);
         return -1;
