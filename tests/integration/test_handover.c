@@ -717,14 +717,17 @@ START_TEST(test_handover_goodbye)
     struct h_http_reply hr;
     ck_assert_msg(h_http_get(a.metrics_sock, "/readyz", PROMPT_MS, &hr) == 0, "%s", hr.error);
     ck_assert_int_eq(hr.status, 200);
+    h_http_free(&hr);
     pid_t pid = a.rlockd_pid;
     ck_assert_int_eq(kill(pid, SIGTERM), 0);
     expect_closing(&p, 1);
     expect_closing(&stay, 1);
     ck_assert_msg(h_http_get(a.metrics_sock, "/readyz", PROMPT_MS, &hr) == 0, "%s", hr.error);
     printf("handover: /readyz while handing over: %d %s", hr.status, hr.body);
-    ck_assert_msg(hr.status == 503, "/readyz answered %d while the daemon hands its sessions over",
-                  hr.status);
+    int ready_status = hr.status;
+    h_http_free(&hr);
+    ck_assert_msg(ready_status == 503,
+                  "/readyz answered %d while the daemon hands its sessions over", ready_status);
 
     Rlock__V1__Goodbye bye = RLOCK__V1__GOODBYE__INIT;
     uint64_t id = h_peer_send(&p, RLOCK__V1__REQUEST__BODY_GOODBYE, &bye);
