@@ -460,13 +460,26 @@ int h_env_start_proxied(struct h_env *e, const char *extra_ini)
     return 0;
 }
 
-int h_env_start_peer(struct h_env *peer, const struct h_env *e, const char *extra_ini)
+static int env_start_peer(struct h_env *peer, const struct h_env *e, const char *extra_ini,
+                          int proxied)
 {
-    if (env_prepare(peer, NULL, extra_ini, e, NULL, 0) != 0)
+    if (env_prepare(peer, NULL, extra_ini, e, NULL, proxied) != 0)
         return -1;
+    if (proxied && (peer->proxy = h_proxy_start(peer->proxy_sock, peer->redis_sock)) == NULL)
+        return env_start_failed(peer);
     if (h_rlockd_start(peer) != 0)
         return env_start_failed(peer);
     return 0;
+}
+
+int h_env_start_peer(struct h_env *peer, const struct h_env *e, const char *extra_ini)
+{
+    return env_start_peer(peer, e, extra_ini, 0);
+}
+
+int h_env_start_peer_proxied(struct h_env *peer, const struct h_env *e, const char *extra_ini)
+{
+    return env_start_peer(peer, e, extra_ini, 1);
 }
 
 int h_env_start_topology(struct h_env *e, const char *redis_lines, const char *extra_ini)

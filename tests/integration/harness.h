@@ -68,6 +68,9 @@ int h_env_start_without_redis(struct h_env *e, const char *extra_ini);
  * shares e's Redis without owning it. h_env_stop(peer) stops its rlockd only; stop peers
  * before e. Returns 0, or -1 after printing why. */
 int h_env_start_peer(struct h_env *peer, const struct h_env *e, const char *extra_ini);
+/* The same with the peer's Redis connections through a fault-injecting proxy (peer->proxy,
+ * as for h_env_start_proxied); e's rlockd and the harness's connections go straight to Redis. */
+int h_env_start_peer_proxied(struct h_env *peer, const struct h_env *e, const char *extra_ini);
 /* rlockd alone on Redis servers the test runs itself (Sentinel, Cluster): its [redis] section
  * gets redis_lines (each ending in "\n", e.g. "sentinels = ...\nmaster_name = m\n") instead
  * of the env's address; extra_ini as for h_env_start. The env owns no Redis (h_redis and

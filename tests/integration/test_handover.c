@@ -20,6 +20,7 @@
  */
 #include "harness.h"
 #include "harness_peer.h"
+#include "harness_proxy.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -900,6 +901,54 @@ START_TEST(test_adopt_session_gone)
 END_TEST
 
 /*
+ * An adopt whose answer never comes (held on its way back from Redis by a
+ * proxy in front of B) may have swapped the key to B's new token: B answers
+ * UNAVAILABLE and deletes that token, so the key does not block the resource
+ * for its ttl, and the client's retry finds it gone (LockLost MISSING), not
+ * taken by somebody else (STOLEN).
+ */
+START_TEST(test_adopt_unanswered)
+{
+    struct h_keydir k;
+    h_keydir_make(&k, "[redis]\ncommand_timeout = 300ms\n");
+    struct h_env a, b;
+    h_env_start_or_fail(&a, k.ini);
+    ck_assert_msg(h_env_start_peer_proxied(&b, &a, k.ini) == 0, "could not start daemon B");
+    struct h_peer p, q;
+    struct sess s;
+    open_session(&p, &a, "unanswered-adopt", 0, &s);
+    struct h_grant g;
+    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "ua/r", .ttl_ms = 30000}, &g, "grant");
+    resume_ok(&q, &b, "unanswered-adopt", &s);
+    /* B's answers on the connections open now are held; a reconnect gets a clean line. */
+    h_proxy_hold(b.proxy, H_PROXY_OPEN_COMMANDS, H_PROXY_DOWN);
+    uint64_t id = send_adopt(&q, "ua/r", &g);
+    char key[256], got[128];
+    redisContext *r = h_redis(&a);
+    h_lock_key(&a, "ua/r", key, sizeof key);
+    for (int64_t end = h_now_ms() + PROMPT_MS;; h_sleep_ms(5)) {
+        int n = h_get(r, key, got, sizeof got);
+        if (n > 0 && strcmp(got, g.token) != 0)
+            break;
+        ck_assert_msg(h_now_ms() < end, "the adopt never swapped the key's token");
+    }
+    h_peer_expect_status(&q, id, H_ST(UNAVAILABLE), "an adopt whose answer never came");
+    h_proxy_release(b.proxy, H_PROXY_ALL, H_PROXY_DOWN);
+    ck_assert_msg(h_wait_key_gone(r, key, PROMPT_MS, &b) >= 0,
+                  "the token of an unanswered adopt was left in Redis: the resource is blocked");
+    id = send_adopt(&q, "ua/r", &g);
+    h_peer_expect_lost(&q, "ua/r", RLOCK__V1__LOST_REASON__LOST_MISSING, "the retried adopt");
+    h_peer_expect_status(&q, id, H_ST(NOT_HELD), "the retried adopt");
+    redisFree(r);
+    h_raw_close(&p.raw);
+    h_raw_close(&q.raw);
+    h_env_stop(&b);
+    h_env_stop(&a);
+    h_keydir_remove(&k);
+}
+END_TEST
+
+/*
  * An adopted lock keeps its max_hold deadline (a wall-clock time): the new
  * daemon ends it there with MAX_HOLD, and the key goes.
  */
@@ -965,7 +1014,7 @@ int main(void)
         test_handover_goodbye, test_shutdown_release, test_unanswered_acquire,
         test_same_daemon, test_same_daemon_many, test_bad_key_file,
         test_adopt_limit, test_adopt_keeps_expiry, test_adopt_session_gone,
-        test_adopt_max_hold,
+        test_adopt_max_hold, test_adopt_unanswered,
     };
     return h_run_tests("handover", 120, tests, H_LEN(tests));
 }
