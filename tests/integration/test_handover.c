@@ -12,7 +12,8 @@
  *  - a resume too late: a key gone is LockLost MISSING, a key another client
  *    took is LockLost STOLEN and stays theirs;
  *  - forged or wrong resumes and adopts are refused, the real session
- *    untouched;
+ *    untouched; an adopt whose answer never came (a proxy in front of B)
+ *    leaves no token of B's in Redis;
  *  - SIGTERM with shutdown = handover: SessionClosing{resume}, the daemon
  *    exits once its client left, the key stays, and the session resumes on
  *    the daemon restarted in place; with shutdown = release the lock is
