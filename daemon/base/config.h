@@ -127,6 +127,11 @@ enum config_type {
     X("metrics", "listen", CONFIG_STRING, metrics_listen, "127.0.0.1:9483", 0, 1024, 1, 0,       \
       "HTTP endpoint for /metrics, /healthz and /readyz: HOST:PORT (numeric) or unix:/path; "  \
       "empty = off")                                                                           \
+    X("metrics", "max_connections", CONFIG_UINT, metrics_max_connections, "16", 1, 1024, 0, 0,  \
+      "Connections to the metrics endpoint at once; more wait in the listen backlog")         \
+    X("metrics", "request_timeout", CONFIG_DURATION, metrics_request_timeout_ms, "5s", 100,     \
+      60000, 0, 0, "Time a metrics client has to send its whole request, and again to read "   \
+      "the answer")                                                                            \
     X("auth", "token_file", CONFIG_STRING, auth_token_file, "", 0, 1024, 1, 0,                  \
       "File of client tokens, one per line: admin TOKEN or client TOKEN; others must not be "   \
       "able to read it. Empty = none")                                                          \
@@ -180,6 +185,8 @@ struct config {
     uint32_t lock_delay_ms;
     uint32_t max_lock_delay_ms;
     char *metrics_listen;
+    uint32_t metrics_max_connections;
+    uint32_t metrics_request_timeout_ms;
     char *auth_token_file;
     char *auth_inline;
     int log_level;

@@ -25,7 +25,17 @@ struct server;
 #define METRIC_CONN_REASONS(X)                                                                   \
     X(MAX_SESSIONS, "max_sessions")                                                             \
     X(SHUTTING_DOWN, "shutting_down")                                                           \
-    X(SLOW_READER, "slow_reader")
+    X(SLOW_READER, "slow_reader")                                                               \
+    X(DESCRIPTORS, "descriptors")
+
+#define METRIC_HTTP_REASONS(X)                                                                   \
+    X(MAX_CONNECTIONS, "max_connections")                                                       \
+    X(DESCRIPTORS, "descriptors")                                                               \
+    X(TIMEOUT, "timeout")                                                                       \
+    X(TOO_LARGE, "too_large")                                                                   \
+    X(BAD_REQUEST, "bad_request")                                                               \
+    X(METHOD, "method")                                                                         \
+    X(VERSION, "version")
 
 enum metric_frame_reason {
 #define METRIC_ENUM(id, name) METRIC_FRAME_##id,
@@ -38,6 +48,12 @@ enum metric_conn_reason {
     METRIC_CONN_REASONS(METRIC_ENUM)
 #undef METRIC_ENUM
     METRIC_CONN_COUNT
+};
+enum metric_http_reason {
+#define METRIC_ENUM(id, name) METRIC_HTTP_##id,
+    METRIC_HTTP_REASONS(METRIC_ENUM)
+#undef METRIC_ENUM
+    METRIC_HTTP_COUNT
 };
 
 #define METRIC_STATUSES 13   /* rlock.v1 Status values 0..12 */
@@ -60,6 +76,7 @@ struct metrics {
     uint64_t replica_ack_failures;      /* grants given back: too few replicas acknowledged */
     uint64_t frames_rejected[METRIC_FRAME_COUNT];
     uint64_t conns_rejected[METRIC_CONN_COUNT];
+    uint64_t http_refused[METRIC_HTTP_COUNT]; /* metrics endpoint requests refused, by reason */
     struct metric_histogram latency[METRIC_OPS]; /* request arrival to answer, per op */
 };
 

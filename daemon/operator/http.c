@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * http.c — the metrics and health endpoint: libevent's evhttp on its own
- * listener ([metrics] listen: HOST:PORT or unix:/path; empty = off).
+ * http.c — the metrics and health endpoint: its routes, served by httpd.c
+ * (a small HTTP/1.x server whose every cost is bounded) on a listener of its
+ * own ([metrics] listen: HOST:PORT or unix:/path; empty = off).
  *
  *   /metrics  every metric (metrics.h) in the Prometheus text format 0.0.4
  *   /healthz  200 while the loop runs (it answers, so it does)
@@ -14,72 +15,62 @@
 #include "http.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
-#include <event2/event.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
 
 #include "config.h"
-#include "listener.h"
+#include "httpd.h"
 #include "log.h"
 #include "metrics.h"
 #include "pool.h"
 #include "server.h"
 
+/* The longest request head (request line and headers) the endpoint reads. */
+#define HTTP_HEAD_BYTES 8192
+
 struct http {
     struct server *srv;
-    struct evhttp *h;
+    struct httpd *d;
     struct config_address addr;
     char *listen; /* the configured text, to tell a change at reload */
 };
 
-static void reply_text(struct evhttp_request *req, int code, const char *reason,
+static void reply_text(struct httpd_reply *r, struct evbuffer *out, int code, const char *reason,
                        const char *type, const char *body, size_t len)
 {
-    struct evbuffer *out = evbuffer_new();
-    if (out == NULL) {
-        evhttp_send_error(req, 500, "out of memory");
-        return;
-    }
+    r->code = code;
+    r->reason = reason;
+    r->type = type;
     evbuffer_add(out, body, len);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", type);
-    evhttp_send_reply(req, code, reason, out);
-    evbuffer_free(out);
 }
 
-static void on_metrics(struct evhttp_request *req, void *arg)
+#define TEXT "text/plain; charset=utf-8"
+
+static void on_metrics(struct http *hp, struct httpd_reply *r, struct evbuffer *out)
 {
-    struct http *hp = arg;
     size_t len = 0;
     char *text = metrics_render(hp->srv, &len);
     if (text == NULL) {
-        evhttp_send_error(req, 500, "out of memory");
+        reply_text(r, out, 500, "Internal Server Error", TEXT, "out of memory\n", 14);
         return;
     }
-    reply_text(req, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", text, len);
+    reply_text(r, out, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", text, len);
     free(text);
 }
 
-static void on_healthz(struct evhttp_request *req, void *arg)
+static void on_readyz(struct http *hp, struct httpd_reply *r, struct evbuffer *out)
 {
-    (void)arg;
-    reply_text(req, 200, "OK", "text/plain", "ok\n", 3);
-}
-
-static void on_readyz(struct evhttp_request *req, void *arg)
-{
-    struct http *hp = arg;
     const struct server *srv = hp->srv;
     uint32_t ready = rpool_ready_count(srv->pool), n = rpool_size(srv->pool);
     char body[160];
     if (srv->stopping || srv->handing_over) {
         int m = snprintf(body, sizeof body, "not ready: shutting down%s\n",
                          srv->handing_over ? " (handing sessions over)" : "");
-        reply_text(req, 503, "Service Unavailable", "text/plain", body, (size_t)m);
+        reply_text(r, out, 503, "Service Unavailable", TEXT, body, (size_t)m);
     } else if (ready < n) {
         char where[96];
         enum config_topology t = config_topology(srv->cfg);
@@ -95,16 +86,24 @@ static void on_readyz(struct evhttp_request *req, void *arg)
         int m = snprintf(body, sizeof body,
                          "not ready: %u of %u Redis connections ready (redis %s)\n", ready, n,
                          where);
-        reply_text(req, 503, "Service Unavailable", "text/plain", body, (size_t)m);
+        reply_text(r, out, 503, "Service Unavailable", TEXT, body, (size_t)m);
     } else {
-        reply_text(req, 200, "OK", "text/plain", "ready\n", 6);
+        reply_text(r, out, 200, "OK", TEXT, "ready\n", 6);
     }
 }
 
-static void on_other(struct evhttp_request *req, void *arg)
+static void route(void *arg, const char *path, struct httpd_reply *r, struct evbuffer *out)
 {
-    (void)arg;
-    evhttp_send_error(req, 404, "not found: try /metrics, /healthz or /readyz");
+    struct http *hp = arg;
+    static const char missing[] = "not found: try /metrics, /healthz or /readyz\n";
+    if (strcmp(path, "/metrics") == 0)
+        on_metrics(hp, r, out);
+    else if (strcmp(path, "/healthz") == 0) /* it answers, so the loop runs */
+        reply_text(r, out, 200, "OK", TEXT, "ok\n", 3);
+    else if (strcmp(path, "/readyz") == 0)
+        on_readyz(hp, r, out);
+    else
+        reply_text(r, out, 404, "Not Found", TEXT, missing, sizeof missing - 1);
 }
 
 /* A new endpoint on listen (not empty); NULL after logging why. */
@@ -120,29 +119,22 @@ static struct http *http_open(struct server *srv, const char *listen)
         goto fail;
     }
     hp->listen = strdup(listen);
-    hp->h = evhttp_new(srv->base);
-    if (hp->listen == NULL || hp->h == NULL)
+    if (hp->listen == NULL)
         goto fail;
-    struct evconnlistener *l = listener_bind(srv->base, &hp->addr, NULL, NULL);
-    if (l == NULL) {
+    const struct httpd_limits lim = {
+        .max_conns = srv->cfg->metrics_max_connections,
+        .head_bytes = HTTP_HEAD_BYTES,
+        .deadline_ms = srv->cfg->metrics_request_timeout_ms,
+        .refused = srv->mx.http_refused,
+    };
+    hp->d = httpd_new(srv->base, &hp->addr, &lim, route, hp);
+    if (hp->d == NULL) {
         log_error("metrics.listen: cannot listen on %s: %s", listen, strerror(errno));
         goto fail;
     }
-    if (evhttp_bind_listener(hp->h, l) == NULL) {
-        evconnlistener_free(l);
-        goto fail;
-    }
-    evhttp_set_allowed_methods(hp->h, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
-    evhttp_set_timeout(hp->h, 10);
-    evhttp_set_cb(hp->h, "/metrics", on_metrics, hp);
-    evhttp_set_cb(hp->h, "/healthz", on_healthz, hp);
-    evhttp_set_cb(hp->h, "/readyz", on_readyz, hp);
-    evhttp_set_gencb(hp->h, on_other, hp);
     log_info("metrics and health on %s (/metrics, /healthz, /readyz)", listen);
     return hp;
 fail:
-    if (hp->h != NULL)
-        evhttp_free(hp->h);
     free(hp->listen);
     free(hp);
     return NULL;
@@ -152,7 +144,7 @@ static void http_close(struct http *hp)
 {
     if (hp == NULL)
         return;
-    evhttp_free(hp->h);
+    httpd_free(hp->d);
     if (hp->addr.is_unix)
         unlink(hp->addr.path);
     free(hp->listen);
@@ -191,4 +183,9 @@ int http_reconfigure(struct server *srv, const char *listen)
     http_stop(srv);
     srv->http = hp;
     return hp != NULL ? 0 : -1;
+}
+
+uint32_t http_connections(const struct server *srv)
+{
+    return srv->http != NULL ? httpd_conns(srv->http->d) : 0;
 }

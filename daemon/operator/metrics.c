@@ -10,6 +10,7 @@
 
 #include "cleanup.h"
 #include "config.h"
+#include "http.h"
 #include "pubsub.h"
 #include "pool.h"
 #include "relq.h"
@@ -142,6 +143,18 @@ READER(read_conns_rejected)
         labelled(m, sample, ctx, "reason", names[i], (double)srv->mx.conns_rejected[i]);
 }
 
+READER(read_http_refused)
+{
+    static const char *const names[] = {
+#define METRIC_NAME(id, name) name,
+        METRIC_HTTP_REASONS(METRIC_NAME)
+#undef METRIC_NAME
+    };
+    for (int i = 0; i < METRIC_HTTP_COUNT; i++)
+        labelled(m, sample, ctx, "reason", names[i], (double)srv->mx.http_refused[i]);
+}
+READER(read_http_conns) { one(m, sample, ctx, http_connections(srv)); }
+
 READER(read_latency)
 {
     for (int op = 1; op < METRIC_OPS; op++) {
@@ -191,6 +204,11 @@ READER(read_latency)
       read_frames_rejected)                                                                     \
     X("rlockd_connections_rejected_total", "counter",                                            \
       "Client connections refused or dropped by the daemon, by reason.", read_conns_rejected)  \
+    X("rlockd_http_connections", "gauge", "Connections open to this metrics endpoint.",          \
+      read_http_conns)                                                                          \
+    X("rlockd_http_requests_refused_total", "counter",                                           \
+      "Metrics endpoint connections answered with an error or closed, by reason.",              \
+      read_http_refused)                                                                        \
     X("rlockd_auth_failures_total", "counter", "Hellos refused for a missing or wrong token.",    \
       read_auth_failures)                                                                       \
     X("rlockd_permission_denied_total", "counter",                                              \

@@ -52,6 +52,15 @@ static void peer_name(const struct sockaddr *sa, char *buf, size_t len)
     }
 }
 
+int listener_fd_spare(evutil_socket_t fd, unsigned reserve)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return 1;
+    /* accept returns the lowest free descriptor: all those below fd are in use. */
+    return (rlim_t)fd + reserve < rl.rlim_cur;
+}
+
 static void accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
                       int salen, void *arg)
 {
@@ -59,11 +68,28 @@ static void accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct soc
     (void)salen;
     struct listener *l = arg;
     struct server *srv = l->srv;
-    if (srv->stopping || srv->nsessions >= srv->cfg->max_sessions) {
-        log_warn("refusing a connection: %s", srv->stopping ? "shutting down"
-                                                            : "max_sessions reached");
-        srv->mx.conns_rejected[srv->stopping ? METRIC_CONN_SHUTTING_DOWN
-                                             : METRIC_CONN_MAX_SESSIONS]++;
+    int reason = srv->stopping                              ? METRIC_CONN_SHUTTING_DOWN
+                 : srv->nsessions >= srv->cfg->max_sessions ? METRIC_CONN_MAX_SESSIONS
+                 : !listener_fd_spare(fd, LISTENER_FD_RESERVE) ? METRIC_CONN_DESCRIPTORS
+                                                            : -1;
+    if (reason >= 0) {
+        static int64_t last_log_ms;
+        static uint64_t unlogged;
+        int64_t now = util_now_ms();
+        /* One line a second at most: a peer can connect far faster than that. */
+        if (now - last_log_ms >= 1000) {
+            log_warn("refusing a connection: %s (%llu more refused since the last such line)",
+                     reason == METRIC_CONN_SHUTTING_DOWN ? "shutting down"
+                     : reason == METRIC_CONN_MAX_SESSIONS
+                         ? "max_sessions reached"
+                         : "descriptors running out (raise LimitNOFILE / ulimit -n)",
+                     (unsigned long long)unlogged);
+            last_log_ms = now;
+            unlogged = 0;
+        } else {
+            unlogged++;
+        }
+        srv->mx.conns_rejected[reason]++;
         evutil_closesocket(fd);
         return;
     }
@@ -138,7 +164,6 @@ struct evconnlistener *listener_bind(struct event_base *base, const struct confi
         sslen = sizeof *in;
     }
     unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE;
-    /* Without a callback the listener starts disabled; evhttp enables its own. */
     return evconnlistener_new_bind(base, cb, arg, flags, 128, (struct sockaddr *)&ss,
                                    (int)sslen);
 }
@@ -182,18 +207,20 @@ static int listener_open(struct server *srv, const struct config_address *addr)
 int listener_open_all(struct server *srv)
 {
     struct rlimit rl;
-    /* Each session is a descriptor; leave room for Redis, listeners and logs.
-     * Raise the soft limit as far as the hard one allows before complaining. */
-    rlim_t need = (rlim_t)srv->cfg->max_sessions + 64;
+    /* Each session is a descriptor, and so is each metrics connection; leave room for
+     * Redis, listeners and logs. Raise the soft limit as far as the hard one allows
+     * before complaining. */
+    rlim_t need = (rlim_t)srv->cfg->max_sessions + srv->cfg->metrics_max_connections + 64;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
         rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         need > rl.rlim_cur)
-        log_warn("server.max_sessions (%u) exceeds the descriptor limit (%llu) minus a reserve "
-                 "of 64; raise LimitNOFILE / ulimit -n",
-                 srv->cfg->max_sessions, (unsigned long long)rl.rlim_cur);
+        log_warn("server.max_sessions (%u) and metrics.max_connections (%u) exceed the "
+                 "descriptor limit (%llu) minus a reserve of 64; raise LimitNOFILE / ulimit -n",
+                 srv->cfg->max_sessions, srv->cfg->metrics_max_connections,
+                 (unsigned long long)rl.rlim_cur);
     struct config_address addrs[CONFIG_MAX_LISTEN];
     char err[256];
     int n = config_parse_listen(srv->cfg->listen, addrs, CONFIG_MAX_LISTEN, err, sizeof err);

@@ -405,10 +405,12 @@ static int env_prepare(struct h_env *e, const char *password, const char *extra_
     char auth[128] = "";
     if (e->redis_password[0])
         snprintf(auth, sizeof auth, "password = %s\n", e->redis_password);
-    /* The metrics endpoint on a unix socket of the env, unless the test sets its own. */
+    /* The metrics endpoint on a unix socket of the env, unless the test sets its own
+     * (a [metrics] section with a listen line; other [metrics] keys may come alone). */
     char metrics[400] = "";
     h_env_path(e, "metrics.sock", e->metrics_sock, sizeof e->metrics_sock);
-    if (extra_ini == NULL || strstr(extra_ini, "[metrics]") == NULL)
+    const char *own = extra_ini != NULL ? strstr(extra_ini, "[metrics]") : NULL;
+    if (own == NULL || strstr(own, "listen") == NULL)
         snprintf(metrics, sizeof metrics, "[metrics]\nlisten = unix:%s\n", e->metrics_sock);
     char where[1200];
     if (topology != NULL)

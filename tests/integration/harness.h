@@ -178,6 +178,8 @@ void h_sigstop(pid_t pid, const char *what);
 void h_sigcont(pid_t pid, const char *what);
 /* CPU time (user + system) pid has used so far, in ms; -1 if unknown. */
 int64_t h_proc_cpu_ms(pid_t pid);
+/* VmRSS of pid in KiB, or -1. */
+long h_proc_rss_kib(pid_t pid);
 /* Milliseconds since the epoch (CLOCK_REALTIME), the clock of rlockd.log's timestamps. */
 int64_t h_wall_ms(void);
 
@@ -315,6 +317,9 @@ struct h_http_reply {
  * whole exchange within timeout_ms. 0 with *out filled, or -1 with out->error set.
  */
 int h_http_get(const char *sock_path, const char *path, int timeout_ms, struct h_http_reply *out);
+/* Send the n bytes of req as they are and read the reply the same way. */
+int h_http_request(const char *sock_path, const char *req, size_t n, int timeout_ms,
+                   struct h_http_reply *out);
 void h_http_free(struct h_http_reply *r);
 
 /* --- test bodies: fixture, assertions, holder, threads, suites ----------- */

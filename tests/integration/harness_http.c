@@ -50,7 +50,8 @@ static int http_wait(int fd, short events, int64_t deadline)
     }
 }
 
-int h_http_get(const char *sock_path, const char *path, int timeout_ms, struct h_http_reply *out)
+int h_http_request(const char *sock_path, const char *req, size_t n, int timeout_ms,
+                   struct h_http_reply *out)
 {
     memset(out, 0, sizeof *out);
     int64_t deadline = h_now_ms() + timeout_ms;
@@ -59,15 +60,13 @@ int h_http_get(const char *sock_path, const char *path, int timeout_ms, struct h
         snprintf(out->error, sizeof out->error, "connect %s: %s", sock_path, strerror(errno));
         return -1;
     }
-    char req[512];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
     size_t sent = 0;
     char *buf = NULL;
     size_t len = 0, cap = 0;
-    while (sent < (size_t)n) {
+    while (sent < n) {
         if (http_wait(fd, POLLOUT, deadline) <= 0)
             goto timeout;
-        ssize_t k = send(fd, req + sent, (size_t)n - sent, MSG_NOSIGNAL);
+        ssize_t k = send(fd, req + sent, n - sent, MSG_NOSIGNAL);
         if (k < 0 && (errno == EAGAIN || errno == EINTR))
             continue;
         if (k < 0) {
@@ -76,7 +75,7 @@ int h_http_get(const char *sock_path, const char *path, int timeout_ms, struct h
         }
         sent += (size_t)k;
     }
-    for (;;) { /* HTTP/1.0: the server closes after its reply */
+    for (;;) { /* the server closes after its reply */
         if (http_wait(fd, POLLIN, deadline) <= 0)
             goto timeout;
         if (len + 4096 + 1 > cap) {
@@ -116,11 +115,18 @@ int h_http_get(const char *sock_path, const char *path, int timeout_ms, struct h
     out->body = body + 4;
     return 0;
 timeout:
-    snprintf(out->error, sizeof out->error, "GET %s: no reply within %d ms", path, timeout_ms);
+    snprintf(out->error, sizeof out->error, "%.40s...: no reply within %d ms", req, timeout_ms);
 fail:
     close(fd);
     free(buf);
     return -1;
+}
+
+int h_http_get(const char *sock_path, const char *path, int timeout_ms, struct h_http_reply *out)
+{
+    char req[512];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
+    return h_http_request(sock_path, req, (size_t)n, timeout_ms, out);
 }
 
 void h_http_free(struct h_http_reply *r)

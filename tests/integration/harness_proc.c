@@ -426,6 +426,21 @@ int64_t h_proc_cpu_ms(pid_t pid)
     return tck > 0 ? (int64_t)((utime + stime) * 1000ULL / (unsigned long long)tck) : -1;
 }
 
+long h_proc_rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    long kib = -1;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}
+
 void h_sigstop(pid_t pid, const char *what)
 {
     ck_assert_msg(pid > 0 && kill(pid, SIGSTOP) == 0, "SIGSTOP %s (pid %d): %s", what, (int)pid,

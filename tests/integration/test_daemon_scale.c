@@ -42,23 +42,6 @@
 #define MANY_SESSIONS (10000 / SCALE_DIV)
 #define FD_RESERVE 200
 
-/* --- the daemon's memory ------------------------------------------------------- */
-
-/* VmRSS of pid in KiB, or -1. */
-static long rss_kib(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    long kib = -1;
-    while (fgets(line, sizeof line, f) != NULL)
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-            break;
-    fclose(f);
-    return kib;
-}
 
 /* --- many locks ------------------------------------------------------------------ */
 
@@ -270,13 +253,13 @@ START_TEST(test_many_locks)
              "[session]\nmax_locks = %d\n[limits]\nmax_locks = %d\n", MANY_LOCKS,
              2 * MANY_LOCKS);
     h_fixture_start(&f, ini);
-    long rss0 = rss_kib(f.e.rlockd_pid);
+    long rss0 = h_proc_rss_kib(f.e.rlockd_pid);
     struct h_pinger pg;
     h_pinger_start(&pg, &f.e, PING_EVERY_MS);
 
     struct filler fl;
     int64_t took = fill(&f.e, &fl);
-    long rss1 = rss_kib(f.e.rlockd_pid);
+    long rss1 = h_proc_rss_kib(f.e.rlockd_pid);
     printf("scale: %d locks held in %lld ms (%ld tries again after UNAVAILABLE); rlockd RSS "
            "%ld -> %ld KiB: %.0f B per lock\n",
            MANY_LOCKS, (long long)took, fl.retried, rss0, rss1,
@@ -365,7 +348,7 @@ START_TEST(test_many_sessions)
     char ini[128];
     snprintf(ini, sizeof ini, "[server]\nmax_sessions = %d\n", MANY_SESSIONS + FD_RESERVE);
     h_fixture_start(&f, ini);
-    long rss0 = rss_kib(f.e.rlockd_pid);
+    long rss0 = h_proc_rss_kib(f.e.rlockd_pid);
     struct h_pinger pg;
     h_pinger_start(&pg, &f.e, PING_EVERY_MS);
 
@@ -381,7 +364,7 @@ START_TEST(test_many_sessions)
         ls[i] = h_acquire_ok(cs[i], res, NULL);
     }
     int64_t took = h_now_ms() - t0;
-    long rss1 = rss_kib(f.e.rlockd_pid);
+    long rss1 = h_proc_rss_kib(f.e.rlockd_pid);
     struct rlock_stats st;
     h_assert_ok(f.c, rlock_stats(f.c, 10000, &st));
     ck_assert_uint_ge(st.sessions, MANY_SESSIONS);
