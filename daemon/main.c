@@ -3,7 +3,6 @@
  * main.c — command line, config loading, process setup.
  */
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,7 +106,6 @@ int main(int argc, char **argv)
     }
 
     log_set_level(cfg->log_level);
-    signal(SIGPIPE, SIG_IGN);
     srandom((unsigned)time(NULL) ^ (unsigned)getpid());
 
     struct server *srv = rlockd_new(cfg, path);

@@ -8,7 +8,7 @@
  * (both connect in the background) -> watchdog -> listeners -> signals.
  * Clients that arrive before Redis is ready get UNAVAILABLE, not a hang.
  *
- * SIGTERM / SIGINT: stop accepting, tell every session (SessionClosing),
+ * SIGTERM / SIGINT / SIGQUIT / SIGPWR: stop accepting, tell every session (SessionClosing),
  * release every held lock by token, wait for those releases (at most
  * shutdown_timeout), flush, exit. A second signal exits at once.
  */
@@ -242,15 +242,49 @@ static void rlockd_reload(struct server *srv)
     sdnotify_reloaded(srv);
 }
 
+/* SIGUSR1: one line of state in the log, for an operator at a terminal. */
+static void rlockd_log_state(struct server *srv)
+{
+    log_info("SIGUSR1: %u sessions, %llu locks held, %llu waiters, %u of %u Redis connections "
+             "ready, pub/sub %s, %llu releases retried in the background%s",
+             srv->nsessions, (unsigned long long)srv->nleases, (unsigned long long)srv->nwaiters,
+             rpool_ready_count(srv->pool), rpool_size(srv->pool),
+             pubsub_connected(srv) ? "connected" : "not connected",
+             (unsigned long long)cleanup_count(srv->cleanups),
+             srv->stopping ? ", stopping" : srv->handing_over ? ", handing over" : "");
+}
+
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
     struct server *srv = arg;
-    if (sig == SIGHUP) {
+    if (sig == SIGHUP)
         rlockd_reload(srv);
-        return;
-    }
-    rlockd_stop(srv, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    else if (sig == SIGUSR1)
+        rlockd_log_state(srv);
+    else
+        rlockd_stop(srv, sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT"
+                         : sig == SIGQUIT ? "SIGQUIT" : "SIGPWR");
+}
+
+/*
+ * Every signal whose default action ends the process either stops the daemon as SIGTERM does
+ * (SIGTERM, SIGINT, SIGQUIT, SIGPWR: locks released or handed over), reloads (SIGHUP), logs
+ * the state (SIGUSR1), or is ignored here: a stray kill -USR2 or an alarm must not end the
+ * daemon and leave its keys in Redis until their ttl. Faults (SIGSEGV, SIGBUS, SIGFPE,
+ * SIGILL, SIGABRT, SIGSYS, SIGTRAP) keep their default: after one, nothing can be trusted.
+ */
+static const int handled_signals[RLOCKD_SIGNALS] = {SIGTERM, SIGINT, SIGQUIT, SIGPWR,
+                                                   SIGHUP,  SIGUSR1};
+
+static void rlockd_ignore_signals(void)
+{
+    static const int ignored[] = {SIGPIPE, SIGUSR2,   SIGALRM, SIGVTALRM, SIGPROF,
+                                  SIGIO,   SIGSTKFLT, SIGXCPU, SIGXFSZ};
+    for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++)
+        signal(ignored[i], SIG_IGN);
+    for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+        signal(sig, SIG_IGN);
 }
 
 /*
@@ -333,9 +367,9 @@ struct server *rlockd_new(struct config *cfg, const char *config_path)
         goto fail;
     /* A cluster master failed over: keys granted there may be missing on its successor. */
     rpool_on_failover(srv->pool, rlockd_cluster_failover, srv);
-    static const int sigs[3] = {SIGTERM, SIGINT, SIGHUP};
-    for (int i = 0; i < 3; i++) {
-        srv->signal_evs[i] = evsignal_new(srv->base, sigs[i], signal_cb, srv);
+    rlockd_ignore_signals();
+    for (int i = 0; i < RLOCKD_SIGNALS; i++) {
+        srv->signal_evs[i] = evsignal_new(srv->base, handled_signals[i], signal_cb, srv);
         if (srv->signal_evs[i] == NULL || evsignal_add(srv->signal_evs[i], NULL) != 0)
             goto fail;
     }
@@ -376,7 +410,7 @@ void rlockd_free(struct server *srv)
     relq_free(srv);
     sentinel_stop(srv);
     pubsub_stop(srv);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < RLOCKD_SIGNALS; i++)
         if (srv->signal_evs[i] != NULL)
             event_free(srv->signal_evs[i]);
     watchdog_stop(srv);

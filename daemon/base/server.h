@@ -40,6 +40,9 @@ struct sessidx;
 TAILQ_HEAD(session_list, session);
 
 /* Counters reported by Stats; one list so the reply and the struct agree. */
+/* Signals the daemon handles on its loop (rlockd.c: stop, reload, state line). */
+#define RLOCKD_SIGNALS 6
+
 #define SERVER_COUNTERS(X)                                                                      \
     X(acquires)                                                                                 \
     X(grants)                                                                                   \
@@ -112,7 +115,7 @@ struct server {
     struct renewq *renewqs;         /* leases due for renewal, per Redis connection */
     uint32_t nrenewqs;
     struct event *reap_ev;
-    struct event *signal_evs[3];
+    struct event *signal_evs[RLOCKD_SIGNALS]; /* the signals rlockd.c handles */
     struct event *stop_ev;
     int stopping;
     int handing_over;               /* SIGTERM with shutdown = handover, sessions leaving */
