@@ -234,8 +234,12 @@ static void rlockd_reload(struct server *srv)
         srv->cfg = merged;
         rpool_set_config(srv->pool, merged);
         log_set_level(merged->log_level);
-        if (http_reconfigure(srv, merged->metrics_listen) != 0)
-            log_error("reload: the metrics endpoint is off");
+        if (http_reconfigure(srv, merged->metrics_listen) != 0) {
+            const char *at = http_listening(srv);
+            log_error("reload: metrics.listen: cannot listen on %s; the endpoint %s%s",
+                      merged->metrics_listen, at != NULL ? "stays on " : "is off",
+                      at != NULL ? at : "");
+        }
         config_free(old);
         log_info("reloaded %s", srv->config_path);
     }

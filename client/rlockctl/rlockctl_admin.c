@@ -242,6 +242,8 @@ int ctl_info(struct ctl *ctl, int argc, char **argv)
 /* Where a listing's entries go, page after page. */
 struct list_out {
     const struct admin_opts *o;
+    const char *name; /* the JSON member of the list */
+    int begun;        /* with --json, the list's opening is printed */
     uint64_t count;
     struct ctl_table *table; /* NULL with --json */
     int nomem;
@@ -257,9 +259,19 @@ struct listing {
                            char *next, uint32_t timeout_ms);
 };
 
+/* With --json, the list's opening, printed with its first entry (or at its end): a listing
+ * refused at its first page prints nothing but the error. */
+static void list_begin(struct list_out *out)
+{
+    if (!out->begun)
+        printf("{\n  \"%s\": [\n", out->name);
+    out->begun = 1;
+}
+
 /* Start an entry: with --json, a JSON object on a line of its own (opened in j). */
 static void entry_open(struct list_out *out, struct ctl_json *j)
 {
+    list_begin(out);
     printf("%s    ", out->count > 0 ? ",\n" : "");
     ctl_json_open(j);
 }
@@ -276,7 +288,7 @@ static int entry_row(struct list_out *out, const char *const *cells)
 /* Page through the listing and print it; returns the exit code. */
 static int list_run(const struct ctl *ctl, const struct listing *ls, const struct admin_opts *o)
 {
-    struct list_out out = {.o = o};
+    struct list_out out = {.o = o, .name = ls->name};
     struct rlock_client *c;
     int rc = admin_connect(ctl, ls->name, &c);
     if (rc != 0)
@@ -286,8 +298,6 @@ static int list_run(const struct ctl *ctl, const struct listing *ls, const struc
         ctl_err("%s: out of memory", ls->name);
         return EX_SOFTWARE;
     }
-    if (o->json)
-        printf("{\n  \"%s\": [\n", ls->name);
     char cursor[RLOCK_CURSOR_BYTES] = "";
     enum rlock_err e;
     do {
@@ -295,9 +305,14 @@ static int list_run(const struct ctl *ctl, const struct listing *ls, const struc
         e = ls->page(c, cursor, &out, next, ctl->timeout_ms);
         memcpy(cursor, next, sizeof cursor);
     } while (e == RLOCK_OK && !out.nomem && cursor[0] != '\0');
-    if (o->json)
+    if (e != RLOCK_OK && out.count == 0) {
+        ctl_table_free(out.table); /* refused: no empty table or list before the error */
+    } else if (o->json) {
+        list_begin(&out);
         printf("%s  ],\n  \"count\": %" PRIu64 "\n}\n", out.count > 0 ? "\n" : "", out.count);
-    ctl_table_end(out.table);
+    } else {
+        ctl_table_end(out.table);
+    }
     if (e != RLOCK_OK) {
         rc = admin_failed(ls->name, e);
     } else if (out.nomem) {

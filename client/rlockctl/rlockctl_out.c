@@ -180,6 +180,15 @@ void ctl_table_end(struct ctl_table *t)
     if (t == NULL)
         return;
     table_flush(t);
+    ctl_table_free(t);
+}
+
+void ctl_table_free(struct ctl_table *t)
+{
+    if (t == NULL)
+        return;
+    for (size_t r = 0; r < t->nheld * t->ncols; r++)
+        free(t->held[r]);
     free(t->width);
     free(t->held);
     free(t);

@@ -48,6 +48,8 @@ struct ctl_table *ctl_table_new(size_t ncols, const char *const *headers, const 
 int ctl_table_row(struct ctl_table *t, const char *const *cells);
 /* Print what is held back (the header even with no row) and free t. */
 void ctl_table_end(struct ctl_table *t);
+/* Free the table without printing what it holds (nothing was listed: no header either). */
+void ctl_table_free(struct ctl_table *t);
 
 /* "2025-03-01T10:00:00.123Z" for ms since the epoch. */
 void ctl_fmt_time(uint64_t ms, char *buf, size_t len);

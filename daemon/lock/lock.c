@@ -806,8 +806,10 @@ int lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e)
                       "an Extend of this lock is already in progress");
         return 0;
     }
+    /* 0 keeps the lock's own ttl, granted within the limits of its time: a reload that
+     * narrowed them since does not make it invalid. */
     uint32_t ttl = e->ttl_ms != 0 ? e->ttl_ms : l->ttl_ms;
-    if (check_ttl(s, id, &ttl) != 0)
+    if (e->ttl_ms != 0 && check_ttl(s, id, &ttl) != 0)
         return 0;
     struct request *req = request_new(s->srv, s, id, RLOCK__V1__REQUEST__BODY_EXTEND);
     if (req == NULL) {

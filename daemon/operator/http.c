@@ -175,14 +175,27 @@ int http_reconfigure(struct server *srv, const char *listen)
         return 0;
     }
     struct http *hp = http_open(srv, listen);
-    if (hp == NULL && srv->http != NULL) {
-        /* The new address may be the old one's (the same port, written otherwise). */
+    if (hp != NULL) {
         http_stop(srv);
-        hp = http_open(srv, listen);
+        srv->http = hp;
+        return 0;
     }
+    if (srv->http == NULL)
+        return -1;
+    /* The new address may be the old one's (the same port, written otherwise): let it go
+     * and try again; when that fails too, go back to where it was. */
+    char *old = strdup(srv->http->listen);
     http_stop(srv);
-    srv->http = hp;
-    return hp != NULL ? 0 : -1;
+    srv->http = http_open(srv, listen);
+    if (srv->http == NULL && old != NULL)
+        srv->http = http_open(srv, old);
+    free(old);
+    return srv->http != NULL && strcmp(srv->http->listen, listen) == 0 ? 0 : -1;
+}
+
+const char *http_listening(const struct server *srv)
+{
+    return srv->http != NULL ? srv->http->listen : NULL;
 }
 
 uint32_t http_connections(const struct server *srv)

@@ -177,8 +177,10 @@ static int listener_open(struct server *srv, const struct config_address *addr)
     l->addr = *addr;
     l->evl = listener_bind(srv->base, &l->addr, accept_cb, l);
     if (l->evl == NULL) {
-        log_error("cannot listen on %s%s:%u: %s", l->addr.is_unix ? "unix:" : "",
-                  l->addr.is_unix ? l->addr.path : l->addr.host, l->addr.port, strerror(errno));
+        if (l->addr.is_unix)
+            log_error("cannot listen on unix:%s: %s", l->addr.path, strerror(errno));
+        else
+            log_error("cannot listen on %s:%u: %s", l->addr.host, l->addr.port, strerror(errno));
         free(l);
         return -1;
     }

@@ -179,12 +179,17 @@ START_TEST(test_auth_refusals)
     ck_assert_int_eq(rlock_lock_state(l), RLOCK_HELD);
     ck_assert_int_eq(actl_run(&f.e, t.client, &out, &cerr, "locks", NULL), 77);
     ck_assert_ptr_nonnull(strstr(cerr, "PERMISSION_DENIED"));
+    ck_assert_msg(out[0] == '\0', "a refused listing printed \"%s\"", out); /* no empty table */
+    free(out);
+    free(cerr);
+    ck_assert_int_eq(actl_run(&f.e, t.client, &out, &cerr, "sessions", "--json", NULL), 77);
+    ck_assert_msg(out[0] == '\0', "a refused listing printed \"%s\"", out);
     free(out);
     free(cerr);
     ck_assert_int_eq(actl_run(&f.e, t.client, &out, &cerr, "ping", NULL), 0);
     free(out);
     free(cerr);
-    const int refused_requests = 3;
+    const int refused_requests = 4;
 
     /* 4: admin tokens: the file's through --token-file and RLOCK_TOKEN_FILE, the inline one. */
     ck_assert_int_eq(actl_run(&f.e, t.admin, &out, &cerr, "sessions", "--json", NULL), 0);

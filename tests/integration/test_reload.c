@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /* Replace the first `from` in e's config file with `to` (which may hold several lines). */
@@ -246,10 +248,91 @@ START_TEST(test_reload_lower_command_timeout)
 }
 END_TEST
 
+/* A unix socket listening at path (another program holding the address); its fd. */
+static int listen_unix(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    ck_assert_int_eq(listen(fd, 8), 0);
+    return fd;
+}
+
+/*
+ * A reload moving metrics.listen to an address another program holds: the endpoint stays
+ * where it was (not off), and the log says so. A second daemon started on a busy unix
+ * address names it without a stray port.
+ */
+START_TEST(test_reload_metrics_busy)
+{
+    struct h_env e;
+    h_env_start_or_fail(&e, NULL);
+    char busy[320];
+    h_env_path(&e, "busy.sock", busy, sizeof busy);
+    int fd = listen_unix(busy);
+    char from[400], to[400];
+    snprintf(from, sizeof from, "listen = unix:%s", e.metrics_sock);
+    snprintf(to, sizeof to, "listen = unix:%s", busy);
+    conf_edit(&e, from, to);
+    char expect[800];
+    snprintf(expect, sizeof expect, "cannot listen on unix:%s; the endpoint stays on unix:%s",
+             busy, e.metrics_sock);
+    free(reload(&e, expect));
+    struct h_http_reply r;
+    ck_assert_msg(h_http_get(e.metrics_sock, "/healthz", 2000, &r) == 0,
+                  "the endpoint went off after a failed move: %s", r.error);
+    ck_assert_int_eq(r.status, 200);
+    h_http_free(&r);
+
+    char conf[320], log[320];
+    h_env_path(&e, "second.conf", conf, sizeof conf);
+    h_env_path(&e, "second.log", log, sizeof log);
+    FILE *f = fopen(conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "[server]\nlisten = unix:%s\n[metrics]\nlisten =\n", busy);
+    ck_assert_int_eq(fclose(f), 0);
+    char bin[512];
+    char *argv[] = {(char *)h_bin("rlockd", bin, sizeof bin), "-c", conf, NULL};
+    pid_t pid = h_spawn_io(argv, log, log);
+    ck_assert_int_gt(pid, 0);
+    int status;
+    ck_assert_msg(h_wait_exit(pid, 10000, &status) == 0, "rlockd on a busy address kept running");
+    char *text = h_read_file(log);
+    ck_assert_ptr_nonnull(text);
+    snprintf(expect, sizeof expect, "cannot listen on unix:%s: Address already in use\n", busy);
+    ck_assert_msg(strstr(text, expect) != NULL, "want \"%s\" in:\n%s", expect, text);
+    free(text);
+    close(fd);
+    h_env_stop(&e);
+}
+END_TEST
+
+/*
+ * Extend with ttl_ms 0 keeps the lock's own ttl, granted under the limits of its time: a
+ * reload raising min_ttl above it does not make it INVALID (a new ttl below it is).
+ */
+START_TEST(test_reload_extend_own_ttl)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, "[limits]\nmin_ttl = 1s\n");
+    struct rlock_acquire_opts o = {.ttl_ms = 2000};
+    struct rlock_lock *l = h_acquire_ok(f.c, "reload/extend", &o);
+    conf_edit(&f.e, "min_ttl = 1s", "min_ttl = 5s");
+    free(reload(&f.e, "reloaded"));
+    h_assert_ok(f.c, rlock_extend(l, 0, 5000));
+    ck_assert_int_eq(rlock_extend(l, 2000, 5000), RLOCK_ERR_INVALID);
+    h_assert_ok(f.c, rlock_release(l, 5000));
+    h_fixture_stop(&f);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {test_reload_log_level, test_reload_broken_file_keeps_config,
                             test_reload_restart_keys_and_metrics, test_reload_merged_conflict,
-                            test_reload_lower_command_timeout};
+                            test_reload_lower_command_timeout, test_reload_metrics_busy,
+                            test_reload_extend_own_ttl};
     return h_run_tests("reload", 120, tests, H_LEN(tests));
 }
