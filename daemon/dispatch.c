@@ -187,7 +187,7 @@ static int admin_refused(struct session *s, const Rlock__V1__Request *req,
     if (!op->admin || s->role == AUTH_ROLE_OPEN || s->role == AUTH_ROLE_ADMIN)
         return 0;
     s->srv->ctr.permission_denied++;
-    log_info("session %s (%s, %s): %s refused: not an admin session", s->id, s->peer,
+    log_peer_info("session %s (%s, %s): %s refused: not an admin session", s->id, s->peer,
              s->name[0] ? s->name : "-", wire_op_name((int)req->body_case));
     session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_PERMISSION_DENIED,
                   "this request needs a session authenticated with an admin token");
@@ -201,7 +201,7 @@ void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
     struct server *srv = s->srv;
     if (req == NULL) {
         srv->mx.frames_rejected[METRIC_FRAME_MALFORMED]++;
-        log_warn("session %s (%s): undecodable frame of %zu bytes%s", s->id, s->peer, len,
+        log_peer_warn("session %s (%s): undecodable frame of %zu bytes%s", s->id, s->peer, len,
                  budget.exhausted ? " (allocation budget exhausted)" : "");
         session_respond_error(s, 0, RLOCK__V1__STATUS__STATUS_INVALID, "malformed frame");
         session_close(s, "malformed frame", 1);

@@ -3,6 +3,7 @@
 #include "log.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +81,56 @@ void log_escape(const char *s, char *out, size_t len)
     out[o] = '\0';
 }
 
+static size_t defuse(const char *msg, char *line, size_t n, size_t cap);
+
+static void log_vmsg(int level, const char *fmt, va_list ap);
+
 void log_msg(int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_vmsg(level, fmt, ap);
+    va_end(ap);
+}
+
+/* Lines a peer can cause: this many a second, the rest counted (process-wide, as the level). */
+#define LOG_PEER_PER_SECOND 20
+static struct {
+    int64_t window_ms; /* start of the current second */
+    uint32_t lines;    /* written in it */
+    uint64_t dropped;  /* not written since the last summary */
+} peer_limit;
+
+void log_peer_msg(int level, const char *fmt, ...)
+{
+    if (!log_enabled(level))
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    if (now - peer_limit.window_ms >= 1000) {
+        if (peer_limit.dropped > 0)
+            log_msg(LOG_LEVEL_WARN,
+                    "log: %llu more lines about peers (refused connections, Hellos, frames) not "
+                    "written since %lld ms ago; at most %d a second are",
+                    (unsigned long long)peer_limit.dropped,
+                    (long long)(now - peer_limit.window_ms), LOG_PEER_PER_SECOND);
+        peer_limit.window_ms = now;
+        peer_limit.lines = 0;
+        peer_limit.dropped = 0;
+    }
+    if (peer_limit.lines >= LOG_PEER_PER_SECOND) {
+        peer_limit.dropped++;
+        return;
+    }
+    peer_limit.lines++;
+    va_list ap;
+    va_start(ap, fmt);
+    log_vmsg(level, fmt, ap);
+    va_end(ap);
+}
+
+static void log_vmsg(int level, const char *fmt, va_list ap)
 {
     if (!log_enabled(level))
         return;
@@ -100,15 +150,55 @@ void log_msg(int level, const char *fmt, ...)
         n += (size_t)snprintf(line + n, sizeof line - n, ".%03ldZ %-5s ",
                               (long)(tv.tv_usec / 1000), level_names[level]);
     }
-    va_list ap;
-    va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof line - n - 1, fmt, ap);
-    va_end(ap);
+    char msg[2048];
+    int m = vsnprintf(msg, sizeof msg, fmt, ap);
     if (m < 0)
         return;
-    n += (size_t)m;
-    if (n > sizeof line - 2)
-        n = sizeof line - 2;
+    n = defuse(msg, line, n, sizeof line - 1);
     line[n++] = '\n';
     fwrite(line, 1, n, stderr);
+}
+
+/*
+ * The code point of the UTF-8 sequence at p when it is one that can make a line look other
+ * than it is (bidi controls such as U+202E RIGHT-TO-LEFT OVERRIDE, zero-width characters,
+ * U+2028/U+2029 line and paragraph separators, U+FEFF), with its length in *len; else 0.
+ * Client names and resources may hold them (they are valid UTF-8); the daemon's own text never.
+ */
+static unsigned spoofing_char(const unsigned char *p, size_t *len)
+{
+    unsigned cp = 0;
+    if (p[0] == 0xd8 && p[1] == 0x9c) {
+        *len = 2;
+        return 0x061c; /* ARABIC LETTER MARK */
+    }
+    if ((p[0] == 0xe2 || p[0] == 0xef) && (p[1] & 0xc0) == 0x80 && (p[2] & 0xc0) == 0x80)
+        cp = ((p[0] & 0x0fu) << 12) | ((p[1] & 0x3fu) << 6) | (p[2] & 0x3fu);
+    *len = 3;
+    if ((cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
+        (cp >= 0x2060 && cp <= 0x2069) || cp == 0xfeff)
+        return cp;
+    return 0;
+}
+
+/* Copy msg after the first n bytes of line (at most cap in all), each spoofing character
+ * written as \u{XXXX}; returns the new length. */
+static size_t defuse(const char *msg, char *line, size_t n, size_t cap)
+{
+    for (const unsigned char *p = (const unsigned char *)msg; *p != '\0' && n < cap;) {
+        size_t len;
+        unsigned cp = *p >= 0xd8 ? spoofing_char(p, &len) : 0;
+        if (cp == 0) {
+            line[n++] = (char)*p++;
+            continue;
+        }
+        char esc[16];
+        int k = snprintf(esc, sizeof esc, "\\u{%04x}", cp);
+        if (n + (size_t)k > cap)
+            break;
+        memcpy(line + n, esc, (size_t)k);
+        n += (size_t)k;
+        p += len;
+    }
+    return n;
 }

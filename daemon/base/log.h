@@ -33,6 +33,13 @@ void log_set_level(int level);
 int log_enabled(int level);
 
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * A line a remote peer can cause at will (a refused connection, Hello or frame): at most 20
+ * such lines a second are written, the rest counted and reported in one line when the next
+ * second's first such line comes. A flood of bad Hellos must not fill the journal and make
+ * journald drop the lines that matter (a lost lock).
+ */
+void log_peer_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
  * s with backslash and double quote escaped (\\, \") and every byte outside
@@ -45,6 +52,8 @@ void log_escape(const char *s, char *out, size_t len);
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_LEVEL_INFO, __VA_ARGS__)
+#define log_peer_warn(...) log_peer_msg(LOG_LEVEL_WARN, __VA_ARGS__)
+#define log_peer_info(...) log_peer_msg(LOG_LEVEL_INFO, __VA_ARGS__)
 #define log_debug(...)                                                                          \
     do {                                                                                        \
         if (log_enabled(LOG_LEVEL_DEBUG))                                                       \

@@ -64,7 +64,8 @@ static int introduce(struct session *s, uint64_t id, uint32_t protocol_version,
     if (bad != NULL) {
         char shown[4 * HELLO_NAME_MAX + 8];
         log_escape(client_name, shown, sizeof shown); /* never a forged line */
-        log_warn("session %s (%s): refused %s: %s: \"%s\"", s->id, s->peer, what, bad, shown);
+        log_peer_warn("session %s (%s): refused %s: %s: \"%s\"", s->id, s->peer, what, bad,
+                      shown);
         refuse(s, id, RLOCK__V1__STATUS__STATUS_INVALID, bad, close_reason);
         return -1;
     }
@@ -79,7 +80,7 @@ static int introduce(struct session *s, uint64_t id, uint32_t protocol_version,
     if (s->role != AUTH_ROLE_NONE)
         return 0;
     s->srv->ctr.auth_failures++;
-    log_warn("session %s (%s, %s): authentication failed: %s", s->id, s->peer,
+    log_peer_warn("session %s (%s, %s): authentication failed: %s", s->id, s->peer,
              s->name[0] ? s->name : "-", len == 0 ? "no token" : "wrong token");
     refuse(s, id, RLOCK__V1__STATUS__STATUS_UNAUTHENTICATED,
            len == 0 ? "this daemon requires an auth token" : "the auth token is not valid",
@@ -148,7 +149,7 @@ void hello_resume(struct session *s, uint64_t id, const Rlock__V1__Resume *r)
     seal_session_secret(&srv->resume_key, r->session_id, expect);
     if (!seal_matches(r->session_secret, expect)) {
         srv->ctr.resumes_refused++;
-        log_warn("session %s (%s, %s): resume of %s refused: wrong session secret", s->id,
+        log_peer_warn("session %s (%s, %s): resume of %s refused: wrong session secret", s->id,
                  s->peer, s->name[0] ? s->name : "-", r->session_id);
         refuse(s, id, RLOCK__V1__STATUS__STATUS_UNAUTHENTICATED,
                "the session secret does not match the session", "resume refused");

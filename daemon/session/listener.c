@@ -73,22 +73,11 @@ static void accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct soc
                  : !listener_fd_spare(fd, LISTENER_FD_RESERVE) ? METRIC_CONN_DESCRIPTORS
                                                             : -1;
     if (reason >= 0) {
-        static int64_t last_log_ms;
-        static uint64_t unlogged;
-        int64_t now = util_now_ms();
-        /* One line a second at most: a peer can connect far faster than that. */
-        if (now - last_log_ms >= 1000) {
-            log_warn("refusing a connection: %s (%llu more refused since the last such line)",
-                     reason == METRIC_CONN_SHUTTING_DOWN ? "shutting down"
-                     : reason == METRIC_CONN_MAX_SESSIONS
-                         ? "max_sessions reached"
-                         : "descriptors running out (raise LimitNOFILE / ulimit -n)",
-                     (unsigned long long)unlogged);
-            last_log_ms = now;
-            unlogged = 0;
-        } else {
-            unlogged++;
-        }
+        log_peer_warn("refusing a connection: %s",
+                      reason == METRIC_CONN_SHUTTING_DOWN  ? "shutting down"
+                      : reason == METRIC_CONN_MAX_SESSIONS ? "max_sessions reached"
+                                                           : "descriptors running out (raise "
+                                                             "LimitNOFILE / ulimit -n)");
         srv->mx.conns_rejected[reason]++;
         evutil_closesocket(fd);
         return;

@@ -86,10 +86,13 @@ void session_close(struct session *s, const char *reason, int flush)
         s->moved = 1;
         s->srv->ctr.sessions_handed_over++;
     }
+    /* A connection that never completed its Hello is any peer's to open: its line is one
+     * of those written at a bounded rate. */
+    void (*log_fn)(int, const char *, ...) = s->state == SESSION_ACCEPTED ? log_peer_msg : log_msg;
     session_set_state(s, SESSION_CLOSING);
-    log_info("session %s (%s, %s): closed: %s; %s %u lock%s", s->id, s->peer,
-             s->name[0] ? s->name : "-", reason, s->moved ? "handing over" : "releasing",
-             s->nleases, s->nleases == 1 ? "" : "s");
+    log_fn(LOG_LEVEL_INFO, "session %s (%s, %s): closed: %s; %s %u lock%s", s->id, s->peer,
+           s->name[0] ? s->name : "-", reason, s->moved ? "handing over" : "releasing",
+           s->nleases, s->nleases == 1 ? "" : "s");
     /* Clean: the client said Goodbye, or the daemon itself is stopping. */
     s->end_clean = s->goodbye || s->srv->stopping;
 
@@ -291,7 +294,7 @@ static ssize_t session_frames(struct session *s, const uint8_t *data, size_t len
             char msg[96];
             snprintf(msg, sizeof msg, "frame of %u bytes exceeds max_frame_bytes (%u)", flen,
                      cfg->max_frame_bytes);
-            log_warn("session %s (%s): %s", s->id, s->peer, msg);
+            log_peer_warn("session %s (%s): %s", s->id, s->peer, msg);
             s->srv->mx.frames_rejected[METRIC_FRAME_TOO_LARGE]++;
             session_respond_error(s, 0, RLOCK__V1__STATUS__STATUS_INVALID, msg);
             session_close(s, "frame too large", 1);

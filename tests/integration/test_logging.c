@@ -6,6 +6,11 @@
  *    backslash, a C1 control and a byte that is not UTF-8 is refused at
  *    Hello with INVALID, and the refusal is logged escaped, on one line: no
  *    byte of the name reaches the log raw;
+ *  - a valid name holding bidi controls, zero-width characters or line
+ *    separators is accepted, and every line showing it writes them as
+ *    \u{XXXX};
+ *  - 500 bad Hellos in a burst write a bounded number of lines and a count
+ *    of those not written;
  *  - with JOURNAL_STREAM naming its stderr (as journald sets it), every line
  *    starts with a "<N>" syslog priority and carries no timestamp; naming
  *    another stream (a child that inherited the variable), it does not.
@@ -89,6 +94,79 @@ START_TEST(test_client_name_escaped)
 }
 END_TEST
 
+/*
+ * A client name that is valid UTF-8 but holds characters that change how a line looks
+ * (U+202E RIGHT-TO-LEFT OVERRIDE, U+200B ZERO WIDTH SPACE, U+2028 LINE SEPARATOR, U+FEFF,
+ * U+2066 LEFT-TO-RIGHT ISOLATE, U+061C ARABIC LETTER MARK) is accepted, and every line that
+ * shows it writes those as \u{XXXX}: none reaches the log raw.
+ */
+START_TEST(test_spoofing_chars_escaped)
+{
+    struct h_env e;
+    h_env_start_or_fail(&e, NULL);
+    size_t at = h_log_size(&e);
+    struct h_raw c;
+    h_raw_open(&c, &e);
+    h_raw_hello(&c, 1, "ops\xe2\x80\xae" "gpj.exe\xe2\x80\x8bx\xe2\x80\xa8y\xef\xbb\xbf"
+                       "\xe2\x81\xa6z\xd8\x9c", 0);
+    h_raw_close(&c);
+    char *log = h_log_wait_from(&e, at, "closed:", 5000);
+    char *line = line_with(log, "closed:");
+    const char *shown = "ops\\u{202e}gpj.exe\\u{200b}x\\u{2028}y\\u{feff}\\u{2066}z\\u{061c}";
+    ck_assert_msg(strstr(line, shown) != NULL, "not escaped:\n%s\nwanted %s", line, shown);
+    static const char *const raw[] = {"\xe2\x80\xae", "\xe2\x80\x8b", "\xe2\x80\xa8",
+                                      "\xef\xbb\xbf", "\xe2\x81\xa6", "\xd8\x9c"};
+    for (size_t i = 0; i < sizeof raw / sizeof raw[0]; i++)
+        ck_assert_msg(strstr(log, raw[i]) == NULL, "character %zu reached the log raw:\n%s", i,
+                      log);
+    free(line);
+    free(log);
+    h_assert_env_alive(&e);
+    h_env_stop(&e);
+}
+END_TEST
+
+/* Lines of text. */
+static int count_lines(const char *text)
+{
+    int n = 0;
+    for (const char *p = text; (p = strchr(p, '\n')) != NULL; p++)
+        n++;
+    return n;
+}
+
+/*
+ * 500 bad Hellos in a burst: each is refused, but the log gets a bounded number of lines
+ * about them (20 a second) and one line saying how many were not written, instead of
+ * 1,000 lines that would make journald drop the ones that matter.
+ */
+START_TEST(test_bad_hello_flood)
+{
+    struct h_env e;
+    h_env_start_or_fail(&e, NULL);
+    size_t at = h_log_size(&e);
+    int64_t t0 = h_now_ms();
+    for (int i = 0; i < 500; i++)
+        hello_refused(&e, "flood\x01", "control characters");
+    int64_t took = h_now_ms() - t0;
+    h_sleep_ms(1100); /* the next second: the next such line comes after the summary */
+    hello_refused(&e, "after\x01", "control characters");
+    char *log = h_log_wait_from(&e, at, "refused Hello: client_name contains control characters: "
+                                        "\"after\\x01\"", 5000);
+    int lines = count_lines(log);
+    printf("logging: 501 bad Hellos in %lld ms wrote %d lines\n", (long long)(took + 1100),
+           lines);
+    int seconds = (int)((took + 1100) / 1000) + 2;
+    ck_assert_msg(lines <= 20 * seconds + seconds, "%d lines for 501 bad Hellos in %lld ms", lines,
+                  (long long)(took + 1100));
+    ck_assert_msg(strstr(log, "more lines about peers") != NULL, "no count of the lines dropped:\n%s",
+                  log);
+    free(log);
+    h_assert_env_alive(&e);
+    h_env_stop(&e);
+}
+END_TEST
+
 /* Restart e's rlockd with JOURNAL_STREAM set to "DEV:INO" of path (the current log, or not). */
 static void restart_with_journal(struct h_env *e, const char *path, int ino_delta)
 {
@@ -144,6 +222,7 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {test_client_name_escaped, test_journald_priorities};
+    const TTest *tests[] = {test_client_name_escaped, test_spoofing_chars_escaped,
+                            test_bad_hello_flood, test_journald_priorities};
     return h_run_tests("logging", 120, tests, H_LEN(tests));
 }
