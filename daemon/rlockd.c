@@ -24,6 +24,7 @@
 #include "cleanup.h"
 #include "config.h"
 #include "dispatch.h"
+#include "hello.h"
 #include "http.h"
 #include "sdnotify.h"
 #include "listener.h"
@@ -188,6 +189,33 @@ static void rlockd_sentinel_master(void *arg, const struct config_address *addr,
         watchdog_verify_all(srv);
 }
 
+static void auth_grace_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    hello_auth_grace_end(arg);
+}
+
+/*
+ * Sessions follow the tokens of a reload (hello.h): when it turned authentication on, those
+ * opened without a token end now, or after auth.tokenless_grace.
+ */
+static void rlockd_auth_reloaded(struct server *srv, const struct auth_tokens *before)
+{
+    uint32_t grace = srv->cfg->auth_tokenless_grace_ms;
+    int turned_on = before == NULL && srv->cfg->auth != NULL;
+    int later = turned_on && grace > 0;
+    if (later && srv->auth_grace_ev == NULL)
+        srv->auth_grace_ev = evtimer_new(srv->base, auth_grace_cb, srv);
+    if (later && srv->auth_grace_ev != NULL) {
+        struct timeval tv = util_tv_ms(grace);
+        evtimer_add(srv->auth_grace_ev, &tv);
+        log_warn("reload: authentication is on; sessions opened without a token end in %u ms "
+                 "(auth.tokenless_grace)", grace);
+    }
+    hello_auth_reloaded(srv, before, later && srv->auth_grace_ev != NULL);
+}
+
 /*
  * SIGHUP: read the file again through the same table, check all of it, and
  * swap in a new config with the reloadable keys changed (config_reload_merge);
@@ -240,6 +268,7 @@ static void rlockd_reload(struct server *srv)
                       merged->metrics_listen, at != NULL ? "stays on " : "is off",
                       at != NULL ? at : "");
         }
+        rlockd_auth_reloaded(srv, old->auth);
         config_free(old);
         log_info("reloaded %s", srv->config_path);
     }
@@ -420,6 +449,8 @@ void rlockd_free(struct server *srv)
     watchdog_stop(srv);
     if (srv->stop_ev != NULL)
         event_free(srv->stop_ev);
+    if (srv->auth_grace_ev != NULL)
+        event_free(srv->auth_grace_ev);
     if (srv->handover_ev != NULL)
         event_free(srv->handover_ev);
     session_stop(srv);

@@ -138,6 +138,9 @@ enum config_type {
     X("auth", "tokens", CONFIG_STRING, auth_inline, "", 0, 1024, 1, 1,                          \
       "Tokens written here, comma-separated ROLE TOKEN entries (prefer token_file). With no "   \
       "token at all, clients need none and every session may send admin requests")              \
+    X("auth", "tokenless_grace", CONFIG_DURATION, auth_tokenless_grace_ms, "0", 0, 86400000, 1,  \
+      0, "When a reload turns authentication on, sessions opened without a token end after "   \
+      "this long; 0 = at the reload")                                                         \
     X("log", "level", CONFIG_LOGLEVEL, log_level, "info", 0, 0, 1, 0,                           \
       "error, warn, info or debug")
 
@@ -189,6 +192,7 @@ struct config {
     uint32_t metrics_request_timeout_ms;
     char *auth_token_file;
     char *auth_inline;
+    uint32_t auth_tokenless_grace_ms;
     int log_level;
     /* Not a key: the tokens of auth_token_file and auth_inline, read by config_load
      * (NULL: authentication is off). Owned by the config. */

@@ -121,6 +121,7 @@ struct server {
     int handing_over;               /* SIGTERM with shutdown = handover, sessions leaving */
     int64_t handover_deadline_ms;
     struct event *handover_ev;
+    struct event *auth_grace_ev; /* ends tokenless sessions after auth.tokenless_grace */
     int finishing;                  /* nothing left to wait for: the loop ends soon */
     int freeing;                    /* rlockd_free runs: queues send nothing more */
     uint32_t background;            /* requests in Redis with no session to answer */

@@ -5,6 +5,7 @@
 #include "hello.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "auth.h"
@@ -12,7 +13,9 @@
 #include "log.h"
 #include "seal.h"
 #include "sessidx.h"
+#include "server.h"
 #include "session.h"
+#include "util.h"
 #include "wire.h"
 
 const char *hello_check(uint32_t protocol_version, const char *client_name, char *buf, size_t len,
@@ -77,6 +80,7 @@ static int introduce(struct session *s, uint64_t id, uint32_t protocol_version,
     }
     size_t len = strlen(auth_token);
     s->role = auth_check(tokens, auth_token, len);
+    util_siphash128(s->srv->hash_key, auth_token, len, s->token_fp);
     if (s->role != AUTH_ROLE_NONE)
         return 0;
     s->srv->ctr.auth_failures++;
@@ -171,4 +175,64 @@ void hello_resume(struct session *s, uint64_t id, const Rlock__V1__Resume *r)
     srv->ctr.sessions_resumed++;
     s->resumed = 1;
     activate(s, id, r->session_timeout_ms, 1);
+}
+
+/* --- auth at reload --------------------------------------------------------------------- */
+
+/* The role the token whose fingerprint is fp has in t, or AUTH_ROLE_NONE (fps: t's, in order). */
+static int role_of(const struct auth_tokens *t, const uint8_t (*fps)[16], const uint8_t fp[16])
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (memcmp(fps[i], fp, 16) == 0)
+            return (int)t->tok[i].role;
+    return AUTH_ROLE_NONE;
+}
+
+void hello_auth_reloaded(struct server *srv, const struct auth_tokens *before, int grace_running)
+{
+    const struct auth_tokens *now = srv->cfg->auth;
+    uint8_t(*fps)[16] = NULL;
+    if (now != NULL && (fps = calloc(now->n, sizeof *fps)) == NULL) {
+        log_error("reload: out of memory checking sessions against the tokens; they keep "
+                  "their roles");
+        return;
+    }
+    for (size_t i = 0; now != NULL && i < now->n; i++)
+        util_siphash128(srv->hash_key, now->tok[i].text, now->tok[i].len, fps[i]);
+    struct session *s, *next;
+    for (s = TAILQ_FIRST(&srv->sessions); s != NULL; s = next) {
+        next = TAILQ_NEXT(s, link);
+        if (s->state != SESSION_ACTIVE)
+            continue;
+        int role = now == NULL                 ? AUTH_ROLE_OPEN
+                   : s->role == AUTH_ROLE_OPEN ? AUTH_ROLE_OPEN /* until the grace ends */
+                                               : role_of(now, (const uint8_t(*)[16])fps, s->token_fp);
+        if (role == AUTH_ROLE_NONE) {
+            log_warn("session %s (%s, %s): its token was removed at reload: ending it", s->id,
+                     s->peer, s->name[0] ? s->name : "-");
+            session_close(s, "token removed at reload", 1);
+        } else if (role != s->role) {
+            log_warn("session %s (%s, %s): role %s -> %s at reload", s->id, s->peer,
+                     s->name[0] ? s->name : "-", auth_role_name(s->role), auth_role_name(role));
+            s->role = role;
+        }
+    }
+    free(fps);
+    if (before == NULL && now != NULL && !grace_running)
+        hello_auth_grace_end(srv);
+}
+
+void hello_auth_grace_end(struct server *srv)
+{
+    if (srv->cfg->auth == NULL)
+        return;
+    struct session *s, *next;
+    for (s = TAILQ_FIRST(&srv->sessions); s != NULL; s = next) {
+        next = TAILQ_NEXT(s, link);
+        if (s->state == SESSION_ACTIVE && s->role == AUTH_ROLE_OPEN) {
+            log_warn("session %s (%s, %s): opened without a token, which this daemon now "
+                     "requires: ending it", s->id, s->peer, s->name[0] ? s->name : "-");
+            session_close(s, "authentication turned on at reload", 1);
+        }
+    }
 }

@@ -38,4 +38,17 @@ void hello_open(struct session *s, uint64_t id, const Rlock__V1__Hello *h);
  */
 void hello_resume(struct session *s, uint64_t id, const Rlock__V1__Resume *r);
 
+/*
+ * After a reload swapped srv->cfg (its tokens: before is the old table): a session whose
+ * token is gone is ended, one whose token's role changed takes the new role, and with
+ * authentication off every session is open. When authentication was just turned on,
+ * sessions opened without a token are ended at once unless grace_running (the caller ends
+ * them later with hello_auth_grace_end, auth.tokenless_grace).
+ */
+struct server;
+struct auth_tokens;
+void hello_auth_reloaded(struct server *srv, const struct auth_tokens *before, int grace_running);
+/* End the sessions opened without a token, if authentication is (still) on. */
+void hello_auth_grace_end(struct server *srv);
+
 #endif

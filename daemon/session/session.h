@@ -71,7 +71,8 @@ struct session {
     uint64_t serial;               /* connection order, never reused (sessidx.h) */
     struct session *id_next;       /* sessidx's hash chain */
     int indexed;                   /* in srv->sessidx */
-    int role;                      /* enum auth_role, fixed by Hello */
+    int role;                      /* enum auth_role: set by Hello, followed at reloads */
+    uint8_t token_fp[16];          /* keyed hash of its Hello's token: which one, at reloads */
     uint32_t requested_timeout_ms; /* Hello.session_timeout_ms as sent */
     /* resume (hello.h) */
     int resumed; /* opened by a Resume: the session came from another connection */

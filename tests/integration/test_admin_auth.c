@@ -350,8 +350,85 @@ START_TEST(test_auth_reload)
 }
 END_TEST
 
+/* Wait until the key of resource is gone (its session ended and released it). */
+static void key_goes(struct h_fixture *f, const char *resource, const char *what)
+{
+    char key[256];
+    h_lock_key(&f->e, resource, key, sizeof key);
+    ck_assert_msg(h_wait_key_gone(f->r, key, 5000, &f->e) >= 0, "%s", what);
+}
+
+/*
+ * Open sessions follow a reload: the session of a token removed from the file is ended
+ * (its lock released), an admin token lowered to client loses the admin requests at once.
+ */
+START_TEST(test_auth_reload_sessions)
+{
+    struct tokdir t;
+    tokdir_make(&t);
+    char ini[512];
+    snprintf(ini, sizeof ini, "[auth]\ntoken_file = %s\n", t.daemon);
+    struct h_fixture f;
+    h_fixture_start_env(&f, ini);
+    enum rlock_err rc;
+    char err[512];
+    struct rlock_client *client = connect_with(&f.e, CLIENT_TOKEN, &rc, err, sizeof err);
+    ck_assert_msg(rc == RLOCK_OK, "%s", err);
+    struct rlock_lock *l = h_acquire_ok(client, "auth/removed", NULL);
+    struct rlock_client *admin = connect_with(&f.e, ADMIN_TOKEN, &rc, err, sizeof err);
+    ck_assert_msg(rc == RLOCK_OK, "%s", err);
+    char next[RLOCK_CURSOR_BYTES];
+    h_assert_ok(admin, rlock_list_locks(admin, NULL, NULL, 0, NULL, NULL, next, sizeof next, 0));
+
+    write_secret(t.daemon, "client " ADMIN_TOKEN "\nclient " WRONG_TOKEN "\n", 0600);
+    reload(&f.e, 1);
+    key_goes(&f, "auth/removed", "the session of a removed token kept its lock");
+    ck_assert_int_ne(rlock_ping(client, 5000, NULL), RLOCK_OK);
+    ck_assert_int_eq(rlock_list_locks(admin, NULL, NULL, 0, NULL, NULL, next, sizeof next, 0),
+                     RLOCK_ERR_PERMISSION_DENIED);
+    h_assert_ok(admin, rlock_ping(admin, 5000, NULL)); /* lowered, not ended */
+    ck_assert_int_eq(h_log_count(&f.e, "its token was removed at reload"), 1);
+    ck_assert_int_eq(h_log_count(&f.e, "role admin -> client at reload"), 1);
+    rlock_lock_free(l);
+    rlock_close(client);
+    rlock_close(admin);
+    h_fixture_stop(&f);
+    h_rm_tree(t.dir);
+}
+END_TEST
+
+/*
+ * A reload that turns authentication on ends the sessions opened without a token: after
+ * auth.tokenless_grace (here 2 s), or at once without one.
+ */
+START_TEST(test_auth_turned_on)
+{
+    struct tokdir t;
+    tokdir_make(&t);
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct rlock_lock *l = h_acquire_ok(f.c, "auth/open", NULL);
+    FILE *conf = fopen(f.e.conf, "a");
+    ck_assert_ptr_nonnull(conf);
+    fprintf(conf, "\n[auth]\ntoken_file = %s\ntokenless_grace = 2s\n", t.daemon);
+    ck_assert_int_eq(fclose(conf), 0);
+    int64_t t0 = h_now_ms();
+    reload(&f.e, 1);
+    h_assert_ok(f.c, rlock_ping(f.c, 5000, NULL)); /* the grace runs */
+    key_goes(&f, "auth/open", "a tokenless session outlived the grace");
+    int64_t took = h_now_ms() - t0;
+    ck_assert_msg(took >= 1900, "a tokenless session ended %lld ms after the reload, before its "
+                                "grace of 2 s", (long long)took);
+    ck_assert_int_ge(h_log_count(&f.e, "opened without a token"), 1);
+    rlock_lock_free(l);
+    h_fixture_stop(&f);
+    h_rm_tree(t.dir);
+}
+END_TEST
+
 int main(void)
 {
-    const TTest *tests[] = {test_auth_refusals, test_auth_token_file, test_auth_reload};
+    const TTest *tests[] = {test_auth_refusals, test_auth_token_file, test_auth_reload,
+                            test_auth_reload_sessions, test_auth_turned_on};
     return h_run_tests("admin_auth", 120, tests, H_LEN(tests));
 }
