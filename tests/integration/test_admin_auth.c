@@ -309,6 +309,15 @@ static void reload(struct h_env *e, int count)
     ck_assert_int_eq(h_log_count(e, "reloaded "), count);
 }
 
+/* Make the token files and start rlockd with the daemon's one (no client connected). */
+static void start_with_token_file(struct h_fixture *f, struct tokdir *t)
+{
+    tokdir_make(t);
+    char ini[512];
+    snprintf(ini, sizeof ini, "[auth]\ntoken_file = %s\n", t->daemon);
+    h_fixture_start_env(f, ini);
+}
+
 /*
  * SIGHUP re-reads the tokens: authentication stays on across a reload of an
  * unchanged file, and a token added to the file works at the next Hello while
@@ -317,11 +326,8 @@ static void reload(struct h_env *e, int count)
 START_TEST(test_auth_reload)
 {
     struct tokdir t;
-    tokdir_make(&t);
-    char ini[512];
-    snprintf(ini, sizeof ini, "[auth]\ntoken_file = %s\n", t.daemon);
     struct h_fixture f;
-    h_fixture_start_env(&f, ini);
+    start_with_token_file(&f, &t);
     enum rlock_err rc;
     char err[512];
 
@@ -365,11 +371,8 @@ static void key_goes(struct h_fixture *f, const char *resource, const char *what
 START_TEST(test_auth_reload_sessions)
 {
     struct tokdir t;
-    tokdir_make(&t);
-    char ini[512];
-    snprintf(ini, sizeof ini, "[auth]\ntoken_file = %s\n", t.daemon);
     struct h_fixture f;
-    h_fixture_start_env(&f, ini);
+    start_with_token_file(&f, &t);
     enum rlock_err rc;
     char err[512];
     struct rlock_client *client = connect_with(&f.e, CLIENT_TOKEN, &rc, err, sizeof err);
