@@ -35,7 +35,16 @@ enum config_type {
     X("server", "listen", CONFIG_STRING, listen, "127.0.0.1:7483", 1, 1024, 0, 0,                \
       "Addresses to accept clients on, comma-separated: HOST:PORT (numeric) or unix:/path")     \
     X("server", "max_sessions", CONFIG_UINT, max_sessions, "10000", 1, 1000000, 1, 0,            \
-      "Most client sessions at once; further connections are refused")                         \
+      "Most client sessions at once (connections still before their Hello not counted); "      \
+      "beyond it Hellos get LIMIT_EXCEEDED")                                                   \
+    X("server", "max_pending", CONFIG_UINT, max_pending, "256", 1, 100000, 1, 0,                \
+      "Connections that have not completed their Hello at once; beyond it the one silent "     \
+      "the longest is closed")                                                                 \
+    X("server", "max_pending_per_peer", CONFIG_UINT, max_pending_per_peer, "32", 1, 100000, 1,  \
+      0, "Of those, from one IP address (unix socket peers are only counted in max_pending)")  \
+    X("server", "admin_reserve", CONFIG_UINT, admin_reserve, "4", 0, 1000, 1, 0,               \
+      "With authentication on, the last sessions of max_sessions only admin tokens may open, " \
+      "so that operators can always get in")                                                   \
     X("server", "max_frame_bytes", CONFIG_UINT, max_frame_bytes, "65536", 256, 16777216, 1, 0,   \
       "Largest request frame accepted; a larger one closes that connection")                   \
     X("server", "max_output_bytes", CONFIG_UINT, max_output_bytes, "1048576", 65536,             \
@@ -147,6 +156,9 @@ enum config_type {
 struct config {
     char *listen;
     uint32_t max_sessions;
+    uint32_t max_pending;
+    uint32_t max_pending_per_peer;
+    uint32_t admin_reserve;
     uint32_t max_frame_bytes;
     uint32_t max_output_bytes;
     uint32_t hello_timeout_ms;

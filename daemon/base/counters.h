@@ -26,7 +26,9 @@ struct server;
     X(MAX_SESSIONS, "max_sessions")                                                             \
     X(SHUTTING_DOWN, "shutting_down")                                                           \
     X(SLOW_READER, "slow_reader")                                                               \
-    X(DESCRIPTORS, "descriptors")
+    X(DESCRIPTORS, "descriptors")                                                               \
+    X(MAX_PENDING, "max_pending")                                                               \
+    X(PEER_PENDING, "max_pending_per_peer")
 
 #define METRIC_HTTP_REASONS(X)                                                                   \
     X(MAX_CONNECTIONS, "max_connections")                                                       \

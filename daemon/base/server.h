@@ -90,7 +90,9 @@ struct server {
     struct event *resume_ev;        /* zero-delay timer: runs after the next poll */
     uint64_t resume_turn;
     uint8_t scratch[65536];         /* every session reads into it first (one loop, one reader) */
-    uint32_t nsessions;
+    uint32_t nsessions;             /* in sessions: pending ones (before Hello) included */
+    struct session_list pending;    /* sessions before their Hello (pending_link) */
+    uint32_t npending;
     struct sessidx *sessidx;        /* live sessions by serial and id (admin requests) */
     struct restable *resources;     /* resource name -> struct resource */
     struct cleanup_list *cleanups;  /* unconfirmed deletes to retry */

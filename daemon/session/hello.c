@@ -50,6 +50,33 @@ static void refuse(struct session *s, uint64_t id, Rlock__V1__Status st, const c
 }
 
 /*
+ * Whether s, authenticated, may become one more session: max_sessions counts the sessions
+ * past their Hello; with authentication on, the last admin_reserve of them are for admin
+ * tokens. 0, or -1 once refused.
+ */
+static int room_for(struct session *s, uint64_t id)
+{
+    const struct config *cfg = s->srv->cfg;
+    uint32_t active = s->srv->nsessions - s->srv->npending; /* s is still pending */
+    uint32_t reserve = cfg->auth == NULL ? 0
+                       : cfg->admin_reserve < cfg->max_sessions ? cfg->admin_reserve
+                                                                : cfg->max_sessions - 1;
+    const char *why = NULL;
+    if (active >= cfg->max_sessions)
+        why = "max_sessions reached";
+    else if (s->role != AUTH_ROLE_ADMIN && active >= cfg->max_sessions - reserve)
+        why = "max_sessions reached (the last server.admin_reserve sessions are kept for "
+              "admin tokens)";
+    if (why == NULL)
+        return 0;
+    s->srv->mx.conns_rejected[METRIC_CONN_MAX_SESSIONS]++;
+    log_peer_warn("session %s (%s, %s): refused: %s", s->id, s->peer,
+                  s->name[0] ? s->name : "-", why);
+    refuse(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED, why, "max_sessions reached");
+    return -1;
+}
+
+/*
  * The checks Hello and Resume share: state, fields, auth token (the session's
  * role). 0, or -1 once refused (answered, closing).
  */
@@ -76,13 +103,13 @@ static int introduce(struct session *s, uint64_t id, uint32_t protocol_version,
     const struct auth_tokens *tokens = s->srv->cfg->auth;
     if (tokens == NULL) {
         s->role = AUTH_ROLE_OPEN;
-        return 0;
+        return room_for(s, id);
     }
     size_t len = strlen(auth_token);
     s->role = auth_check(tokens, auth_token, len);
     util_siphash128(s->srv->hash_key, auth_token, len, s->token_fp);
     if (s->role != AUTH_ROLE_NONE)
-        return 0;
+        return room_for(s, id);
     s->srv->ctr.auth_failures++;
     log_peer_warn("session %s (%s, %s): authentication failed: %s", s->id, s->peer,
              s->name[0] ? s->name : "-", len == 0 ? "no token" : "wrong token");

@@ -36,6 +36,34 @@ struct listener {
     struct listener *next;
 };
 
+/* The IP address of a TCP peer, IPv4 mapped into IPv6 (::ffff:a.b.c.d); 0, or -1 for unix. */
+static int peer_ip(const struct sockaddr *sa, uint8_t ip[16])
+{
+    if (sa->sa_family == AF_INET6) {
+        memcpy(ip, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+        return 0;
+    }
+    if (sa->sa_family != AF_INET)
+        return -1;
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    memcpy(ip, mapped, sizeof mapped);
+    memcpy(ip + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    return 0;
+}
+
+/* 1 when ip has max_pending_per_peer connections before their Hello already. The walk is
+ * over the pending connections only, at most max_pending of them. */
+static int peer_full(const struct server *srv, const uint8_t ip[16])
+{
+    uint32_t n = 0;
+    const struct session *s;
+    TAILQ_FOREACH(s, &srv->pending, pending_link)
+        if (s->peer_tcp && memcmp(s->peer_ip, ip, 16) == 0 &&
+            ++n >= srv->cfg->max_pending_per_peer)
+            return 1;
+    return 0;
+}
+
 static void peer_name(const struct sockaddr *sa, char *buf, size_t len)
 {
     char host[INET6_ADDRSTRLEN] = "?";
@@ -68,19 +96,37 @@ static void accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct soc
     (void)salen;
     struct listener *l = arg;
     struct server *srv = l->srv;
-    int reason = srv->stopping                              ? METRIC_CONN_SHUTTING_DOWN
-                 : srv->nsessions >= srv->cfg->max_sessions ? METRIC_CONN_MAX_SESSIONS
+    uint8_t ip[16];
+    int tcp = peer_ip(sa, ip) == 0;
+    /* Connections before their Hello have a budget of their own (max_sessions counts the
+     * sessions that said Hello): a peer without a token cannot lock out those with one. */
+    int reason = srv->stopping                               ? METRIC_CONN_SHUTTING_DOWN
+                 : tcp && peer_full(srv, ip)                  ? METRIC_CONN_PEER_PENDING
                  : !listener_fd_spare(fd, LISTENER_FD_RESERVE) ? METRIC_CONN_DESCRIPTORS
-                                                            : -1;
+                                                              : -1;
     if (reason >= 0) {
-        log_peer_warn("refusing a connection: %s",
-                      reason == METRIC_CONN_SHUTTING_DOWN  ? "shutting down"
-                      : reason == METRIC_CONN_MAX_SESSIONS ? "max_sessions reached"
-                                                           : "descriptors running out (raise "
-                                                             "LimitNOFILE / ulimit -n)");
+        static const char *const why[METRIC_CONN_COUNT] = {
+            [METRIC_CONN_SHUTTING_DOWN] = "shutting down",
+            [METRIC_CONN_PEER_PENDING] = "max_pending_per_peer connections of this address are "
+                                         "before their Hello",
+            [METRIC_CONN_DESCRIPTORS] = "descriptors running out (raise LimitNOFILE / ulimit -n)",
+        };
+        char peer[128];
+        peer_name(sa, peer, sizeof peer);
+        log_peer_warn("refusing a connection from %s: %s", peer, why[reason]);
         srv->mx.conns_rejected[reason]++;
         evutil_closesocket(fd);
         return;
+    }
+    if (srv->npending >= srv->cfg->max_pending) {
+        /*
+         * Full: the connection silent the longest goes, not the new one. A client says Hello
+         * within a round trip of connecting, so a flood of silent connections only ever
+         * evicts itself; refusing newcomers instead would lock every client out.
+         */
+        struct session *old = TAILQ_FIRST(&srv->pending);
+        srv->mx.conns_rejected[METRIC_CONN_MAX_PENDING]++;
+        session_close(old, "evicted before its Hello (max_pending)", 0);
     }
     if (!l->addr.is_unix) {
         int one = 1;
@@ -88,7 +134,7 @@ static void accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct soc
     }
     char peer[128];
     peer_name(sa, peer, sizeof peer);
-    session_new(srv, fd, peer);
+    session_new(srv, fd, peer, tcp ? ip : NULL);
 }
 
 static void resume_cb(evutil_socket_t fd, short what, void *arg)
@@ -201,17 +247,19 @@ int listener_open_all(struct server *srv)
     /* Each session is a descriptor, and so is each metrics connection; leave room for
      * Redis, listeners and logs. Raise the soft limit as far as the hard one allows
      * before complaining. */
-    rlim_t need = (rlim_t)srv->cfg->max_sessions + srv->cfg->metrics_max_connections + 64;
+    rlim_t need = (rlim_t)srv->cfg->max_sessions + srv->cfg->max_pending +
+                  srv->cfg->metrics_max_connections + 64;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
         rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         need > rl.rlim_cur)
-        log_warn("server.max_sessions (%u) and metrics.max_connections (%u) exceed the "
-                 "descriptor limit (%llu) minus a reserve of 64; raise LimitNOFILE / ulimit -n",
-                 srv->cfg->max_sessions, srv->cfg->metrics_max_connections,
-                 (unsigned long long)rl.rlim_cur);
+        log_warn("server.max_sessions (%u), server.max_pending (%u) and "
+                 "metrics.max_connections (%u) exceed the descriptor limit (%llu) minus a "
+                 "reserve of 64; raise LimitNOFILE / ulimit -n",
+                 srv->cfg->max_sessions, srv->cfg->max_pending,
+                 srv->cfg->metrics_max_connections, (unsigned long long)rl.rlim_cur);
     struct config_address addrs[CONFIG_MAX_LISTEN];
     char err[256];
     int n = config_parse_listen(srv->cfg->listen, addrs, CONFIG_MAX_LISTEN, err, sizeof err);

@@ -44,6 +44,10 @@ static void session_set_state(struct session *s, enum session_state st)
 {
     log_debug("session %s (%s): %s -> %s", s->id, s->peer, state_name(s->state),
               state_name(st));
+    if (s->state == SESSION_ACCEPTED && st != SESSION_ACCEPTED) {
+        TAILQ_REMOVE(&s->srv->pending, s, pending_link);
+        s->srv->npending--;
+    }
     s->state = st;
 }
 
@@ -284,16 +288,21 @@ static ssize_t session_frames(struct session *s, const uint8_t *data, size_t len
     for (int n = 0; n < SESSION_FRAMES_PER_EVENT; n++) {
         if (s->state == SESSION_CLOSING)
             return -1;
+        /* Before its Hello a connection is anyone's: its first frame is small, and so is what
+         * it may make the daemon buffer. */
+        uint32_t limit = s->state == SESSION_ACCEPTED && cfg->max_frame_bytes > SESSION_HELLO_FRAME_MAX
+                             ? SESSION_HELLO_FRAME_MAX
+                             : cfg->max_frame_bytes;
         uint32_t flen = 0;
-        enum wire_frame_state st =
-            wire_frame_next(data + used, len - used, cfg->max_frame_bytes, &flen);
+        enum wire_frame_state st = wire_frame_next(data + used, len - used, limit, &flen);
         if (st == WIRE_FRAME_PARTIAL)
             return (ssize_t)used; /* wait for the rest (at most max_frame_bytes) */
         if (st == WIRE_FRAME_TOO_LARGE) {
             /* Refused before buffering it: answer, then close this connection only. */
             char msg[96];
-            snprintf(msg, sizeof msg, "frame of %u bytes exceeds max_frame_bytes (%u)", flen,
-                     cfg->max_frame_bytes);
+            snprintf(msg, sizeof msg, "frame of %u bytes exceeds %s (%u)", flen,
+                     limit < cfg->max_frame_bytes ? "the limit before Hello" : "max_frame_bytes",
+                     limit);
             log_peer_warn("session %s (%s): %s", s->id, s->peer, msg);
             s->srv->mx.frames_rejected[METRIC_FRAME_TOO_LARGE]++;
             session_respond_error(s, 0, RLOCK__V1__STATUS__STATUS_INVALID, msg);
@@ -471,7 +480,7 @@ void session_activate(struct session *s, uint32_t timeout_ms)
     session_arm(s, timeout_ms);
 }
 
-struct session *session_new(struct server *srv, int fd, const char *peer)
+struct session *session_new(struct server *srv, int fd, const char *peer, const uint8_t *ip)
 {
     struct session *s = calloc(1, sizeof *s);
     if (s == NULL) {
@@ -487,6 +496,10 @@ struct session *session_new(struct server *srv, int fd, const char *peer)
     theap_init(&s->valid_heap);
     util_uuid(&srv->rng, s->id);
     snprintf(s->peer, sizeof s->peer, "%s", peer);
+    if (ip != NULL) {
+        memcpy(s->peer_ip, ip, sizeof s->peer_ip);
+        s->peer_tcp = 1;
+    }
     s->opened_ms = s->last_frame_ms = util_now_ms();
     s->rev = event_new(srv->base, fd, EV_READ | EV_PERSIST, read_cb, s);
     s->wev = event_new(srv->base, fd, EV_WRITE | EV_PERSIST, write_cb, s);
@@ -501,6 +514,8 @@ struct session *session_new(struct server *srv, int fd, const char *peer)
         log_warn("session %s: out of memory indexing it; admin requests will not see it",
                  s->id);
     srv->nsessions++;
+    TAILQ_INSERT_TAIL(&srv->pending, s, pending_link);
+    srv->npending++;
     srv->ctr.sessions_opened++;
     log_debug("session %s (%s): accepted", s->id, peer);
     return s;
@@ -550,6 +565,7 @@ void session_schedule_reap(struct server *srv)
 int session_start(struct server *srv)
 {
     TAILQ_INIT(&srv->sessions);
+    TAILQ_INIT(&srv->pending);
     TAILQ_INIT(&srv->closed);
     TAILQ_INIT(&srv->draining);
     TAILQ_INIT(&srv->flushq);

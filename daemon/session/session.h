@@ -50,6 +50,9 @@ struct session {
     enum session_state state;
     char id[UTIL_UUID_LEN + 1];
     char peer[128];
+    uint8_t peer_ip[16];     /* the peer's address (IPv4 mapped into IPv6); unix: peer_tcp 0 */
+    int peer_tcp;
+    TAILQ_ENTRY(session) pending_link; /* in srv->pending while SESSION_ACCEPTED */
     char name[129];
     uint32_t timeout_ms;
     int64_t opened_ms;
@@ -80,7 +83,10 @@ struct session {
 };
 
 /* Take over an accepted socket. NULL (socket closed) on failure. */
-struct session *session_new(struct server *srv, int fd, const char *peer);
+/* Largest frame a connection may send before its Hello (Hello and Resume are far smaller). */
+#define SESSION_HELLO_FRAME_MAX 4096
+
+struct session *session_new(struct server *srv, int fd, const char *peer, const uint8_t *ip);
 
 /* Send a Response. body may be NULL; body_case selects the reply field. */
 void session_respond(struct session *s, uint64_t id, Rlock__V1__Status status, const char *msg,
