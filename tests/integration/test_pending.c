@@ -8,6 +8,8 @@
  *  - with authentication on, the last admin_reserve sessions of
  *    max_sessions are for admin tokens: clients get LIMIT_EXCEEDED there, an
  *    operator still gets in;
+ *  - one TCP address may hold max_pending_per_peer of them, another address
+ *    still gets in;
  *  - before its Hello a connection may announce a frame of at most 4 KiB:
  *    a larger one is refused at once, before anything is buffered.
  * Real rlockd and redis-server processes.
@@ -15,9 +17,14 @@
 #include "harness.h"
 #include "harness_raw.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define SILENT 60
@@ -141,9 +148,102 @@ START_TEST(test_big_first_frame)
 }
 END_TEST
 
+/* --- per peer address (TCP) ---------------------------------------------------------- */
+
+/* A TCP connection from src (a loopback address) to 127.0.0.1:port; the fd, or -1. */
+static int tcp_from(const char *src, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, src, &a.sin_addr);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    if (connect(fd, (struct sockaddr *)&to, sizeof to) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* 1 when the daemon closed fd within ms (EOF or reset), 0 when it stays open. */
+static int closed_within(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, ms) <= 0)
+        return 0;
+    char b;
+    return recv(fd, &b, 1, 0) <= 0;
+}
+
+/*
+ * A second rlockd of e's Redis listening on 127.0.0.1 TCP (a free port; tried again on
+ * another when someone else took it first). Its pid, and the port in *port.
+ */
+static pid_t start_tcp_daemon(struct h_env *e, const char *extra, int *port)
+{
+    for (int attempt = 0; attempt < 5; attempt++) {
+        *port = h_free_port();
+        char conf[320], log[320], bin[512];
+        h_env_path(e, "tcp.conf", conf, sizeof conf);
+        h_env_path(e, "tcp.log", log, sizeof log);
+        FILE *f = fopen(conf, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "[server]\nlisten = 127.0.0.1:%d\n%s[redis]\naddress = unix:%s\n"
+                   "[metrics]\nlisten =\n",
+                *port, extra, e->redis_sock);
+        ck_assert_int_eq(fclose(f), 0);
+        char *argv[] = {(char *)h_bin("rlockd", bin, sizeof bin), "-c", conf, NULL};
+        pid_t pid = h_spawn_io(argv, log, log);
+        ck_assert_int_gt(pid, 0);
+        for (int64_t end = h_now_ms() + 10000; h_now_ms() < end; h_sleep_ms(20)) {
+            if (h_pid_gone(pid))
+                break; /* the port was taken: another one */
+            char *text = h_read_file(log);
+            int up = text != NULL && strstr(text, "listening on 127.0.0.1:") != NULL;
+            free(text);
+            if (up)
+                return pid;
+        }
+        h_stop_pid(pid, SIGKILL, 1000, "rlockd", NULL);
+    }
+    ck_abort_msg("could not start rlockd on a TCP port");
+    return -1;
+}
+
+/* One address may hold max_pending_per_peer connections before their Hello; others still
+ * get in. */
+START_TEST(test_per_peer)
+{
+    struct h_env e;
+    h_env_start_or_fail(&e, NULL);
+    int port;
+    pid_t pid = start_tcp_daemon(&e, "max_pending_per_peer = 8\nhello_timeout = 60s\n", &port);
+    int fds[20], refused = 0;
+    for (int i = 0; i < 20; i++) {
+        fds[i] = tcp_from("127.0.0.1", port);
+        ck_assert_int_ge(fds[i], 0);
+    }
+    for (int i = 0; i < 20; i++)
+        refused += closed_within(fds[i], i < 8 ? 100 : 3000);
+    printf("pending: %d of 20 silent connections from one address refused\n", refused);
+    ck_assert_int_eq(refused, 12);
+    /* Another address is not held back by that one. */
+    int other = tcp_from("127.0.0.2", port);
+    ck_assert_int_ge(other, 0);
+    ck_assert_int_eq(closed_within(other, 300), 0);
+    close(other);
+    for (int i = 0; i < 20; i++)
+        close(fds[i]);
+    h_stop_pid(pid, SIGTERM, 10000, "rlockd", NULL);
+    h_env_stop(&e);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {test_silent_flood, test_silent_evicted, test_admin_reserve,
-                            test_big_first_frame};
+                            test_big_first_frame, test_per_peer};
     return h_run_tests("pending", 120, tests, H_LEN(tests));
 }
