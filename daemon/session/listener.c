@@ -118,16 +118,7 @@ static void accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct soc
         evutil_closesocket(fd);
         return;
     }
-    if (srv->npending >= srv->cfg->max_pending) {
-        /*
-         * Full: the connection silent the longest goes, not the new one. A client says Hello
-         * within a round trip of connecting, so a flood of silent connections only ever
-         * evicts itself; refusing newcomers instead would lock every client out.
-         */
-        struct session *old = TAILQ_FIRST(&srv->pending);
-        srv->mx.conns_rejected[METRIC_CONN_MAX_PENDING]++;
-        session_close(old, "evicted before its Hello (max_pending)", 0);
-    }
+    session_make_room(srv);
     if (!l->addr.is_unix) {
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

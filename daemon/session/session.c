@@ -17,6 +17,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include <errno.h>
 #include <sys/socket.h>
@@ -519,6 +520,23 @@ struct session *session_new(struct server *srv, int fd, const char *peer, const 
     srv->ctr.sessions_opened++;
     log_debug("session %s (%s): accepted", s->id, peer);
     return s;
+}
+
+void session_make_room(struct server *srv)
+{
+    while (srv->npending >= srv->cfg->max_pending) {
+        struct session *old = TAILQ_FIRST(&srv->pending);
+        /* A burst of connections is accepted before any is read: what the oldest sent may
+         * already be its Hello. Read it; if it is still before its Hello, it goes. */
+        int waiting = 0;
+        if (ioctl(old->fd, FIONREAD, &waiting) == 0 && waiting > 0) {
+            session_read(old);
+            if (old->state != SESSION_ACCEPTED)
+                continue;
+        }
+        srv->mx.conns_rejected[METRIC_CONN_MAX_PENDING]++;
+        session_close(old, "evicted before its Hello (max_pending)", 0);
+    }
 }
 
 /* --- the sessions of the server: reaper, flush, resume ----------------------- */

@@ -86,6 +86,14 @@ struct session {
 /* Largest frame a connection may send before its Hello (Hello and Resume are far smaller). */
 #define SESSION_HELLO_FRAME_MAX 4096
 
+/*
+ * Before accepting one more connection: when max_pending connections are before their Hello,
+ * the one silent the longest is closed (after its waiting bytes, if any, are read: they may
+ * hold its Hello). A client says Hello within a round trip of connecting, so a flood of
+ * silent connections only evicts itself; refusing newcomers instead would lock clients out.
+ */
+void session_make_room(struct server *srv);
+
 struct session *session_new(struct server *srv, int fd, const char *peer, const uint8_t *ip);
 
 /* Send a Response. body may be NULL; body_case selects the reply field. */

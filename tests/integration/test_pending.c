@@ -4,7 +4,8 @@
  * they cannot lock clients out (docs/configuration.md, server.max_pending):
  *  - 60 silent connections against max_sessions 20 do not fill it: a client
  *    still connects and takes a lock at once; with max_pending 8, the
- *    longest silent are closed to make room;
+ *    longest silent are closed to make room, but a burst of 50 clients whose
+ *    Hellos wait unread (rlockd stopped while they connect) all get in;
  *  - with authentication on, the last admin_reserve sessions of
  *    max_sessions are for admin tokens: clients get LIMIT_EXCEEDED there, an
  *    operator still gets in;
@@ -77,6 +78,38 @@ START_TEST(test_silent_evicted)
     ck_assert_msg(closed >= SILENT - 8 - 2, "only %d of %d silent connections were closed",
                   closed, SILENT);
     h_fixture_stop(&f);
+}
+END_TEST
+
+/*
+ * A burst of clients, each sending its Hello as it connects, more than max_pending at once:
+ * rlockd is stopped while they connect (their Hellos wait in the sockets), so it accepts them
+ * all in a burst before reading any. None may be taken for silent and closed.
+ */
+START_TEST(test_hello_burst)
+{
+    struct h_env e;
+    ck_assert_int_eq(h_env_start(&e, "[server]\nmax_pending = 8\n"), 0);
+    enum { BURST = 50 };
+    struct h_raw c[BURST];
+    h_sigstop(e.rlockd_pid, "rlockd");
+    for (int i = 0; i < BURST; i++) {
+        h_raw_open(&c[i], &e);
+        h_raw_send_hello(&c[i], 1, "burst", 0);
+    }
+    h_sigcont(e.rlockd_pid, "rlockd");
+    int ok = 0;
+    for (int i = 0; i < BURST; i++) {
+        Rlock__V1__ServerMessage *m = NULL;
+        if (h_raw_read(&c[i], h_now_ms() + 5000, &m) == 1) {
+            const Rlock__V1__Response *r = h_raw_response(m);
+            ok += r != NULL && r->status == RLOCK__V1__STATUS__STATUS_OK;
+            h_raw_free(m);
+        }
+        h_raw_close(&c[i]);
+    }
+    ck_assert_msg(ok == BURST, "%d of %d clients of a burst got in", ok, BURST);
+    h_env_stop(&e);
 }
 END_TEST
 
@@ -244,6 +277,6 @@ END_TEST
 int main(void)
 {
     const TTest *tests[] = {test_silent_flood, test_silent_evicted, test_admin_reserve,
-                            test_big_first_frame, test_per_peer};
+                            test_big_first_frame, test_per_peer, test_hello_burst};
     return h_run_tests("pending", 120, tests, H_LEN(tests));
 }
