@@ -34,6 +34,7 @@ struct cleanup_list;
 struct relq;
 struct renewq;
 struct http;
+struct peercount;
 struct sdnotify;
 struct sessidx;
 
@@ -93,6 +94,7 @@ struct server {
     uint32_t nsessions;             /* in sessions: pending ones (before Hello) included */
     struct session_list pending;    /* sessions before their Hello (pending_link) */
     uint32_t npending;
+    struct peercount *peers;        /* of the pending ones, how many per TCP peer address */
     struct sessidx *sessidx;        /* live sessions by serial and id (admin requests) */
     struct restable *resources;     /* resource name -> struct resource */
     struct cleanup_list *cleanups;  /* unconfirmed deletes to retry */

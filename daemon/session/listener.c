@@ -23,6 +23,7 @@
 #include "config.h"
 #include "log.h"
 #include "server.h"
+#include "peercount.h"
 #include "session.h"
 #include "util.h"
 
@@ -48,19 +49,6 @@ static int peer_ip(const struct sockaddr *sa, uint8_t ip[16])
     static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     memcpy(ip, mapped, sizeof mapped);
     memcpy(ip + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
-    return 0;
-}
-
-/* 1 when ip has max_pending_per_peer connections before their Hello already. The walk is
- * over the pending connections only, at most max_pending of them. */
-static int peer_full(const struct server *srv, const uint8_t ip[16])
-{
-    uint32_t n = 0;
-    const struct session *s;
-    TAILQ_FOREACH(s, &srv->pending, pending_link)
-        if (s->peer_tcp && memcmp(s->peer_ip, ip, 16) == 0 &&
-            ++n >= srv->cfg->max_pending_per_peer)
-            return 1;
     return 0;
 }
 
@@ -101,7 +89,8 @@ static void accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct soc
     /* Connections before their Hello have a budget of their own (max_sessions counts the
      * sessions that said Hello): a peer without a token cannot lock out those with one. */
     int reason = srv->stopping                               ? METRIC_CONN_SHUTTING_DOWN
-                 : tcp && peer_full(srv, ip)                  ? METRIC_CONN_PEER_PENDING
+                 : tcp && peercount_get(srv->peers, ip) >= srv->cfg->max_pending_per_peer
+                     ? METRIC_CONN_PEER_PENDING
                  : !listener_fd_spare(fd, LISTENER_FD_RESERVE) ? METRIC_CONN_DESCRIPTORS
                                                               : -1;
     if (reason >= 0) {

@@ -14,6 +14,7 @@
  * on_session_end hook.
  */
 #include "session.h"
+#include "peercount.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,8 @@ static void session_set_state(struct session *s, enum session_state st)
     if (s->state == SESSION_ACCEPTED && st != SESSION_ACCEPTED) {
         TAILQ_REMOVE(&s->srv->pending, s, pending_link);
         s->srv->npending--;
+        if (s->peer_counted && s->srv->peers != NULL) /* NULL: the daemon is ending */
+            peercount_remove(s->srv->peers, s->peer_ip);
     }
     s->state = st;
 }
@@ -517,6 +520,7 @@ struct session *session_new(struct server *srv, int fd, const char *peer, const 
     srv->nsessions++;
     TAILQ_INSERT_TAIL(&srv->pending, s, pending_link);
     srv->npending++;
+    s->peer_counted = s->peer_tcp && peercount_add(srv->peers, s->peer_ip) == 0;
     srv->ctr.sessions_opened++;
     log_debug("session %s (%s): accepted", s->id, peer);
     return s;
@@ -584,6 +588,7 @@ int session_start(struct server *srv)
 {
     TAILQ_INIT(&srv->sessions);
     TAILQ_INIT(&srv->pending);
+    srv->peers = peercount_new(srv->hash_key);
     TAILQ_INIT(&srv->closed);
     TAILQ_INIT(&srv->draining);
     TAILQ_INIT(&srv->flushq);
@@ -593,7 +598,7 @@ int session_start(struct server *srv)
     srv->resume_ev = evtimer_new(srv->base, session_resume_cb, srv);
     srv->sessidx = sessidx_new(srv->hash_key);
     if (srv->reap_ev == NULL || srv->flush_ev == NULL || srv->resume_ev == NULL ||
-        srv->sessidx == NULL)
+        srv->sessidx == NULL || srv->peers == NULL)
         return -1;
     return 0;
 }
@@ -610,5 +615,7 @@ void session_stop(struct server *srv)
         event_free(srv->resume_ev);
     srv->reap_ev = srv->flush_ev = srv->resume_ev = NULL;
     sessidx_free(srv->sessidx);
+    peercount_free(srv->peers);
+    srv->peers = NULL;
     srv->sessidx = NULL;
 }

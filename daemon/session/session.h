@@ -52,6 +52,7 @@ struct session {
     char peer[128];
     uint8_t peer_ip[16];     /* the peer's address (IPv4 mapped into IPv6); unix: peer_tcp 0 */
     int peer_tcp;
+    int peer_counted;        /* counted in srv->peers while pending */
     TAILQ_ENTRY(session) pending_link; /* in srv->pending while SESSION_ACCEPTED */
     char name[129];
     uint32_t timeout_ms;
