@@ -69,6 +69,13 @@ struct hfail {
     enum metric_http_reason counter;
 };
 
+/* At max_conns: the listener pauses, and a connection accepted in the same batch as the last
+ * slot is closed at once. */
+static int at_cap(const struct httpd *d)
+{
+    return d->nconns >= d->lim.max_conns;
+}
+
 static void listener_update(struct httpd *d)
 {
     int on = !d->full && !d->paused;
@@ -86,7 +93,7 @@ static void conn_free(struct hconn *c)
     event_free(c->deadline);
     free(c);
     d->nconns--;
-    if (d->full && d->nconns < d->lim.max_conns) {
+    if (d->full && !at_cap(d)) {
         d->full = 0;
         listener_update(d);
     }
@@ -365,11 +372,10 @@ static void accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct soc
     (void)sa;
     (void)salen;
     struct httpd *d = arg;
-    if (d->nconns >= d->lim.max_conns || !listener_fd_spare(fd, 2 * LISTENER_FD_RESERVE)) {
+    if (at_cap(d) || !listener_fd_spare(fd, 2 * LISTENER_FD_RESERVE)) {
         /* Accepted in the same batch as the last slot, or into the descriptors kept for
          * sessions and Redis. */
-        d->lim.refused[d->nconns >= d->lim.max_conns ? METRIC_HTTP_MAX_CONNECTIONS
-                                                     : METRIC_HTTP_DESCRIPTORS]++;
+        d->lim.refused[at_cap(d) ? METRIC_HTTP_MAX_CONNECTIONS : METRIC_HTTP_DESCRIPTORS]++;
         evutil_closesocket(fd);
         return;
     }
@@ -391,7 +397,8 @@ static void accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct soc
     c->d = d;
     c->state = H_HEAD;
     TAILQ_INSERT_TAIL(&d->conns, c, link);
-    if (++d->nconns >= d->lim.max_conns) {
+    d->nconns++;
+    if (at_cap(d)) {
         d->full = 1;
         listener_update(d);
     }
