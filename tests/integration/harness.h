@@ -305,6 +305,10 @@ char *h_log_wait_from(const struct h_env *e, size_t offset, const char *needle, 
 
 /* --- HTTP on the metrics endpoint (harness_http.c) ------------------------ */
 
+struct sockaddr_un;
+/* Fill *sa with the unix socket address path; fails the test when path does not fit. */
+void h_unix_sockaddr(struct sockaddr_un *sa, const char *path);
+
 /* One HTTP reply: head and body share one allocation; free with h_http_free. */
 struct h_http_reply {
     int status;       /* 200, 503, ... */

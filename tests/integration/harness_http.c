@@ -50,6 +50,15 @@ static int http_wait(int fd, short events, int64_t deadline)
     }
 }
 
+void h_unix_sockaddr(struct sockaddr_un *sa, const char *path)
+{
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    size_t len = strlen(path);
+    ck_assert_msg(len < sizeof sa->sun_path, "socket path too long: %s", path);
+    memcpy(sa->sun_path, path, len + 1);
+}
+
 int h_http_request(const char *sock_path, const char *req, size_t n, int timeout_ms,
                    struct h_http_reply *out)
 {

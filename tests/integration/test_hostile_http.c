@@ -102,8 +102,8 @@ END_TEST
 /* A nonblocking connection to the unix socket at path; fails the test when it cannot. */
 static int connect_unix(const char *path)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    struct sockaddr_un sa;
+    h_unix_sockaddr(&sa, path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     ck_assert_int_ge(fd, 0);
     ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect %s: %s", path,
@@ -201,8 +201,8 @@ END_TEST
 /* Open up to n connections (those the backlog cannot take are skipped); returns how many. */
 static int open_many(const char *path, int *fds, int n)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    struct sockaddr_un sa;
+    h_unix_sockaddr(&sa, path);
     int open = 0;
     for (int i = 0; i < n; i++) {
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

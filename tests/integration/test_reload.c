@@ -251,8 +251,8 @@ END_TEST
 /* A unix socket listening at path (another program holding the address); its fd. */
 static int listen_unix(const char *path)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    struct sockaddr_un sa;
+    h_unix_sockaddr(&sa, path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
