@@ -37,10 +37,12 @@ static void usage(FILE *out)
             "  -V, --version       print versions (rlockd and its libraries) and exit\n"
             "  -h, --help          this help\n"
             "\n"
-            "Signals: SIGTERM/SIGINT release every held lock and exit (a second one\n"
-            "exits at once). SIGHUP reloads the configuration file: reloadable keys\n"
-            "take effect, others are named as needing a restart, and a file with\n"
-            "errors is refused (logged with file:line) while the old one stays.\n"
+            "Signals: SIGTERM/SIGINT/SIGQUIT/SIGPWR release (or hand over) every held\n"
+            "lock and exit (a second one exits at once). SIGHUP reloads the\n"
+            "configuration file: reloadable keys take effect, others are named as\n"
+            "needing a restart, and a file with errors is refused (logged with\n"
+            "file:line) while the old one stays. SIGUSR1 logs a line of state; other\n"
+            "signals that would end the daemon (SIGUSR2, SIGALRM, ...) are ignored.\n"
             "Exit status: 0 after a clean shutdown, 1 on a runtime failure, 78 on a\n"
             "configuration error, 64 on a usage error.\n");
 }
