@@ -39,23 +39,28 @@ static unsigned is_zero(size_t x)
     return (unsigned)(((x | (0 - x)) >> (sizeof x * 8 - 1)) ^ 1u);
 }
 
-enum auth_role auth_check(const struct auth_tokens *t, const char *token, size_t len)
+enum auth_role auth_check(const struct auth_tokens *t, const char *token, size_t len,
+                          size_t *index)
 {
     unsigned char given[AUTH_TOKEN_MAX];
     memset(given, 0, sizeof given);
     if (len <= AUTH_TOKEN_MAX)
         memcpy(given, token, len);
     unsigned matched = 0, role = 0;
+    size_t at = 0;
     /* Every token is compared in full, whichever matched: no early exit. */
     for (size_t i = 0; i < t->n; i++) {
         const struct auth_token *k = &t->tok[i];
         unsigned eq = (unsigned)auth_equal(k->text, given, AUTH_TOKEN_MAX) & is_zero(k->len ^ len);
         matched |= eq;
         role |= (0u - eq) & (unsigned)k->role;
+        at |= ((size_t)0 - (size_t)eq) & i;
     }
     memset(given, 0, sizeof given);
     if (len < AUTH_TOKEN_MIN || len > AUTH_TOKEN_MAX || !matched)
         return AUTH_ROLE_NONE;
+    if (index != NULL)
+        *index = at;
     return (enum auth_role)role;
 }
 
@@ -96,14 +101,55 @@ static size_t next_word(const char **p, const char *end, const char **word)
     return (size_t)(*p - *word);
 }
 
-/* Check one "ROLE TOKEN" entry of [s, end); fill k. NULL, or why not. */
+/* "NAME=N" in [w, w + len): the number, into *out (*has set). NULL, or why not. */
+static const char *parse_quota(const char *w, size_t len, const char *name, uint32_t *out,
+                               uint8_t *has)
+{
+    size_t nlen = strlen(name);
+    if (len <= nlen + 1 || memcmp(w, name, nlen) != 0 || w[nlen] != '=')
+        return "";
+    if (*has)
+        return "a quota is given twice";
+    uint64_t v = 0;
+    for (size_t i = nlen + 1; i < len; i++) {
+        if (w[i] < '0' || w[i] > '9')
+            return "a quota is not a number";
+        v = v * 10 + (uint64_t)(w[i] - '0');
+        if (v > AUTH_QUOTA_MAX)
+            return "a quota is too large (at most 100000000)";
+    }
+    *out = (uint32_t)v;
+    *has = 1;
+    return NULL;
+}
+
+/* The words after the token: max_locks=N, max_waiters=N. NULL, or why not. */
+static const char *parse_quotas(const char *s, const char *end, struct auth_token *k)
+{
+    const char *w;
+    size_t len;
+    while ((len = next_word(&s, end, &w)) > 0) {
+        const char *why = parse_quota(w, len, "max_locks", &k->max_locks, &k->has_max_locks);
+        if (why != NULL && why[0] == '\0')
+            why = parse_quota(w, len, "max_waiters", &k->max_waiters, &k->has_max_waiters);
+        if (why != NULL)
+            return why[0] != '\0' ? why
+                                  : "expected ROLE TOKEN [max_locks=N] [max_waiters=N] (a token "
+                                    "has no blanks)";
+    }
+    return NULL;
+}
+
+/* Check one "ROLE TOKEN [QUOTA...]" entry of [s, end); fill k. NULL, or why not. */
 static const char *parse_entry(const char *s, const char *end, struct auth_token *k)
 {
-    const char *role, *tok, *extra;
+    const char *role, *tok;
     size_t rlen = next_word(&s, end, &role);
     size_t tlen = next_word(&s, end, &tok);
-    if (next_word(&s, end, &extra) > 0)
-        return "expected ROLE TOKEN, found more words (a token has no blanks)";
+    memset(k, 0, sizeof *k);
+    const char *bad = parse_quotas(s, end, k);
+    if (bad != NULL)
+        return bad;
     if (rlen == 5 && memcmp(role, "admin", 5) == 0)
         k->role = AUTH_ROLE_ADMIN;
     else if (rlen == 6 && memcmp(role, "client", 6) == 0)

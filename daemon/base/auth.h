@@ -9,6 +9,11 @@
  *     admin  <token>      may send every request, admin requests included
  *     client <token>      may not send admin requests
  *
+ * optionally followed by the token's own quotas (quota.h), overriding its
+ * role's defaults (limits.client_max_locks, ...; 0 = no quota):
+ *
+ *     client <token> max_locks=100 max_waiters=20
+ *
  * '#' starts a comment line; blank lines are ignored. A token is 16 to
  * AUTH_TOKEN_MAX printable ASCII characters without blanks. With no token
  * configured at all, authentication is off and every session may do
@@ -42,8 +47,13 @@ enum auth_role {
     AUTH_ROLE_NONE = 3,   /* no token, or a wrong one: nothing */
 };
 
+/* Largest quota a token entry may give. */
+#define AUTH_QUOTA_MAX 100000000u
+
 struct auth_token {
     enum auth_role role;
+    uint32_t max_locks, max_waiters; /* the entry's own quotas, where has_* says so */
+    uint8_t has_max_locks, has_max_waiters;
     size_t len;
     unsigned char text[AUTH_TOKEN_MAX]; /* zero-padded: every comparison reads all of it */
 };
@@ -81,9 +91,11 @@ size_t auth_tokens_count(const struct auth_tokens *t, enum auth_role role);
 /*
  * The role of the presented token (len bytes): ADMIN, CLIENT, or NONE when
  * it matches no token (an empty or over-long one included). t must hold at
- * least one token. Takes the same time whatever the token presented.
+ * least one token. Takes the same time whatever the token presented. When
+ * index is not NULL and the token matched, *index is its entry in t.
  */
-enum auth_role auth_check(const struct auth_tokens *t, const char *token, size_t len);
+enum auth_role auth_check(const struct auth_tokens *t, const char *token, size_t len,
+                          size_t *index);
 
 /* 1 when the n bytes at a and b are equal; the time depends on n only. */
 int auth_equal(const void *a, const void *b, size_t n);

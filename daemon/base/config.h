@@ -125,6 +125,16 @@ enum config_type {
     X("limits", "max_locks", CONFIG_UINT, max_locks, "1000000", 1, 100000000, 1, 0,             \
       "Locks held, awaited or being tried in the whole daemon at once; beyond it acquires get "\
       "LIMIT_EXCEEDED")                                                                        \
+    X("limits", "client_max_locks", CONFIG_UINT, client_max_locks, "0", 0, 100000000, 1, 0,     \
+      "Quota of each client token: locks its sessions hold, await or try at once; 0 = none. "  \
+      "A token file entry's max_locks=N overrides it")                                         \
+    X("limits", "client_max_waiters", CONFIG_UINT, client_max_waiters, "0", 0, 100000000, 1, 0, \
+      "Quota of each client token: acquires its sessions have queued at once; 0 = none. "      \
+      "A token file entry's max_waiters=N overrides it")                                       \
+    X("limits", "admin_max_locks", CONFIG_UINT, admin_max_locks, "0", 0, 100000000, 1, 0,       \
+      "Quota of each admin token, as client_max_locks; 0 = none")                              \
+    X("limits", "admin_max_waiters", CONFIG_UINT, admin_max_waiters, "0", 0, 100000000, 1, 0,   \
+      "Quota of each admin token, as client_max_waiters; 0 = none")                            \
     X("limits", "max_hold", CONFIG_DURATION, max_hold_ms, "0", 0, 86400000, 1, 0,                \
       "Longest a lock may be held before it is lost (MAX_HOLD) even while renewed; "           \
       "0 = no limit. Also the default for acquires that ask for none")                         \
@@ -196,6 +206,10 @@ struct config {
     uint32_t max_resource_bytes;
     uint32_t max_waiters_per_resource;
     uint32_t max_locks;
+    uint32_t client_max_locks;
+    uint32_t client_max_waiters;
+    uint32_t admin_max_locks;
+    uint32_t admin_max_waiters;
     uint32_t max_hold_ms;
     uint32_t lock_delay_ms;
     uint32_t max_lock_delay_ms;

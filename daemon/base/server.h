@@ -16,6 +16,7 @@
 #include <sys/queue.h>
 
 #include "counters.h"
+#include "quota.h"
 #include "seal.h"
 #include "theap.h"
 #include "util.h"
@@ -130,6 +131,7 @@ struct server {
     int freeing;                    /* rlockd_free runs: queues send nothing more */
     uint32_t background;            /* requests in Redis with no session to answer */
     uint32_t ncleanups;             /* entries of the cleanup list (kept by cleanup.c) */
+    struct quota_table quotas;      /* per auth token: its locks and waiters (quota.h) */
 };
 
 /* Stopping, and no Redis work left to wait for: end the loop (at most once). */

@@ -151,6 +151,10 @@ static const char *adopt_check(struct session *s, const Rlock__V1__Adopt *a,
         *st = RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED;
         return "too many locks held or awaited in this daemon (limits.max_locks)";
     }
+    if (quota_check(s->quota, 0) != NULL) {
+        *st = RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED;
+        return "quota of this session's auth token reached (max_locks)";
+    }
     return NULL;
 }
 

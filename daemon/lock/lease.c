@@ -93,6 +93,8 @@ struct lease *lease_new(struct session *s, struct resource *res, const struct le
     }
     TAILQ_INSERT_TAIL(&s->leases, l, sess_link);
     s->nleases++;
+    if (s->quota != NULL) /* the session's account is fixed from its Hello to its end */
+        s->quota->locks++;
     lease_track_validity(l);
     s->srv->nleases++;
     res->holder = l;
@@ -177,6 +179,8 @@ void lease_forget(struct lease *l)
     theap_remove(&l->sess->valid_heap, &l->vnode);
     TAILQ_REMOVE(&l->sess->leases, l, sess_link);
     l->sess->nleases--;
+    if (l->sess->quota != NULL)
+        l->sess->quota->locks--;
     l->res->srv->nleases--;
     if (l->res->holder == l)
         l->res->holder = NULL;

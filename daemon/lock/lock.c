@@ -13,11 +13,13 @@
  */
 #include "lock.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <event2/event.h>
 
+#include "auth.h"
 #include "cleanup.h"
 #include "config.h"
 #include "log.h"
@@ -121,6 +123,25 @@ struct lease *lock_session_lease(struct session *s, const char *name)
     return l;
 }
 
+/* --- quotas ----------------------------------------------------------------- */
+
+/* Why s's token may not take one more lock (or wait for one), into buf; NULL: it may. */
+static const char *lock_quota_refusal(const struct session *s, int waits, char *buf, size_t len)
+{
+    const struct quota *q = s->quota;
+    const char *which = quota_check(q, waits);
+    if (which == NULL)
+        return NULL;
+    int locks = which[4] == 'l'; /* "max_locks" or "max_waiters" */
+    const char *role = s->role == AUTH_ROLE_ADMIN ? "admin" : "client";
+    snprintf(buf, len,
+             "quota of this session's auth token reached: %u %s (%s: the token file entry's "
+             "%s=N, else limits.%s_%s)",
+             locks ? q->max_locks : q->max_waiters,
+             locks ? "locks held or awaited" : "acquires waiting", which, which, role, which);
+    return buf;
+}
+
 /* --- wait queue ------------------------------------------------------------- */
 
 /* Remove req from its resource's queue; returns 1 if it was the head. */
@@ -132,6 +153,8 @@ static int waitq_remove(struct request *req)
     req->in_queue = 0;
     res->nwaiters--;
     req->srv->nwaiters--;
+    if (req->quota != NULL)
+        req->quota->waiters--;
     if (was_head)
         res->head_trying = 0;
     if (res->nwaiters == 0) {
@@ -623,6 +646,12 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
                       "too many locks held or awaited in this daemon (limits.max_locks)");
         return 0;
     }
+    uint32_t wait = a->wait_ms < cfg->max_wait_ms ? a->wait_ms : cfg->max_wait_ms;
+    char why[160];
+    if (lock_quota_refusal(s, wait > 0, why, sizeof why) != NULL) {
+        acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED, why);
+        return 0;
+    }
     struct resource *res = resource_get(srv, a->resource, strlen(a->resource));
     if (res == NULL) {
         acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
@@ -633,7 +662,6 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_UNAVAILABLE, "redis unavailable");
         return 0;
     }
-    uint32_t wait = a->wait_ms < cfg->max_wait_ms ? a->wait_ms : cfg->max_wait_ms;
     if (wait > 0 && res->nwaiters >= cfg->max_waiters_per_resource) {
         resource_unref(res);
         acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
@@ -669,6 +697,8 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         req->in_queue = 1;
         res->nwaiters++;
         srv->nwaiters++;
+        if (req->quota != NULL)
+            req->quota->waiters++;
         request_set_state(req, REQUEST_WAITING);
         lock_kick(res);
         return 1;

@@ -21,6 +21,12 @@ struct request *request_new(struct server *srv, struct session *s, uint64_t id, 
     r->state = REQUEST_NEW;
     if (op == RLOCK__V1__REQUEST__BODY_ACQUIRE)
         srv->nacquires++;
+    /* Charged to its token until freed, orphaned or not: a try in Redis may still take a key. */
+    if (s != NULL && s->quota != NULL &&
+        (op == RLOCK__V1__REQUEST__BODY_ACQUIRE || op == RLOCK__V1__REQUEST__BODY_ADOPT)) {
+        r->quota = quota_ref(s->quota);
+        r->quota->locks++;
+    }
     if (s != NULL) {
         r->arrival_ms = s->last_frame_ms; /* timed from then to its end (request_free) */
         TAILQ_INSERT_TAIL(&s->requests, r, sess_link);
@@ -57,6 +63,10 @@ void request_free(struct request *r)
     }
     if (r->deadline_ev != NULL)
         event_free(r->deadline_ev);
+    if (r->quota != NULL) {
+        r->quota->locks--;
+        quota_put(&srv->quotas, r->quota);
+    }
     free(r);
     if (background)
         server_background_done(srv);

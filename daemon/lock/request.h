@@ -49,6 +49,7 @@ struct request {
     uint64_t max_hold_wall_ms;
     char old_token[UTIL_UUID_LEN + 1];
     int in_queue;        /* on res->waiters */
+    struct quota *quota; /* acquire, adopt: the token's account it is charged to (quota.h) */
     struct event *deadline_ev;
     TAILQ_ENTRY(request) sess_link;
     TAILQ_ENTRY(request) wait_link;

@@ -76,6 +76,18 @@ static int room_for(struct session *s, uint64_t id)
     return -1;
 }
 
+/* Quotas of the token at k: its entry's own, else its role's (limits.*_max_*). */
+static void quota_limits(struct quota *q, const struct config *cfg, const struct auth_token *k)
+{
+    int admin = k->role == AUTH_ROLE_ADMIN;
+    q->max_locks = k->has_max_locks ? k->max_locks
+                   : admin          ? cfg->admin_max_locks
+                                    : cfg->client_max_locks;
+    q->max_waiters = k->has_max_waiters ? k->max_waiters
+                     : admin            ? cfg->admin_max_waiters
+                                        : cfg->client_max_waiters;
+}
+
 /*
  * The checks Hello and Resume share: state, fields, auth token (the session's
  * role). 0, or -1 once refused (answered, closing).
@@ -105,11 +117,15 @@ static int introduce(struct session *s, uint64_t id, uint32_t protocol_version,
         s->role = AUTH_ROLE_OPEN;
         return room_for(s, id);
     }
-    size_t len = strlen(auth_token);
-    s->role = auth_check(tokens, auth_token, len);
+    size_t len = strlen(auth_token), at = 0;
+    s->role = auth_check(tokens, auth_token, len, &at);
     util_siphash128(s->srv->hash_key, auth_token, len, s->token_fp);
-    if (s->role != AUTH_ROLE_NONE)
+    if (s->role != AUTH_ROLE_NONE) {
+        /* Out of memory leaves it uncharged: the daemon-wide limits still hold. */
+        if ((s->quota = quota_get(&s->srv->quotas, s->token_fp)) != NULL)
+            quota_limits(s->quota, s->srv->cfg, &tokens->tok[at]);
         return room_for(s, id);
+    }
     s->srv->ctr.auth_failures++;
     log_peer_warn("session %s (%s, %s): authentication failed: %s", s->id, s->peer,
              s->name[0] ? s->name : "-", len == 0 ? "no token" : "wrong token");
@@ -211,6 +227,7 @@ void hello_resume(struct session *s, uint64_t id, const Rlock__V1__Resume *r)
 struct token_fp {
     uint8_t fp[16];
     int role;
+    size_t index; /* in the table */
 };
 
 static int fp_cmp(const void *a, const void *b)
@@ -230,6 +247,7 @@ void hello_auth_reloaded(struct server *srv, const struct auth_tokens *before, i
     for (size_t i = 0; now != NULL && i < now->n; i++) {
         util_siphash128(srv->hash_key, now->tok[i].text, now->tok[i].len, fps[i].fp);
         fps[i].role = (int)now->tok[i].role;
+        fps[i].index = i;
     }
     if (now != NULL)
         qsort(fps, now->n, sizeof *fps, fp_cmp);
@@ -253,6 +271,19 @@ void hello_auth_reloaded(struct server *srv, const struct auth_tokens *before, i
             log_warn("session %s (%s, %s): role %s -> %s at reload", s->id, s->peer,
                      s->name[0] ? s->name : "-", auth_role_name(s->role), auth_role_name(role));
             s->role = role;
+        }
+    }
+    /* Every account takes its token's quotas as they are now (none with auth off). */
+    for (size_t i = 0; i < QUOTA_SLOTS; i++) {
+        for (struct quota *q = srv->quotas.slot[i]; q != NULL; q = q->next) {
+            struct token_fp key;
+            memcpy(key.fp, q->fp, 16);
+            const struct token_fp *hit =
+                now != NULL ? bsearch(&key, fps, now->n, sizeof *fps, fp_cmp) : NULL;
+            if (hit != NULL)
+                quota_limits(q, srv->cfg, &now->tok[hit->index]);
+            else
+                q->max_locks = q->max_waiters = 0;
         }
     }
     free(fps);

@@ -141,6 +141,7 @@ void session_free(struct session *s)
     iobuf_free(&s->rx);
     iobuf_free(&s->tx);
     theap_free(&s->valid_heap);
+    quota_put(&s->srv->quotas, s->quota);
     free(s);
 }
 

@@ -77,6 +77,7 @@ struct session {
     int indexed;                   /* in srv->sessidx */
     int role;                      /* enum auth_role: set by Hello, followed at reloads */
     uint8_t token_fp[16];          /* keyed hash of its Hello's token: which one, at reloads */
+    struct quota *quota;           /* its token's account (quota.h); NULL with auth off */
     uint32_t requested_timeout_ms; /* Hello.session_timeout_ms as sent */
     /* resume (hello.h) */
     int resumed; /* opened by a Resume: the session came from another connection */

@@ -241,7 +241,9 @@ static int unix_connects(const char *path)
  * ready (or does not answer Stats at all, which then is not this harness's
  * business). One ready connection is not enough: a key routed to another one
  * would get UNAVAILABLE. A daemon that wants an auth token the harness does
- * not have answers the Hello: it serves, and the test waits for Redis itself.
+ * not have answers the Hello: it serves, and its /readyz (on the env's metrics
+ * socket) says whether every Redis connection is ready; with the test's own
+ * metrics endpoint, the test waits for Redis itself.
  */
 static int rlockd_serves(struct h_env *e)
 {
@@ -249,8 +251,16 @@ static int rlockd_serves(struct h_env *e)
     char err[256];
     struct rlock_options o = { .client_name = "itest-harness", .connect_timeout_ms = 1000 };
     enum rlock_err ce = rlock_connect(e->rlockd_addr, &o, &c, err, sizeof err);
-    if (ce == RLOCK_ERR_UNAUTHENTICATED)
-        return 1;
+    if (ce == RLOCK_ERR_UNAUTHENTICATED) {
+        if (!unix_connects(e->metrics_sock))
+            return 1;
+        struct h_http_reply r;
+        if (h_http_get(e->metrics_sock, "/readyz", 1000, &r) != 0)
+            return 0;
+        int ready = r.status == 200;
+        h_http_free(&r);
+        return ready;
+    }
     if (ce != RLOCK_OK)
         return 0;
     struct rlock_stats st;

@@ -11,6 +11,9 @@
  *               rlockctl's output
  *  token_file   a token file others can read is refused by --test-config,
  *               with the file and the reason, without the token
+ *  reload, reload_sessions, turned_on   sessions follow the tokens of a reload
+ *  quota        quotas per token (max_locks, max_waiters): shared by the sessions of a
+ *               token, from the entry or the role's default, followed at reload
  */
 #include "admin_ctl.h"
 #include "harness.h"
@@ -429,9 +432,154 @@ START_TEST(test_auth_turned_on)
 }
 END_TEST
 
+#define QUOTA_TOKEN "quo-1f2e3d4c5b6a79880706f5e4d3c2b1a0"
+
+/* Acquire resource on c, expecting LIMIT_EXCEEDED with a message naming the quota. */
+static void quota_refused(struct rlock_client *c, const char *resource, uint32_t wait_ms,
+                          const char *quota)
+{
+    struct rlock_acquire_opts o = {.wait_ms = wait_ms};
+    struct rlock_lock *l = NULL;
+    enum rlock_err rc = rlock_acquire(c, resource, &o, 0, &l);
+    ck_assert_msg(rc == RLOCK_ERR_LIMIT_EXCEEDED, "%s over the token's %s: %s", resource, quota,
+                  rlock_strerror(rc));
+    const char *msg = rlock_last_error()->message;
+    ck_assert_msg(strstr(msg, quota) != NULL && strstr(msg, "token") != NULL,
+                  "the refusal does not name the quota %s: \"%s\"", quota, msg);
+    rlock_lock_free(l);
+}
+
+/* An acquire that waits, on a thread: the token's one waiter. */
+struct quota_waiter {
+    struct rlock_client *c;
+    enum rlock_err rc;
+    struct rlock_lock *l;
+    struct h_thread t;
+};
+
+static void *quota_wait_main(void *arg)
+{
+    struct quota_waiter *w = arg;
+    struct rlock_acquire_opts o = {.wait_ms = 30000};
+    w->rc = rlock_acquire(w->c, "quota/busy", &o, 0, &w->l);
+    return NULL;
+}
+
+static int waiters_are(struct rlock_client *admin, uint64_t n)
+{
+    struct rlock_stats st;
+    return rlock_stats(admin, 5000, &st) == RLOCK_OK && st.waiters == n;
+}
+
+/*
+ * Quotas per token: QUOTA_TOKEN's entry gives max_locks=3 max_waiters=1, shared by its two
+ * sessions; CLIENT_TOKEN gets the role's limits.client_max_locks = 2; the admin token has
+ * none. Refusals are LIMIT_EXCEEDED naming the quota; a release makes room; a reload
+ * raising the entry's quota applies to the open sessions.
+ */
+START_TEST(test_auth_quota)
+{
+    struct tokdir t;
+    tokdir_make(&t);
+    write_secret(t.daemon,
+                 "admin  " ADMIN_TOKEN "\n"
+                 "client " CLIENT_TOKEN "\n"
+                 "client " QUOTA_TOKEN "  max_locks=3 max_waiters=1\n",
+                 0600);
+    char ini[512];
+    snprintf(ini, sizeof ini, "[auth]\ntoken_file = %s\n[limits]\nclient_max_locks = 2\n",
+             t.daemon);
+    struct h_fixture f;
+    h_fixture_start_env(&f, ini);
+    enum rlock_err rc;
+    char err[512];
+    struct rlock_client *q1 = connect_with(&f.e, QUOTA_TOKEN, &rc, err, sizeof err);
+    ck_assert_msg(rc == RLOCK_OK, "%s", err);
+    struct rlock_client *q2 = connect_with(&f.e, QUOTA_TOKEN, &rc, err, sizeof err);
+    ck_assert_msg(rc == RLOCK_OK, "%s", err);
+    struct rlock_client *cl = connect_with(&f.e, CLIENT_TOKEN, &rc, err, sizeof err);
+    ck_assert_msg(rc == RLOCK_OK, "%s", err);
+    struct rlock_client *admin = connect_with(&f.e, ADMIN_TOKEN, &rc, err, sizeof err);
+    ck_assert_msg(rc == RLOCK_OK, "%s", err);
+
+    /* The token's sessions share its 3 locks; the other tokens are not counted with it. */
+    struct rlock_lock *a = h_acquire_ok(q1, "quota/a", NULL);
+    struct rlock_lock *b = h_acquire_ok(q1, "quota/b", NULL);
+    struct rlock_lock *busy = h_acquire_ok(cl, "quota/busy", NULL);
+    struct rlock_lock *busy2 = h_acquire_ok(cl, "quota/busy2", NULL);
+    quota_refused(cl, "quota/c-over", 0, "max_locks"); /* the role's default: 2 */
+    struct rlock_lock *adm[4];
+    for (size_t i = 0; i < H_LEN(adm); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "quota/admin-%zu", i);
+        adm[i] = h_acquire_ok(admin, name, NULL);
+    }
+
+    /* q2 waits for quota/busy: the token's third lock and its one waiter. */
+    struct quota_waiter w = {.c = q2};
+    h_thread_start(&w.t, quota_wait_main, &w);
+    int64_t deadline = h_now_ms() + 10000;
+    while (!waiters_are(admin, 1) && h_now_ms() < deadline)
+        h_sleep_ms(10);
+    ck_assert_msg(waiters_are(admin, 1), "q2's acquire is not waiting");
+    quota_refused(q1, "quota/d", 0, "max_locks");
+    quota_refused(q2, "quota/d", 0, "max_locks");
+
+    /* A lock given back makes room, for a try but not for a second waiter. */
+    h_release_gone(&f, q1, a);
+    quota_refused(q1, "quota/busy2", 5000, "max_waiters");
+    struct rlock_lock *tried = NULL;
+    struct rlock_acquire_opts once = {.wait_ms = 0};
+    ck_assert_int_eq(rlock_acquire(q1, "quota/busy2", &once, 0, &tried), RLOCK_ERR_NOT_ACQUIRED);
+    struct rlock_lock *d = h_acquire_ok(q1, "quota/d", NULL);
+
+    /* The waiter gets its lock when the holder lets go; the count stays right. */
+    h_assert_ok(cl, rlock_release(busy, 5000));
+    h_thread_join(&w.t, h_now_ms() + 10000, "the token's waiter was not granted");
+    ck_assert_msg(w.rc == RLOCK_OK, "the waiter: %s", rlock_strerror(w.rc));
+    quota_refused(q2, "quota/e", 0, "max_locks");
+
+    /* A reload raising the entry's quota applies to the sessions already open. */
+    write_secret(t.daemon,
+                 "admin  " ADMIN_TOKEN "\n"
+                 "client " CLIENT_TOKEN "\n"
+                 "client " QUOTA_TOKEN " max_waiters=1 max_locks=4\n",
+                 0600);
+    reload(&f.e, 1);
+    struct rlock_lock *e = h_acquire_ok(q2, "quota/e", NULL);
+    quota_refused(q1, "quota/f", 0, "max_locks");
+    /* With a lock given back, the token's one waiter slot is free again (the granted
+     * waiter gave it back): this wait runs out rather than being refused. */
+    h_assert_ok(q2, rlock_release(e, 5000));
+    struct rlock_acquire_opts brief = {.wait_ms = 300};
+    struct rlock_lock *late = NULL;
+    rc = rlock_acquire(q1, "quota/busy2", &brief, 0, &late);
+    ck_assert_msg(rc == RLOCK_ERR_TIMEOUT, "a wait within the quotas: %s (%s)",
+                  rlock_strerror(rc), rlock_last_error()->message);
+
+    rlock_lock_free(tried);
+    rlock_lock_free(late);
+    rlock_lock_free(busy);
+    rlock_lock_free(busy2);
+    rlock_lock_free(a);
+    rlock_lock_free(b);
+    rlock_lock_free(d);
+    rlock_lock_free(e);
+    rlock_lock_free(w.l);
+    for (size_t i = 0; i < H_LEN(adm); i++)
+        rlock_lock_free(adm[i]);
+    rlock_close(q1);
+    rlock_close(q2);
+    rlock_close(cl);
+    rlock_close(admin);
+    h_fixture_stop(&f);
+    h_rm_tree(t.dir);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {test_auth_refusals, test_auth_token_file, test_auth_reload,
-                            test_auth_reload_sessions, test_auth_turned_on};
+                            test_auth_reload_sessions, test_auth_turned_on, test_auth_quota};
     return h_run_tests("admin_auth", 120, tests, H_LEN(tests));
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "quota.h"
 #include "check_main.h"
 
 #define ADMIN_TOK "adm1n-t0ken-0123456789abcdef"
@@ -52,9 +53,9 @@ START_TEST(test_file_syntax)
     ck_assert_uint_eq(t->n, 3);
     ck_assert_uint_eq(auth_tokens_count(t, AUTH_ROLE_ADMIN), 1);
     ck_assert_uint_eq(auth_tokens_count(t, AUTH_ROLE_CLIENT), 2);
-    ck_assert_int_eq(auth_check(t, ADMIN_TOK, strlen(ADMIN_TOK)), AUTH_ROLE_ADMIN);
-    ck_assert_int_eq(auth_check(t, CLIENT_TOK, strlen(CLIENT_TOK)), AUTH_ROLE_CLIENT);
-    ck_assert_int_eq(auth_check(t, CLIENT_TOK "-2", strlen(CLIENT_TOK "-2")), AUTH_ROLE_CLIENT);
+    ck_assert_int_eq(auth_check(t, ADMIN_TOK, strlen(ADMIN_TOK), NULL), AUTH_ROLE_ADMIN);
+    ck_assert_int_eq(auth_check(t, CLIENT_TOK, strlen(CLIENT_TOK), NULL), AUTH_ROLE_CLIENT);
+    ck_assert_int_eq(auth_check(t, CLIENT_TOK "-2", strlen(CLIENT_TOK "-2"), NULL), AUTH_ROLE_CLIENT);
     auth_tokens_free(t);
 }
 END_TEST
@@ -74,7 +75,7 @@ START_TEST(test_inline_and_append)
     ck_assert_int_eq(auth_tokens_parse(&t, dup, strlen(dup), 0, err, sizeof err), -1);
     ck_assert_str_eq(err, "line 1: the same token is listed twice");
     ck_assert_uint_eq(t->n, 3);
-    ck_assert_int_eq(auth_check(t, "another-client-token-xyz", 24), AUTH_ROLE_CLIENT);
+    ck_assert_int_eq(auth_check(t, "another-client-token-xyz", 24, NULL), AUTH_ROLE_CLIENT);
     auth_tokens_free(t);
 }
 END_TEST
@@ -86,7 +87,19 @@ START_TEST(test_errors_name_lines)
     parse_bad("# c\nadmin\n", 0, "line 2: no token after the role");
     parse_bad("admin short-0123\n", 0, "line 1: token too short (at least 16 characters)");
     parse_bad("client " ADMIN_TOK " trailing-0123456789\n", 0,
-              "line 1: expected ROLE TOKEN, found more words (a token has no blanks)");
+              "line 1: expected ROLE TOKEN [max_locks=N] [max_waiters=N] (a token has no "
+              "blanks)");
+    parse_bad("client " ADMIN_TOK " max_locks=\n", 0,
+              "line 1: expected ROLE TOKEN [max_locks=N] [max_waiters=N] (a token has no "
+              "blanks)");
+    parse_bad("client " ADMIN_TOK " max_locks=12x\n", 0, "line 1: a quota is not a number");
+    parse_bad("client " ADMIN_TOK " max_locks=-1\n", 0, "line 1: a quota is not a number");
+    parse_bad("client " ADMIN_TOK " max_waiters=1 max_waiters=2\n", 0,
+              "line 1: a quota is given twice");
+    parse_bad("client " ADMIN_TOK " max_locks=100000001\n", 0,
+              "line 1: a quota is too large (at most 100000000)");
+    parse_bad("client " ADMIN_TOK " max_locks=99999999999999999999999\n", 0,
+              "line 1: a quota is too large (at most 100000000)");
     parse_bad("admin " ADMIN_TOK "\n\nclient " ADMIN_TOK "\n", 0,
               "line 3: the same token is listed twice");
     parse_bad("admin tok\xc3\xa9n-0123456789abcdef\n", 0,
@@ -102,8 +115,77 @@ START_TEST(test_errors_name_lines)
     parse_bad(longer, 0, "line 1: token too long (at most 256 characters)");
     longer[6 + AUTH_TOKEN_MAX] = '\0'; /* exactly the longest */
     struct auth_tokens *t = parse_ok(longer, 0);
-    ck_assert_int_eq(auth_check(t, longer + 6, AUTH_TOKEN_MAX), AUTH_ROLE_ADMIN);
+    ck_assert_int_eq(auth_check(t, longer + 6, AUTH_TOKEN_MAX, NULL), AUTH_ROLE_ADMIN);
     auth_tokens_free(t);
+}
+END_TEST
+
+/* Quotas after the token: either order, either one, 0 allowed; the entry found by auth_check. */
+START_TEST(test_quotas)
+{
+    struct auth_tokens *t = parse_ok("admin " ADMIN_TOK "\n"
+                                     "client " CLIENT_TOK " max_waiters=7 max_locks=100000000\n"
+                                     "client " CLIENT_TOK "-2\tmax_locks=0\n",
+                                     0);
+    ck_assert_uint_eq(t->n, 3);
+    size_t at = 99;
+    ck_assert_int_eq(auth_check(t, CLIENT_TOK, strlen(CLIENT_TOK), &at), AUTH_ROLE_CLIENT);
+    ck_assert_uint_eq(at, 1);
+    const struct auth_token *k = &t->tok[at];
+    ck_assert(k->has_max_locks && k->has_max_waiters);
+    ck_assert_uint_eq(k->max_locks, 100000000);
+    ck_assert_uint_eq(k->max_waiters, 7);
+    ck_assert_int_eq(auth_check(t, CLIENT_TOK "-2", strlen(CLIENT_TOK "-2"), &at),
+                     AUTH_ROLE_CLIENT);
+    ck_assert_uint_eq(at, 2);
+    ck_assert(t->tok[2].has_max_locks && !t->tok[2].has_max_waiters);
+    ck_assert_uint_eq(t->tok[2].max_locks, 0);
+    ck_assert_int_eq(auth_check(t, ADMIN_TOK, strlen(ADMIN_TOK), &at), AUTH_ROLE_ADMIN);
+    ck_assert_uint_eq(at, 0);
+    ck_assert(!t->tok[0].has_max_locks && !t->tok[0].has_max_waiters);
+    at = 99;
+    ck_assert_int_eq(auth_check(t, "not-a-token-0123456789", 22, &at), AUTH_ROLE_NONE);
+    ck_assert_uint_eq(at, 99); /* untouched */
+    auth_tokens_free(t);
+}
+END_TEST
+
+/* Accounts: shared by fingerprint, freed with their last reference, checked against 0 = none. */
+START_TEST(test_quota_accounts)
+{
+    struct quota_table *qt = calloc(1, sizeof *qt);
+    ck_assert_ptr_nonnull(qt);
+    uint8_t fa[16] = {1, 2, 3}, fb[16] = {1, 2, 3, 4}, fc[16] = {0};
+    memcpy(fc, fa, 4); /* fc shares fa's chain (the first four bytes pick it); fb is never added */
+    fc[15] = 9;
+    struct quota *a = quota_get(qt, fa), *a2 = quota_get(qt, fa), *c = quota_get(qt, fc);
+    ck_assert_ptr_eq(a, a2);
+    ck_assert_ptr_ne(a, c);
+    ck_assert_uint_eq(qt->n, 2);
+    ck_assert_ptr_null(quota_find(qt, fb));
+    ck_assert_ptr_null(quota_check(a, 1)); /* no quota */
+    a->max_locks = 2;
+    a->max_waiters = 1;
+    a->locks = 1;
+    ck_assert_ptr_null(quota_check(a, 1));
+    a->waiters = 1;
+    ck_assert_str_eq(quota_check(a, 1), "max_waiters");
+    ck_assert_ptr_null(quota_check(a, 0)); /* a try does not wait */
+    a->locks = 2;
+    ck_assert_str_eq(quota_check(a, 0), "max_locks");
+    ck_assert_ptr_null(quota_check(NULL, 1));
+    quota_put(qt, a2);
+    ck_assert_ptr_eq(quota_find(qt, fa), a);
+    quota_put(qt, a);
+    ck_assert_ptr_null(quota_find(qt, fa));
+    ck_assert_ptr_eq(quota_find(qt, fc), c);
+    ck_assert_uint_eq(qt->n, 1);
+    quota_put(qt, quota_ref(c));
+    ck_assert_ptr_eq(quota_find(qt, fc), c);
+    quota_put(qt, c);
+    ck_assert_uint_eq(qt->n, 0);
+    quota_put(qt, NULL);
+    free(qt);
 }
 END_TEST
 
@@ -129,22 +211,22 @@ START_TEST(test_check_near_misses)
     struct auth_tokens *t = parse_ok("admin " ADMIN_TOK ",client " CLIENT_TOK, 1);
     const char *tok = ADMIN_TOK;
     size_t len = strlen(tok);
-    ck_assert_int_eq(auth_check(t, tok, len), AUTH_ROLE_ADMIN);
-    ck_assert_int_eq(auth_check(t, tok, len - 1), AUTH_ROLE_NONE);  /* a prefix */
-    ck_assert_int_eq(auth_check(t, "", 0), AUTH_ROLE_NONE);
+    ck_assert_int_eq(auth_check(t, tok, len, NULL), AUTH_ROLE_ADMIN);
+    ck_assert_int_eq(auth_check(t, tok, len - 1, NULL), AUTH_ROLE_NONE);  /* a prefix */
+    ck_assert_int_eq(auth_check(t, "", 0, NULL), AUTH_ROLE_NONE);
     char buf[AUTH_TOKEN_MAX + 2];
     memcpy(buf, tok, len);
     buf[len] = 'x';
-    ck_assert_int_eq(auth_check(t, buf, len + 1), AUTH_ROLE_NONE);  /* one more character */
+    ck_assert_int_eq(auth_check(t, buf, len + 1, NULL), AUTH_ROLE_NONE);  /* one more character */
     buf[len] = '\0';
-    ck_assert_int_eq(auth_check(t, buf, len + 1), AUTH_ROLE_NONE);  /* padded with a zero */
+    ck_assert_int_eq(auth_check(t, buf, len + 1, NULL), AUTH_ROLE_NONE);  /* padded with a zero */
     for (size_t i = 0; i < len; i++) {
         memcpy(buf, tok, len);
         buf[i] ^= 1;
-        ck_assert_msg(auth_check(t, buf, len) == AUTH_ROLE_NONE, "byte %zu changed", i);
+        ck_assert_msg(auth_check(t, buf, len, NULL) == AUTH_ROLE_NONE, "byte %zu changed", i);
     }
     memset(buf, 'a', sizeof buf);
-    ck_assert_int_eq(auth_check(t, buf, sizeof buf), AUTH_ROLE_NONE); /* over-long */
+    ck_assert_int_eq(auth_check(t, buf, sizeof buf, NULL), AUTH_ROLE_NONE); /* over-long */
     auth_tokens_free(t);
 }
 END_TEST
@@ -176,7 +258,7 @@ static int64_t now_ns(void)
 static int64_t check_ns(const struct auth_tokens *t, const char *token, size_t len)
 {
     int64_t t0 = now_ns();
-    volatile enum auth_role r = auth_check(t, token, len);
+    volatile enum auth_role r = auth_check(t, token, len, NULL);
     (void)r;
     return now_ns() - t0;
 }
@@ -239,8 +321,8 @@ START_TEST(test_check_time_does_not_depend_on_the_token)
            (long long)times[0], (long long)times[1], (long long)times[2], (long long)times[3]);
     ck_assert_msg(hi * 2 <= lo * 3, "times differ: %lld to %lld ns", (long long)lo,
                   (long long)hi);
-    ck_assert_int_eq(auth_check(t, tok[0], LEN), AUTH_ROLE_ADMIN);
-    ck_assert_int_eq(auth_check(t, tok[N - 1], LEN), AUTH_ROLE_CLIENT);
+    ck_assert_int_eq(auth_check(t, tok[0], LEN, NULL), AUTH_ROLE_ADMIN);
+    ck_assert_int_eq(auth_check(t, tok[N - 1], LEN, NULL), AUTH_ROLE_CLIENT);
     auth_tokens_free(t);
 }
 END_TEST
@@ -293,6 +375,8 @@ int main(void)
         {"parse", test_inline_and_append, 0},
         {"parse", test_errors_name_lines, 0},
         {"parse", test_too_many, 0},
+        {"parse", test_quotas, 0},
+        {"quota", test_quota_accounts, 0},
         {"check", test_check_near_misses, 0},
         {"check", test_equal, 0},
         {"check", test_check_time_does_not_depend_on_the_token, 0},

@@ -655,8 +655,8 @@ START_TEST(test_auth_tokens_loaded)
     ck_assert_ptr_nonnull(c->auth);
     ck_assert_uint_eq(auth_tokens_count(c->auth, AUTH_ROLE_ADMIN), 1);
     ck_assert_uint_eq(auth_tokens_count(c->auth, AUTH_ROLE_CLIENT), 1);
-    ck_assert_int_eq(auth_check(c->auth, TOKEN_A, strlen(TOKEN_A)), AUTH_ROLE_ADMIN);
-    ck_assert_int_eq(auth_check(c->auth, TOKEN_C, strlen(TOKEN_C)), AUTH_ROLE_CLIENT);
+    ck_assert_int_eq(auth_check(c->auth, TOKEN_A, strlen(TOKEN_A), NULL), AUTH_ROLE_ADMIN);
+    ck_assert_int_eq(auth_check(c->auth, TOKEN_C, strlen(TOKEN_C), NULL), AUTH_ROLE_CLIENT);
     char *text = dump_string(c, 0);
     ck_assert_ptr_nonnull(strstr(text, "\ntokens = <hidden>\n"));
     ck_assert_ptr_nonnull(strstr(text, tokens));
