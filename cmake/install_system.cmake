@@ -17,12 +17,18 @@ else()
 endif()
 file(INSTALL DESTINATION "${rlock_etc}/rlockd" TYPE FILE
      FILES "${RLOCK_SOURCE_DIR}/conf/rlockd.conf")
+# The unit's credentials directory (LoadCredential=), empty and root's alone.
+file(MAKE_DIRECTORY "${RLOCK_BINARY_DIR}/systemd/credentials")
+file(INSTALL DESTINATION "${rlock_etc}/rlockd" TYPE DIRECTORY
+     FILES "${RLOCK_BINARY_DIR}/systemd/credentials"
+     DIR_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
 
 file(READ "${RLOCK_SOURCE_DIR}/systemd/rlockd.service" rlock_unit)
 if(NOT CMAKE_INSTALL_PREFIX STREQUAL "/usr")
     string(REPLACE "/usr/sbin/rlockd " "${CMAKE_INSTALL_PREFIX}/${RLOCK_SBINDIR}/rlockd "
            rlock_unit "${rlock_unit}")
     string(REPLACE " /etc/rlockd/" " ${rlock_etc}/rlockd/" rlock_unit "${rlock_unit}")
+    string(REPLACE ":/etc/rlockd/" ":${rlock_etc}/rlockd/" rlock_unit "${rlock_unit}")
 endif()
 file(WRITE "${RLOCK_BINARY_DIR}/systemd/rlockd.service" "${rlock_unit}")
 file(INSTALL DESTINATION "${CMAKE_INSTALL_PREFIX}/lib/systemd/system" TYPE FILE

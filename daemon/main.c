@@ -103,6 +103,8 @@ int main(int argc, char **argv)
             printf("rlockd: %s not found; the built-in defaults are valid\n", DEFAULT_CONFIG);
         else
             printf("rlockd: configuration %s is valid\n", path);
+        if (cfg->exposed[0] != '\0')
+            fprintf(stderr, "rlockd: warning: %s\n", config_exposed_advice(cfg, path));
         config_free(cfg);
         return 0;
     }

@@ -216,6 +216,18 @@ static void rlockd_auth_reloaded(struct server *srv, const struct auth_tokens *b
     hello_auth_reloaded(srv, before, later && srv->auth_grace_ev != NULL);
 }
 
+/* Where the secrets came from, and a warning when the configuration file shows them to others. */
+static void rlockd_log_secrets(const struct config *c, const char *path)
+{
+    if (c->exposed[0] != '\0' && path != NULL)
+        log_warn("%s", config_exposed_advice(c, path));
+    if (c->tokens_from_credential)
+        log_info("auth tokens from the systemd credential tokens ($CREDENTIALS_DIRECTORY)");
+    if (c->password_from_credential)
+        log_info("redis password from the systemd credential redis-password "
+                 "($CREDENTIALS_DIRECTORY)");
+}
+
 /*
  * SIGHUP: read the file again through the same table, check all of it, and
  * swap in a new config with the reloadable keys changed (config_reload_merge);
@@ -253,6 +265,9 @@ static void rlockd_reload(struct server *srv)
              * rebuilds the keys' values only, not what they load. */
             merged->auth = fresh->auth;
             fresh->auth = NULL;
+            merged->tokens_from_credential = fresh->tokens_from_credential;
+            merged->password_from_credential = srv->cfg->password_from_credential;
+            rlockd_log_secrets(fresh, srv->config_path);
         }
     }
     free(errs);
@@ -364,6 +379,7 @@ struct server *rlockd_new(struct config *cfg, const char *config_path)
     srv->start_ms = util_now_ms();
     util_rng_init(&srv->rng);
     util_random(&srv->rng, srv->hash_key, sizeof srv->hash_key);
+    rlockd_log_secrets(cfg, config_path);
     if (rlockd_load_resume_key(srv) != 0) {
         config_free(cfg);
         free(srv);

@@ -5,13 +5,11 @@
  */
 #include "auth.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+
+#include "secretfile.h"
 
 const char *auth_role_name(enum auth_role role)
 {
@@ -237,46 +235,11 @@ int auth_tokens_parse(struct auth_tokens **t, const char *text, size_t len, int 
 
 int auth_tokens_load_file(struct auth_tokens **t, const char *path, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot open: %s", strerror(errno));
+    char *buf;
+    size_t len;
+    if (secretfile_read(path, AUTH_FILE_MAX_BYTES, &buf, &len, err, errlen) != 0)
         return -1;
-    }
-    struct stat st;
-    int rc = -1;
-    char *buf = NULL;
-    if (fstat(fd, &st) != 0) {
-        snprintf(err, errlen, "cannot stat: %s", strerror(errno));
-    } else if (!S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "not a regular file");
-    } else if ((st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
-        snprintf(err, errlen, "readable or writable by others (mode %04o); chmod o-rw it",
-                 (unsigned)(st.st_mode & 07777));
-    } else if (st.st_size > AUTH_FILE_MAX_BYTES) {
-        snprintf(err, errlen, "larger than %d bytes", AUTH_FILE_MAX_BYTES);
-    } else if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
-        snprintf(err, errlen, "out of memory");
-    } else {
-        size_t got = 0;
-        ssize_t n = 0;
-        while (got < (size_t)st.st_size) {
-            n = read(fd, buf + got, (size_t)st.st_size - got);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                break;
-            got += (size_t)n;
-        }
-        if (got != (size_t)st.st_size)
-            snprintf(err, errlen, "cannot read: %s",
-                     n < 0 ? strerror(errno) : "the file shrank while it was read");
-        else
-            rc = auth_tokens_parse(t, buf, got, 0, err, errlen);
-        volatile char *v = buf;
-        for (size_t i = 0; i < got; i++)
-            v[i] = 0;
-    }
-    free(buf);
-    close(fd);
+    int rc = auth_tokens_parse(t, buf, len, 0, err, errlen);
+    secretfile_free(buf, len);
     return rc;
 }

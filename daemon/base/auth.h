@@ -74,10 +74,11 @@ int auth_tokens_parse(struct auth_tokens **t, const char *text, size_t len, int 
                       size_t errlen) __attribute__((warn_unused_result));
 
 /*
- * Read the token file at path and append its tokens to *t. The file must be a
- * regular file, at most AUTH_FILE_MAX_BYTES long, that users other than its
- * owner and group can neither read nor write (mode 0600 or 0640). Returns 0, or -1 with the problem
- * in err ("line 3: unknown role", "readable by others (mode 0644)", ...).
+ * Read the token file at path and append its tokens to *t. The file (or the
+ * one a symbolic link at path leads to) must meet secretfile.h's rules, at
+ * most AUTH_FILE_MAX_BYTES long: mode 0600, 0640, 0400 or 0440, owned by root
+ * or by rlockd's user. Returns 0, or -1 with the problem in err ("line 3:
+ * unknown role", "readable or writable by others (mode 0644); ...", ...).
  */
 int auth_tokens_load_file(struct auth_tokens **t, const char *path, char *err, size_t errlen)
     __attribute__((warn_unused_result));

@@ -31,12 +31,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include <ini.h>
 
 #include "auth.h"
 #include "duration.h"
 #include "log.h"
+#include "secretfile.h"
 
 struct config_key {
     const char *section;
@@ -590,6 +592,17 @@ static void check_shutdown(struct config_report *r, const struct config *c)
                "\"%s\" is neither handover nor release", c->shutdown_mode);
 }
 
+const char *config_exposed_advice(const struct config *c, const char *path)
+{
+    static char buf[1400];
+    snprintf(buf, sizeof buf,
+             "%s holds %s and other users can read it: chmod o-r it, or move the secrets to "
+             "auth.token_file, redis.password_file or systemd credentials (docs/operations.md, "
+             "\"Securing rlockd\")",
+             path, c->exposed);
+    return buf;
+}
+
 int config_handover(const struct config *c)
 {
     return strcmp(c->shutdown_mode, "handover") == 0;
@@ -625,7 +638,8 @@ static int validate(struct config_report *r, const struct config *c)
 
 /*
  * Read the [auth] tokens into c->auth (left NULL when there are none): the
- * inline ones, then those of token_file. Problems name the entry or the
+ * inline ones, then those of token_file, or with none named, those of the
+ * systemd credential "tokens" (secretfile.h). Problems name the entry or the
  * file's line, never the token.
  */
 static void load_tokens(struct config_report *r, struct config *c)
@@ -635,15 +649,95 @@ static void load_tokens(struct config_report *r, struct config *c)
         auth_tokens_parse(&c->auth, c->auth_inline, strlen(c->auth_inline), 1, why,
                           sizeof why) < 0)
         report(r, key_line(r, KEY_auth_inline), &config_keys[KEY_auth_inline], "%s", why);
-    if (c->auth_token_file[0] == '\0' || key_refused(r, KEY_auth_token_file))
+    if (key_refused(r, KEY_auth_token_file))
+        return;
+    char cred[4200];
+    const char *path = c->auth_token_file;
+    if (path[0] == '\0' && secretfile_credential("tokens", cred, sizeof cred)) {
+        path = cred;
+        c->tokens_from_credential = 1;
+    }
+    if (path[0] == '\0')
         return;
     size_t before = c->auth != NULL ? c->auth->n : 0;
-    if (auth_tokens_load_file(&c->auth, c->auth_token_file, why, sizeof why) < 0)
+    if (auth_tokens_load_file(&c->auth, path, why, sizeof why) < 0)
         report(r, key_line(r, KEY_auth_token_file), &config_keys[KEY_auth_token_file],
-               "%s: %s", c->auth_token_file, why);
+               "%s: %s", path, why);
     else if ((c->auth != NULL ? c->auth->n : 0) == before)
         report(r, key_line(r, KEY_auth_token_file), &config_keys[KEY_auth_token_file],
-               "%s: no token in the file", c->auth_token_file);
+               "%s: no token in the file", path);
+}
+
+/*
+ * redis.password from redis.password_file, or with neither key set, from the
+ * systemd credential "redis-password": the file's text without one final
+ * newline, on one line.
+ */
+static void load_password(struct config_report *r, struct config *c)
+{
+    if (key_refused(r, KEY_redis_password_file) || key_refused(r, KEY_redis_password))
+        return;
+    const struct config_key *k = &config_keys[KEY_redis_password_file];
+    int line = key_line(r, KEY_redis_password_file);
+    char cred[4200];
+    const char *path = c->redis_password_file;
+    if (path[0] != '\0' && c->redis_password[0] != '\0') {
+        report(r, line, k, "give redis.password or redis.password_file, not both");
+        return;
+    }
+    if (path[0] == '\0' && c->redis_password[0] == '\0' &&
+        secretfile_credential("redis-password", cred, sizeof cred)) {
+        path = cred;
+        c->password_from_credential = 1;
+    }
+    if (path[0] == '\0')
+        return;
+    char why[256], *text;
+    size_t len;
+    if (secretfile_read(path, 1026, &text, &len, why, sizeof why) != 0) {
+        report(r, line, k, "%s: %s", path, why);
+        return;
+    }
+    size_t n = len;
+    if (n > 0 && text[n - 1] == '\n')
+        n--;
+    if (n > 0 && text[n - 1] == '\r')
+        n--;
+    if (n == 0 || n > 1024 || memchr(text, '\n', n) != NULL || memchr(text, '\r', n) != NULL ||
+        memchr(text, '\0', n) != NULL) {
+        report(r, line, k, "%s: %s", path,
+               n == 0 ? "empty" : n > 1024 ? "longer than 1024 bytes"
+                                           : "more than one line, or a NUL byte");
+    } else {
+        char *pw = strndup(text, n);
+        if (pw == NULL) {
+            report(r, line, k, "out of memory");
+        } else {
+            free(c->redis_password);
+            c->redis_password = pw;
+        }
+    }
+    secretfile_free(text, len);
+}
+
+/* The secret keys set in the file itself (f) when other users can read it, into c->exposed. */
+static void note_exposed(FILE *f, struct config *c)
+{
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || (st.st_mode & S_IROTH) == 0)
+        return;
+    const char *names[] = {c->auth_inline[0] ? "auth.tokens" : NULL,
+                           c->redis_password[0] ? "redis.password" : NULL,
+                           c->sentinel_password[0] ? "redis.sentinel_password" : NULL};
+    size_t at = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (names[i] == NULL)
+            continue;
+        int n = snprintf(c->exposed + at, sizeof c->exposed - at, "%s%s", at ? ", " : "",
+                         names[i]);
+        if (n > 0 && (size_t)n < sizeof c->exposed - at)
+            at += (size_t)n;
+    }
 }
 
 int config_validate(const struct config *c, const char *origin, FILE *err)
@@ -815,7 +909,9 @@ struct config *config_load(const char *path, FILE *err)
     else if (rc < 0)
         report(&l.report, 0, NULL, "cannot parse (error %d)", rc);
     validate(&l.report, l.c);
+    note_exposed(l.f, l.c); /* before the password file fills redis.password */
     load_tokens(&l.report, l.c);
+    load_password(&l.report, l.c);
     if (l.report.errors == 0) {
         result = l.c;
         l.c = NULL;

@@ -78,7 +78,10 @@ enum config_type {
     X("redis", "user", CONFIG_STRING, redis_user, "", 0, 256, 0, 0,                             \
       "ACL user for AUTH; empty = password-only AUTH (or none)")                               \
     X("redis", "password", CONFIG_STRING, redis_password, "", 0, 1024, 0, 1,                    \
-      "Password for AUTH; empty = no AUTH")                                                    \
+      "Password for AUTH; empty = no AUTH (or password_file)")                                 \
+    X("redis", "password_file", CONFIG_STRING, redis_password_file, "", 0, 1024, 0, 0,          \
+      "File holding the password for AUTH instead of password (mode 0600 or 0640). Empty = "   \
+      "the systemd credential redis-password when there is one, else password")                \
     X("redis", "database", CONFIG_UINT, redis_database, "0", 0, 1023, 0, 0,                     \
       "Database number to SELECT")                                                             \
     X("redis", "pool_size", CONFIG_UINT, pool_size, "2", 1, 64, 0, 0,                           \
@@ -185,6 +188,7 @@ struct config {
     uint32_t replica_ack_timeout_ms;
     char *redis_user;
     char *redis_password;
+    char *redis_password_file;
     uint32_t redis_database;
     uint32_t pool_size;
     char *key_prefix;
@@ -223,6 +227,10 @@ struct config {
     /* Not a key: the tokens of auth_token_file and auth_inline, read by config_load
      * (NULL: authentication is off). Owned by the config. */
     struct auth_tokens *auth;
+    /* Not keys: where config_load found secrets, for the log. */
+    uint8_t tokens_from_credential;   /* $CREDENTIALS_DIRECTORY/tokens */
+    uint8_t password_from_credential; /* $CREDENTIALS_DIRECTORY/redis-password */
+    char exposed[96]; /* secret keys written in a file other users can read ("" = none) */
 };
 
 /*
@@ -230,6 +238,10 @@ struct config {
  * daemon has a resume key to resume them with (else their locks are released).
  */
 int config_handover(const struct config *c);
+
+/* What to do about c->exposed (secrets in a configuration file path that others can read),
+ * in a static buffer. */
+const char *config_exposed_advice(const struct config *c, const char *path);
 
 /* A config holding every default. NULL when out of memory. */
 struct config *config_defaults(void);

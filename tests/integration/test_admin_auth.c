@@ -12,6 +12,9 @@
  *  token_file   a token file others can read is refused by --test-config,
  *               with the file and the reason, without the token
  *  reload, reload_sessions, turned_on   sessions follow the tokens of a reload
+ *  credentials  systemd credentials ($CREDENTIALS_DIRECTORY: tokens, redis-password) read
+ *               by the daemon and by an unprivileged uid; a configuration that shows secrets
+ *               to other users is warned about
  *  quota        quotas per token (max_locks, max_waiters): shared by the sessions of a
  *               token, from the entry or the role's default, followed at reload
  */
@@ -24,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define ADMIN_TOKEN "adm-9f8e7d6c5b4a39281706f5e4d3c2b1a0"
@@ -432,6 +436,146 @@ START_TEST(test_auth_turned_on)
 }
 END_TEST
 
+#define CRED_PASSWORD "cred-redis-pass-5a4b3c2d1e"
+
+/* Copy the file at from to to, with mode. */
+static void copy_file(const char *from, const char *to, mode_t mode)
+{
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    ck_assert_ptr_nonnull(in);
+    ck_assert_ptr_nonnull(out);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    ck_assert_int_eq(fclose(out), 0);
+    ck_assert_int_eq(chmod(to, mode), 0);
+}
+
+/* A credentials directory as systemd makes it for the service's user uid: PREFIXtokens and
+ * PREFIXredis-password, mode 0400 (prefix "rlockd_": the shipped unit's directory). */
+static void make_credentials(const char *dir, uid_t uid, const char *prefix)
+{
+    char path[512];
+    ck_assert_int_eq(mkdir(dir, 0500), 0);
+    snprintf(path, sizeof path, "%s/%stokens", dir, prefix);
+    write_secret(path, "admin " ADMIN_TOKEN "\nclient " CLIENT_TOKEN "\n", 0400);
+    ck_assert_int_eq(chown(path, uid, uid), 0);
+    snprintf(path, sizeof path, "%s/%sredis-password", dir, prefix);
+    write_secret(path, CRED_PASSWORD "\n", 0400);
+    ck_assert_int_eq(chown(path, uid, uid), 0);
+    ck_assert_int_eq(chown(dir, uid, uid), 0);
+}
+
+/*
+ * The unit's credentials: with no auth.token_file and no redis.password, rlockd reads the
+ * tokens and the Redis password from $CREDENTIALS_DIRECTORY (LoadCredential=), and says so;
+ * a configuration file that others can read and that holds redis.password is warned about.
+ * Then, as the unit runs it, under an unprivileged uid that owns the credentials.
+ */
+START_TEST(test_auth_credentials)
+{
+    struct h_env e;
+    ck_assert_int_eq(h_env_start_auth(&e, CRED_PASSWORD, NULL), 0);
+    /* Warned at start (when the file was made readable to others) and at each reload. */
+    ck_assert_int_eq(chmod(e.conf, 0644), 0);
+    int warned = h_log_count(&e, "holds redis.password and other users can read it");
+    reload(&e, 1);
+    ck_assert_int_eq(h_log_count(&e, "holds redis.password and other users can read it"),
+                     warned + 1);
+    warned++;
+
+    /* The same daemon with its secrets in credentials, none in the file. */
+    ck_assert_int_eq(h_rlockd_signal(&e, SIGTERM), 0);
+    char *conf = h_read_file(e.conf);
+    ck_assert_ptr_nonnull(conf);
+    char *pw = strstr(conf, "password = " CRED_PASSWORD "\n");
+    ck_assert_ptr_nonnull(pw);
+    memmove(pw, pw + strlen("password = " CRED_PASSWORD "\n"),
+            strlen(pw + strlen("password = " CRED_PASSWORD "\n")) + 1);
+    write_secret(e.conf, conf, 0644);
+    free(conf);
+    char creds[512];
+    h_env_path(&e, "credentials", creds, sizeof creds);
+    make_credentials(creds, geteuid(), ""); /* a drop-in's LoadCredential=tokens:... */
+    ck_assert_int_eq(setenv("CREDENTIALS_DIRECTORY", creds, 1), 0);
+    int started = h_rlockd_start(&e);
+    unsetenv("CREDENTIALS_DIRECTORY");
+    ck_assert_int_eq(started, 0);
+    ck_assert_int_eq(h_log_count(&e, "auth tokens from the systemd credential tokens"), 1);
+    ck_assert_int_eq(h_log_count(&e, "redis password from the systemd credential"), 1);
+    ck_assert_int_eq(h_log_count(&e, "other users can read it"), warned); /* none now */
+    enum rlock_err rc;
+    char err[512];
+    struct rlock_client *c = connect_with(&e, NULL, &rc, err, sizeof err);
+    ck_assert_msg(rc == RLOCK_ERR_UNAUTHENTICATED, "no token, tokens from a credential: %s",
+                  rlock_strerror(rc));
+    rlock_close(c);
+    c = connect_with(&e, CLIENT_TOKEN, &rc, err, sizeof err);
+    ck_assert_msg(rc == RLOCK_OK, "the credential's client token: %s", err);
+    struct rlock_lock *l = h_acquire_ok(c, "cred/lock", NULL); /* Redis AUTH worked */
+    h_assert_ok(c, rlock_release(l, 5000));
+    rlock_lock_free(l);
+    rlock_close(c);
+    char *log = h_read_file(h_env_path(&e, "rlockd.log", err, sizeof err));
+    ck_assert_ptr_nonnull(log);
+    ck_assert_msg(!shows_token(log) && strstr(log, CRED_PASSWORD) == NULL,
+                  "a secret appears in the log");
+    free(log);
+    h_env_stop(&e);
+
+    /* As the unit runs it: an unprivileged uid (the dynamic user) that owns its credentials,
+     * and a configuration it can read. Only root can become another user. */
+    if (geteuid() != 0) {
+        fprintf(stderr, "admin_auth: credentials as an unprivileged uid: needs root, not run\n");
+        return;
+    }
+    const uid_t nobody = 65534; /* the uid setpriv takes below */
+    char dir[256], bin[512], path[600], out[600];
+    /* In /tmp itself: $TMPDIR may be inside a directory only root can enter. */
+    snprintf(dir, sizeof dir, "/tmp/rlock-unit.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_int_eq(chmod(dir, 0755), 0);
+    snprintf(path, sizeof path, "%s/rlockd", dir);
+    copy_file(h_bin("rlockd", bin, sizeof bin), path, 0755);
+    snprintf(path, sizeof path, "%s/rlockd.conf", dir);
+    write_secret(path, "[redis]\naddress = 127.0.0.1:6379\n", 0644);
+    snprintf(creds, sizeof creds, "%s/credentials", dir);
+    make_credentials(creds, nobody, "rlockd_"); /* the shipped unit's */
+    snprintf(out, sizeof out, "%s/dump.out", dir);
+    char exe[600], conf_path[600];
+    snprintf(exe, sizeof exe, "%s/rlockd", dir);
+    snprintf(conf_path, sizeof conf_path, "%s/rlockd.conf", dir);
+    char *argv[] = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                    exe, "--dump-config", "-c", conf_path, NULL};
+    ck_assert_int_eq(setenv("CREDENTIALS_DIRECTORY", creds, 1), 0);
+    pid_t pid = h_spawn(argv, out);
+    unsetenv("CREDENTIALS_DIRECTORY");
+    int status;
+    ck_assert_int_eq(h_wait_exit(pid, 10000, &status), 0);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "rlockd --dump-config as uid 65534 with its credentials: status %d", status);
+    char *dump = h_read_file(out);
+    ck_assert_ptr_nonnull(dump);
+    ck_assert_msg(strstr(dump, "password = <hidden>") != NULL,
+                  "the password credential was not read:\n%s", dump);
+    free(dump);
+    /* Without the credentials, a token file only root can read is what the unit met before. */
+    snprintf(path, sizeof path, "%s/tokens-root", dir);
+    write_secret(path, "admin " ADMIN_TOKEN "\n", 0600);
+    char conf_text[800];
+    snprintf(conf_text, sizeof conf_text, "[auth]\ntoken_file = %s\n", path);
+    write_secret(conf_path, conf_text, 0644);
+    argv[5] = "--test-config";
+    pid = h_spawn(argv, out);
+    ck_assert_int_eq(h_wait_exit(pid, 10000, &status), 0);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 78,
+                  "a token file uid 65534 cannot read was accepted: status %d", status);
+    h_rm_tree(dir);
+}
+END_TEST
+
 #define QUOTA_TOKEN "quo-1f2e3d4c5b6a79880706f5e4d3c2b1a0"
 
 /* Acquire resource on c, expecting LIMIT_EXCEEDED with a message naming the quota. */
@@ -580,6 +724,7 @@ END_TEST
 int main(void)
 {
     const TTest *tests[] = {test_auth_refusals, test_auth_token_file, test_auth_reload,
-                            test_auth_reload_sessions, test_auth_turned_on, test_auth_quota};
+                            test_auth_reload_sessions, test_auth_turned_on, test_auth_quota,
+                            test_auth_credentials};
     return h_run_tests("admin_auth", 120, tests, H_LEN(tests));
 }

@@ -354,6 +354,31 @@ START_TEST(test_file_load)
     ck_assert_int_eq(chmod(path, 0602), 0);
     ck_assert_int_eq(auth_tokens_load_file(&t, path, err, sizeof err), -1);
     ck_assert_ptr_null(t);
+    ck_assert_int_eq(chmod(path, 0660), 0);
+    ck_assert_int_eq(auth_tokens_load_file(&t, path, err, sizeof err), -1);
+    ck_assert_str_eq(err, "writable by its group (mode 0660); chmod g-w it");
+    ck_assert_ptr_null(t);
+
+    /* A symbolic link is followed (a Kubernetes Secret is mounted as one): its target's
+     * mode and owner are what count. */
+    char link[80];
+    snprintf(link, sizeof link, "%s.link", path);
+    ck_assert_int_eq(symlink(path, link), 0);
+    ck_assert_int_eq(auth_tokens_load_file(&t, link, err, sizeof err), -1);
+    ck_assert_str_eq(err, "writable by its group (mode 0660); chmod g-w it");
+    ck_assert_int_eq(chmod(path, 0440), 0);
+    ck_assert_int_eq(auth_tokens_load_file(&t, link, err, sizeof err), 0);
+    ck_assert_uint_eq(t->n, 2);
+    auth_tokens_free(t);
+    t = NULL;
+    if (geteuid() == 0) { /* only root can give a file away */
+        ck_assert_int_eq(chown(path, 65534, 65534), 0);
+        ck_assert_int_eq(auth_tokens_load_file(&t, link, err, sizeof err), -1);
+        ck_assert_str_eq(err, "owned by uid 65534, neither root nor the user rlockd runs as "
+                              "(uid 0)");
+        ck_assert_ptr_null(t);
+    }
+    unlink(link);
     unlink(path);
 
     ck_assert_int_eq(auth_tokens_load_file(&t, path, err, sizeof err), -1);
