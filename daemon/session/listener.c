@@ -28,11 +28,18 @@
 #include "util.h"
 
 #define LISTENER_PAUSE_MS 500 /* pause after running out of descriptors */
+/*
+ * libevent's listener accepts until the backlog is empty, all in one callback: a peer that
+ * connects as fast as it can (no token needed) would keep the loop accepting while the
+ * sessions' frames wait. After this many, the listener sits out one loop turn.
+ */
+#define LISTENER_ACCEPTS_PER_TURN 32
 
 struct listener {
     struct server *srv;
     struct evconnlistener *evl;
     struct event *resume_ev; /* re-enables accepting after a pause */
+    unsigned burst;          /* accepted since the listener last sat out a turn */
     struct config_address addr;
     struct listener *next;
 };
@@ -77,12 +84,31 @@ int listener_fd_spare(evutil_socket_t fd, unsigned reserve)
     return (rlim_t)fd + reserve < rl.rlim_cur;
 }
 
+/* Every LISTENER_ACCEPTS_PER_TURN accepts, let the rest of the loop run before more. */
+static void yield_after_burst(struct listener *l)
+{
+    if (++l->burst < LISTENER_ACCEPTS_PER_TURN || evtimer_pending(l->resume_ev, NULL))
+        return;
+    l->burst = 0;
+    evconnlistener_disable(l->evl);
+    struct timeval now = {0, 0};
+    evtimer_add(l->resume_ev, &now);
+}
+
+static void accept_one(struct listener *l, evutil_socket_t fd, struct sockaddr *sa);
+
 static void accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
                       int salen, void *arg)
 {
     (void)evl;
     (void)salen;
     struct listener *l = arg;
+    accept_one(l, fd, sa);
+    yield_after_burst(l);
+}
+
+static void accept_one(struct listener *l, evutil_socket_t fd, struct sockaddr *sa)
+{
     struct server *srv = l->srv;
     uint8_t ip[16];
     int tcp = peer_ip(sa, ip) == 0;
