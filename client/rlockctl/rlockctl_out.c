@@ -3,6 +3,7 @@
 #include "rlockctl_out.h"
 
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,8 @@ struct ctl_table {
 
 struct ctl_table *ctl_table_new(size_t ncols, const char *const *headers, const int *right)
 {
+    if (ncols == 0 || ncols > CTL_TABLE_MAX_COLS)
+        return NULL;
     struct ctl_table *t = calloc(1, sizeof *t);
     if (t == NULL)
         return NULL;
@@ -153,20 +156,85 @@ static void table_flush(struct ctl_table *t)
     t->nheld = 0;
 }
 
-int ctl_table_row(struct ctl_table *t, const char *const *cells)
+/* 1 for the code points that change how a line looks without being controls: bidi
+ * embeddings, overrides and isolates, zero-width characters, line and paragraph separators,
+ * and the C1 controls. */
+static int looks_deceptive(uint32_t cp)
 {
+    return (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) ||
+           (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2069) || cp == 0xfeff;
+}
+
+/* The length of the UTF-8 sequence at p (its code point in *cp), or 0 when it is not one. */
+static size_t utf8_at(const unsigned char *p, uint32_t *cp)
+{
+    size_t n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
+    if (n == 0 || p[0] >= 0xf5)
+        return 0;
+    uint32_t v = p[0] & (0x7f >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        v = v << 6 | (p[i] & 0x3f);
+    }
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < least[n] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    *cp = v;
+    return n;
+}
+
+/*
+ * A copy of s safe to show on a terminal: controls and bytes that are not UTF-8 as \xNN,
+ * deceptive code points as \u{XXXX} (a client's name could otherwise reverse or hide what
+ * follows it on the line). NULL when out of memory.
+ */
+static char *safe_dup(const char *s)
+{
+    size_t len = strlen(s);
+    char *out = malloc(len * 4 + 1), *o = out; /* \xNN is the longest per byte */
+    if (out == NULL)
+        return NULL;
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        uint32_t cp = 0;
+        size_t n = *p >= 0x80 ? utf8_at(p, &cp) : 1;
+        if (*p < 0x20 || *p == 0x7f || n == 0) {
+            o += sprintf(o, "\\x%02x", *p);
+            p++;
+        } else if (n > 1 && looks_deceptive(cp)) {
+            o += sprintf(o, "\\u{%04x}", (unsigned)cp); /* at most 8 bytes for 2 or more */
+            p += n;
+        } else {
+            memcpy(o, p, n);
+            o += n;
+            p += n;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+int ctl_table_row(struct ctl_table *t, const char *const *raw)
+{
+    char *safe[CTL_TABLE_MAX_COLS];
+    size_t ncols = t->ncols; /* at most CTL_TABLE_MAX_COLS (ctl_table_new) */
+    for (size_t i = 0; i < ncols; i++) {
+        if ((safe[i] = safe_dup(raw[i])) == NULL) {
+            while (i-- > 0)
+                free(safe[i]);
+            return -1;
+        }
+    }
+    const char *const *cells = (const char *const *)safe;
     if (t->printed) {
         print_row(t, cells);
+        for (size_t i = 0; i < ncols; i++)
+            free(safe[i]);
         return 0;
     }
     char **row = t->held + t->nheld * t->ncols;
     for (size_t i = 0; i < t->ncols; i++) {
-        row[i] = strdup(cells[i]);
-        if (row[i] == NULL) {
-            while (i-- > 0)
-                free(row[i]);
-            return -1;
-        }
+        row[i] = safe[i]; /* the table keeps them */
         size_t w = strlen(cells[i]);
         t->width[i] = w > t->width[i] ? w : t->width[i];
     }

@@ -41,10 +41,12 @@ void ctl_print_fields(const struct ctl_field *f, size_t n, int json);
  * memory, and its first screen is aligned.
  */
 #define CTL_TABLE_HOLD 1000
+#define CTL_TABLE_MAX_COLS 16
 struct ctl_table;
 /* A table of ncols columns; right[i] aligns column i right. NULL when out of memory. */
 struct ctl_table *ctl_table_new(size_t ncols, const char *const *headers, const int *right);
-/* Add a row of ncols cells (copied). 0, or -1 when out of memory. */
+/* Add a row of ncols cells (copied; controls, bytes that are not UTF-8 and code points that
+ * reorder or hide text shown escaped, as \xNN and \u{XXXX}). 0, or -1 when out of memory. */
 int ctl_table_row(struct ctl_table *t, const char *const *cells);
 /* Print what is held back (the header even with no row) and free t. */
 void ctl_table_end(struct ctl_table *t);

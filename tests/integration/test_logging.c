@@ -15,6 +15,7 @@
  *    starts with a "<N>" syslog priority and carries no timestamp; naming
  *    another stream (a child that inherited the variable), it does not.
  */
+#include "admin_ctl.h"
 #include "harness.h"
 #include "harness_raw.h"
 
@@ -109,6 +110,13 @@ START_TEST(test_spoofing_chars_escaped)
     h_raw_open(&c, &e);
     h_raw_hello(&c, 1, "ops\xe2\x80\xae" "gpj.exe\xe2\x80\x8bx\xe2\x80\xa8y\xef\xbb\xbf"
                        "\xe2\x81\xa6z\xd8\x9c", 0);
+    /* rlockctl sessions shows the name the same way on a terminal. */
+    char *table = NULL;
+    ck_assert_int_eq(actl_run(&e, NULL, &table, NULL, "sessions", NULL), 0);
+    ck_assert_msg(strstr(table, "ops\\u{202e}gpj.exe\\u{200b}x\\u{2028}y\\u{feff}\\u{2066}z"
+                                "\\u{061c}") != NULL,
+                  "rlockctl sessions does not show the name escaped:\n%s", table);
+    free(table);
     h_raw_close(&c);
     /* Its own close line, not the close of the harness's readiness probe (which may be
      * logged after at): the line that shows the name and the close. */
