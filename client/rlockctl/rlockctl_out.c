@@ -216,7 +216,7 @@ static char *safe_dup(const char *s)
 
 int ctl_table_row(struct ctl_table *t, const char *const *raw)
 {
-    char *safe[CTL_TABLE_MAX_COLS];
+    char *safe[CTL_TABLE_MAX_COLS] = {0};
     size_t ncols = t->ncols; /* at most CTL_TABLE_MAX_COLS (ctl_table_new) */
     for (size_t i = 0; i < ncols; i++) {
         if ((safe[i] = safe_dup(raw[i])) == NULL) {
