@@ -102,7 +102,7 @@ int secretfile_credential(const char *name, char *buf, size_t len)
     const char *dir = getenv("CREDENTIALS_DIRECTORY");
     if (dir == NULL || dir[0] != '/')
         return 0;
-    /* LoadCredential=NAME:FILE, or the shipped unit's directory (ID rlockd): rlockd_NAME. */
+    /* LoadCredential=NAME:FILE, or the shipped unit's directory (ID secrets): secrets_NAME. */
     return credential_at(dir, "", name, buf, len) ||
            credential_at(dir, SECRETFILE_UNIT_PREFIX, name, buf, len);
 }

@@ -32,9 +32,9 @@ int secretfile_read(const char *path, size_t max, char **out, size_t *len, char 
 /* Wipe and free what secretfile_read returned; accepts NULL. */
 void secretfile_free(char *buf, size_t len);
 
-/* The shipped unit loads /etc/rlockd/credentials/ as credential ID "rlockd": each file
- * FILE of it becomes the credential rlockd_FILE. */
-#define SECRETFILE_UNIT_PREFIX "rlockd_"
+/* The shipped unit loads /etc/rlockd/credentials/ as credential ID "secrets": each file
+ * FILE of it becomes the credential secrets_FILE. */
+#define SECRETFILE_UNIT_PREFIX "secrets_"
 
 /*
  * The path of systemd credential name in $CREDENTIALS_DIRECTORY, into buf,

@@ -454,7 +454,7 @@ static void copy_file(const char *from, const char *to, mode_t mode)
 }
 
 /* A credentials directory as systemd makes it for the service's user uid: PREFIXtokens and
- * PREFIXredis-password, mode 0400 (prefix "rlockd_": the shipped unit's directory). */
+ * PREFIXredis-password, mode 0400 (prefix "secrets_": the shipped unit's directory). */
 static void make_credentials(const char *dir, uid_t uid, const char *prefix)
 {
     char path[512];
@@ -542,7 +542,7 @@ START_TEST(test_auth_credentials)
     snprintf(path, sizeof path, "%s/rlockd.conf", dir);
     write_secret(path, "[redis]\naddress = 127.0.0.1:6379\n", 0644);
     snprintf(creds, sizeof creds, "%s/credentials", dir);
-    make_credentials(creds, nobody, "rlockd_"); /* the shipped unit's */
+    make_credentials(creds, nobody, "secrets_"); /* the shipped unit's */
     snprintf(out, sizeof out, "%s/dump.out", dir);
     char exe[600], conf_path[600];
     snprintf(exe, sizeof exe, "%s/rlockd", dir);
