@@ -56,19 +56,6 @@ void quota_put(struct quota_table *t, struct quota *q)
     free(q);
 }
 
-void quota_table_clear(struct quota_table *t)
-{
-    for (size_t i = 0; i < QUOTA_SLOTS; i++) {
-        struct quota *q = t->slot[i], *next;
-        for (; q != NULL; q = next) {
-            next = q->next;
-            free(q);
-        }
-        t->slot[i] = NULL;
-    }
-    t->n = 0;
-}
-
 const char *quota_check(const struct quota *q, int waits)
 {
     if (q == NULL)

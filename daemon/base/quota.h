@@ -53,8 +53,6 @@ struct quota *quota_find(struct quota_table *t, const uint8_t fp[16]);
 struct quota *quota_ref(struct quota *q);
 /* Drop a reference; the last one frees the account. Accepts NULL. */
 void quota_put(struct quota_table *t, struct quota *q);
-/* Free every account, referenced or not (at exit). */
-void quota_table_clear(struct quota_table *t);
 
 /*
  * Which quota an acquire would pass: NULL, or the name of the one reached
