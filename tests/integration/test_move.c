@@ -85,6 +85,21 @@ END_TEST
 
 /* --- an application's counter across the kill ------------------------------------------------ */
 
+/* 800 sections: seconds on a fast machine, so the kill lands while they run. */
+#define COUNTER_ROUNDS 100
+#define COUNTER_KILL_AT 40
+
+/* The counter's value now (0 while a section rewrites it). */
+static int counter_now(struct h_env *e)
+{
+    char path[320];
+    h_env_path(e, "counter", path, sizeof path);
+    char *text = h_read_file(path);
+    int v = text != NULL ? atoi(text) : 0;
+    free(text);
+    return v;
+}
+
 struct counter_job {
     struct h_env *e;
     const char *addrs[1];
@@ -93,7 +108,7 @@ struct counter_job {
 static void *counter_main(void *arg)
 {
     struct counter_job *j = arg;
-    h_counter_run(j->e, j->addrs, 1, 8, 25, 150000);
+    h_counter_run(j->e, j->addrs, 1, 8, COUNTER_ROUNDS, 240000);
     return NULL;
 }
 
@@ -111,8 +126,15 @@ START_TEST(test_counter_across_kill)
     struct counter_job j = {.e = &p.b, .addrs = {p.list}};
     struct h_thread t;
     h_thread_start(&t, counter_main, &j);
-    h_sleep_ms(1500);
-    ck_assert_int_eq(h_thread_done(&t), 0);
+    /* Kill A once the sections are under way (a fixed delay missed them on a fast
+     * machine: all done before the kill), and while they still run. */
+    int64_t until = h_now_ms() + 60000;
+    while (counter_now(&p.b) < COUNTER_KILL_AT && !h_thread_done(&t) && h_now_ms() < until)
+        h_sleep_ms(5);
+    ck_assert_msg(!h_thread_done(&t), "the counter's workers were done before A was killed");
+    ck_assert_msg(counter_now(&p.b) < 8 * COUNTER_ROUNDS, "no section left to run across the kill");
+    printf("counter_across_kill: A killed at counter %d of %d\n", counter_now(&p.b),
+           8 * COUNTER_ROUNDS);
     kill9(&p.a, "A");
     h_thread_join(&t, h_now_ms() + 160000, "the counter's workers did not finish");
     pair_stop(&p);
