@@ -36,6 +36,7 @@
 #include "relq.h"
 #include "resource.h"
 #include "session.h"
+#include "tls.h"
 #include "watchdog.h"
 
 static void stop_timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -234,6 +235,25 @@ static void rlockd_log_secrets(const struct config *c, const char *path)
  * keys that cannot change live keep their value and are named. A file with
  * any error changes nothing: every problem is logged with its file and line.
  */
+/*
+ * Read [tls]'s certificate, key and CA into a new context for the sessions accepted from
+ * now on; those open keep theirs. 0, or -1 (logged) with the old context kept.
+ */
+static int rlockd_tls_load(struct server *srv, const struct config *cfg)
+{
+    char err[512];
+    struct tls_server *t = tls_server_new(cfg, err, sizeof err);
+    if (t == NULL) {
+        log_error("%s", err);
+        return -1;
+    }
+    tls_server_free(srv->tls);
+    srv->tls = t;
+    log_info("TLS: certificate %s, client certificates %s, TLS %s and later", cfg->tls_cert_file,
+             cfg->tls_client_certs, cfg->tls_min_version);
+    return 0;
+}
+
 static void rlockd_reload(struct server *srv)
 {
     if (srv->config_path == NULL) {
@@ -284,6 +304,8 @@ static void rlockd_reload(struct server *srv)
                       at != NULL ? at : "");
         }
         rlockd_auth_reloaded(srv, old->auth);
+        if (merged->tls_listen[0] != '\0' && rlockd_tls_load(srv, merged) != 0)
+            log_error("reload: the TLS certificate, key and CA stay those read before");
         config_free(old);
         log_info("reloaded %s", srv->config_path);
     }
@@ -411,6 +433,8 @@ struct server *rlockd_new(struct config *cfg, const char *config_path)
     if (srv->pool == NULL || relq_init(srv) != 0 || pubsub_start(srv) != 0 ||
         sentinel_start(srv, rlockd_sentinel_master, srv) != 0)
         goto fail;
+    if (cfg->tls_listen[0] != '\0' && rlockd_tls_load(srv, cfg) != 0)
+        goto fail;
     if (watchdog_start(srv) != 0 || listener_open_all(srv) != 0 || http_start(srv) != 0 ||
         sdnotify_start(srv) != 0)
         goto fail;
@@ -444,6 +468,8 @@ void rlockd_free(struct server *srv)
     http_stop(srv);
     sdnotify_stop(srv);
     listener_close_all(srv);
+    tls_server_free(srv->tls); /* sessions still open hold their own reference */
+    srv->tls = NULL;
     /* The lists are empty (zeroed) when startup failed before session_start. */
     struct session *s;
     while ((s = TAILQ_FIRST(&srv->sessions)) != NULL)

@@ -41,9 +41,10 @@ struct rlock_client *rlk_client_new(const struct rlock_options *opts, enum rlk_m
     c->hello_auth = opts->auth_token ? strdup(opts->auth_token) : NULL;
     c->hello_timeout_ms = opts->session_timeout_ms;
     if ((opts->auth_token != NULL && c->hello_auth == NULL) || c->hello_name == NULL ||
-        rlk_registry_add(c) != 0) {
+        rlk_tls_keep_opts(c, opts) != 0 || rlk_registry_add(c) != 0) {
         free(c->hello_name);
         free(c->hello_auth);
+        rlk_tls_free(c);
         pthread_cond_destroy(&c->idle_cv);
         pthread_mutex_destroy(&c->mu);
         free(c);
@@ -85,7 +86,8 @@ int rlk_client_open(struct rlock_client *c, const char *address, unsigned start,
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (rlk_addr_list_parse(address, c->addrs, err, errlen) < 0)
+    if (rlk_addr_list_parse(address, c->addrs, err, errlen) < 0 ||
+        rlk_tls_setup(c, err, errlen) < 0)
         return -2;
     if (start == RLK_ADDR_RANDOM)
         start = rlk_addr_start(c->addrs->n);

@@ -260,6 +260,7 @@ static int open_tcp(const char *address, int64_t deadline, char *err, size_t err
 /* Open one address ("HOST:PORT", "[V6]:PORT" or "unix:/path") by deadline. */
 static int open_one(const char *address, int64_t deadline, char *err, size_t errlen)
 {
+    address = rlk_addr_plain(address);
     if (strncmp(address, "unix:", 5) == 0)
         return open_unix(address + 5, deadline, err, errlen);
     return open_tcp(address, deadline, err, errlen);
@@ -268,6 +269,7 @@ static int open_one(const char *address, int64_t deadline, char *err, size_t err
 /* 0 when address is well formed (a unix path, or a host and a valid port), else -1 (err). */
 static int address_check(const char *address, char *err, size_t errlen)
 {
+    address = rlk_addr_plain(address);
     if (strncmp(address, "unix:", 5) == 0) {
         if (address[5] == '\0' || strlen(address + 5) >= sizeof(struct sockaddr_un) -
                                                         offsetof(struct sockaddr_un, sun_path)) {
@@ -396,6 +398,7 @@ static int start_one(int family, int type, int proto, const struct sockaddr *sa,
 
 int rlk_conn_start(const char *address, unsigned pick, int *done, char *err, size_t errlen)
 {
+    address = rlk_addr_plain(address);
     if (strncmp(address, "unix:", 5) == 0) {
         struct sockaddr_un sun = {.sun_family = AF_UNIX};
         size_t n = strlen(address + 5);

@@ -252,7 +252,9 @@ int rlk_eng_want_write(const struct rlock_client *c)
 {
     if (c->state == RLK_SESSION_ENDED)
         return 0;
-    return c->link == RLK_LINK_CONNECTING || (c->link == RLK_LINK_UP && c->tx.len > 0);
+    if (c->link == RLK_LINK_CONNECTING || c->tls_read_wants_write)
+        return 1;
+    return c->link == RLK_LINK_UP && c->tx.len > 0 && !c->tls_write_wants_read;
 }
 
 /*
@@ -278,7 +280,8 @@ void rlk_eng_flush(struct rlock_client *c)
         return;
     while (c->tx.len > 0) {
         int64_t before = rlk_alive_ms();
-        ssize_t n = send(c->fd, c->tx.data + c->tx.off, c->tx.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        char why[RLK_REASON_BYTES];
+        ssize_t n = rlk_sock_write(c, c->tx.data + c->tx.off, c->tx.len, why, sizeof why);
         if (n > 0) {
             iobuf_consume(&c->tx, (size_t)n);
             c->tx_sent += (uint64_t)n;
@@ -295,8 +298,6 @@ void rlk_eng_flush(struct rlock_client *c)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
-        char why[RLK_REASON_BYTES];
-        snprintf(why, sizeof why, "write: %s", strerror(errno));
         link_lost(c, why, 0);
         return;
     }
@@ -741,7 +742,10 @@ void rlk_eng_read(struct rlock_client *c)
         rlk_move_connect_done(c); /* an error shows as readable too */
         return;
     }
-    for (int round = 0; round < 4 && rlk_eng_linked(c); round++) {
+    if (c->tls_read_wants_write && c->tx.len == 0)
+        c->tls_read_wants_write = 0; /* writable now: the read below goes on */
+    /* TLS may hold decrypted bytes after the socket is drained: read them all. */
+    for (int round = 0; (round < 4 || rlk_sock_pending(c)) && rlk_eng_linked(c); round++) {
         size_t want = ENG_RX_INITIAL;
         if (c->rx.len >= WIRE_HEADER_BYTES) {
             size_t frame = WIRE_HEADER_BYTES + (size_t)wire_get_len(c->rx.data + c->rx.off);
@@ -753,7 +757,8 @@ void rlk_eng_read(struct rlock_client *c)
             return;
         }
         size_t room = c->rx.cap - c->rx.off - c->rx.len;
-        ssize_t got = read(c->fd, c->rx.data + c->rx.off + c->rx.len, room);
+        char why[RLK_REASON_BYTES];
+        ssize_t got = rlk_sock_read(c, c->rx.data + c->rx.off + c->rx.len, room, why, sizeof why);
         if (got == 0) {
             link_lost(c, "connection closed by the daemon", 0);
             return;
@@ -763,16 +768,15 @@ void rlk_eng_read(struct rlock_client *c)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
-            char why[RLK_REASON_BYTES];
-            snprintf(why, sizeof why, "read: %s", strerror(errno));
             link_lost(c, why, 0);
             return;
         }
         c->rx.len += (size_t)got;
         if (parse_frames(c) < 0)
             return;
-        if ((size_t)got < room)
-            break; /* drained: no need for another read that would say EAGAIN */
+        if ((size_t)got < room && c->ssl == NULL)
+            break; /* drained: no need for another read that would say EAGAIN (TLS reads
+                      a record at a time: only EAGAIN tells it is drained) */
     }
     /* Answers may have let callers queue more; and replies never wait for requests. */
     if (c->tx.len > 0 && rlk_eng_linked(c))
@@ -1067,6 +1071,8 @@ int rlk_eng_cancel_id(struct rlock_client *c, uint64_t id)
 int rlk_eng_init(struct rlock_client *c, int fd)
 {
     c->fd = fd;
+    if (c->addrs != NULL && rlk_tls_attach(c, c->addrs->a[c->addr_used]) != 0)
+        return -1;
     c->old_fd = -1;
     c->state = RLK_SESSION_OPEN;
     c->link = RLK_LINK_UP;
@@ -1105,6 +1111,7 @@ void rlk_eng_free(struct rlock_client *c)
     c->notes_tail = &c->notes;
     iobuf_free(&c->tx);
     iobuf_free(&c->rx);
+    rlk_tls_free(c);
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;

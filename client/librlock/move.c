@@ -110,19 +110,21 @@ void rlk_move_settle(struct rlock_client *c, struct rlk_call *call)
 }
 
 /* Aim the engine at fd, a new connection (connected, or connect in progress). */
-static void swap_fd(struct rlock_client *c, int fd)
+static int swap_fd(struct rlock_client *c, int fd)
 {
     int prev = c->fd;
+    rlk_tls_detach(c); /* the TLS state of the connection left goes with it */
     c->fd = fd;
     c->fd_changed = 1;
     if (c->mode == RLK_MODE_BLOCKING)
         rlk_reactor_swap_fd(c, prev); /* out of epoll before it may be closed */
-    if (prev < 0)
-        return;
-    if (c->move.keep_old && c->old_fd < 0)
-        c->old_fd = prev; /* the daemon left behind: closed once resumed */
-    else
-        close(prev);
+    if (prev >= 0) {
+        if (c->move.keep_old && c->old_fd < 0)
+            c->old_fd = prev; /* the daemon left behind: closed once resumed */
+        else
+            close(prev);
+    }
+    return rlk_tls_attach(c, c->addrs->a[c->addr_used]);
 }
 
 int rlk_move_begin(struct rlock_client *c, const char *why, int keep_old)
@@ -284,7 +286,10 @@ static void try_next(struct rlock_client *c, int64_t now)
         return;
     }
     c->link = done ? RLK_LINK_UP : RLK_LINK_CONNECTING;
-    swap_fd(c, fd);
+    if (swap_fd(c, fd) != 0) {
+        (void)rlk_move_begin(c, "out of memory for the TLS connection", 0);
+        return;
+    }
     if (done) {
         c->last_rx_ms = c->last_tx_ms = now;
         send_batch(c);

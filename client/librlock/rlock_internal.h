@@ -46,10 +46,14 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "iobuf.h"
 #include "rlock.h"
 #include "wire.h"
+
+struct ssl_st;
+struct ssl_ctx_st;
 
 /* Mark the public entry points; everything else stays hidden. */
 #define RLOCK_API __attribute__((visibility("default")))
@@ -211,6 +215,14 @@ struct rlock_client {
     void *on_lost_arg;
     int fd;
 
+    /* TLS (tls.c): the options kept from rlock_options, the context made from them when an
+     * address is tls://, and the connection on fd when it is a TLS one. Guarded by mu. */
+    char *tls_ca_file, *tls_cert_file, *tls_key_file, *tls_server_name;
+    struct ssl_ctx_st *tls_ctx;
+    struct ssl_st *ssl;
+    int tls_read_wants_write;  /* a TLS read must first send (poll for writing) */
+    int tls_write_wants_read;  /* a TLS write must first receive (do not poll for writing) */
+
     /* guarded by mu */
     enum rlk_session_state state;
     enum rlk_link link;
@@ -336,6 +348,31 @@ RLK_MUST_CHECK int rlk_conn_open(const char *address, uint32_t timeout_ms, char 
 void rlk_futex_wait(atomic_uint *word, unsigned expect, int64_t deadline_ms);
 /* Wake one sleeper on word. word may already be gone: only its address is used. */
 void rlk_futex_wake(atomic_uint *word);
+
+/* --- tls.c ------------------------------------------------------------------------ */
+
+/* 1 when address is written tls://...; the address without that prefix. */
+int rlk_addr_tls(const char *address);
+const char *rlk_addr_plain(const char *address);
+/* Copy the TLS options of o into c. 0, or -1 when out of memory. */
+int rlk_tls_keep_opts(struct rlock_client *c, const struct rlock_options *o);
+/* Make c's TLS context when an address of c->addrs is tls://. 0, or -1 with err. */
+int rlk_tls_setup(struct rlock_client *c, char *err, size_t errlen);
+/* c->fd is a new connection to address: a TLS one on it if address says so. 0 or -1. */
+int rlk_tls_attach(struct rlock_client *c, const char *address);
+/* Drop the TLS connection of c->fd (the socket stays); accepts none. */
+void rlk_tls_detach(struct rlock_client *c);
+/* Free everything TLS of c. */
+void rlk_tls_free(struct rlock_client *c);
+/*
+ * Read or write c->fd, through TLS on a TLS connection: like read(2) / send(2)
+ * (EAGAIN when it would block), with a message in why on an error.
+ */
+ssize_t rlk_sock_read(struct rlock_client *c, void *buf, size_t len, char *why, size_t whylen);
+ssize_t rlk_sock_write(struct rlock_client *c, const void *buf, size_t len, char *why,
+                       size_t whylen);
+/* 1 when TLS holds decrypted bytes not read yet (the socket does not show them). */
+int rlk_sock_pending(const struct rlock_client *c);
 
 /* --- engine.c ----------------------------------------------------------------------- */
 /* Every function here runs with c->mu held (or on a client no other thread sees). */

@@ -132,6 +132,10 @@ int ctl_connect(const struct ctl *ctl, struct rlock_options *opts, struct rlock_
             return EX_NOPERM;
         opts->auth_token = token;
     }
+    opts->tls_ca_file = ctl->tls_ca;
+    opts->tls_cert_file = ctl->tls_cert;
+    opts->tls_key_file = ctl->tls_key;
+    opts->tls_server_name = ctl->tls_server_name;
     enum rlock_err e = rlock_connect(ctl->server, opts, out, err, sizeof err);
     memset(token, 0, sizeof token);
     opts->auth_token = NULL;
@@ -162,6 +166,18 @@ static int ctl_global_option(struct ctl *ctl, int ch, const char *arg)
         return ctl_duration("--timeout", arg, &ctl->timeout_ms) < 0 ? -1 : 1;
     case CTL_OPT_TOKEN_FILE:
         ctl->token_file = arg;
+        return 1;
+    case CTL_OPT_TLS_CA:
+        ctl->tls_ca = arg;
+        return 1;
+    case CTL_OPT_TLS_CERT:
+        ctl->tls_cert = arg;
+        return 1;
+    case CTL_OPT_TLS_KEY:
+        ctl->tls_key = arg;
+        return 1;
+    case CTL_OPT_TLS_SERVER_NAME:
+        ctl->tls_server_name = arg;
         return 1;
     default:
         return 0;
@@ -398,11 +414,20 @@ static void usage(FILE *f)
             "The options below may also follow COMMAND.\n"
             "\n"
             "Options:\n"
-            "  -s, --server ADDR   daemon address, HOST:PORT or unix:/path\n"
+            "  -s, --server ADDR   daemon address, HOST:PORT or unix:/path, either behind\n"
+            "                      tls:// for a TLS listener; several, comma-separated\n"
             "                      (default: $RLOCK_SERVER, else %s)\n"
             "  -t, --timeout D     longest wait for each answer of the daemon (default 5s)\n"
             "      --token-file F  file holding the auth token, for a daemon that requires\n"
             "                      one (default: $RLOCK_TOKEN_FILE, else none)\n"
+            "      --tls-ca F      CA certificates the daemon's must chain to (tls://;\n"
+            "                      default: $RLOCK_TLS_CA, else the system's)\n"
+            "      --tls-cert F    this client's certificate, for a daemon that asks for\n"
+            "                      one (default: $RLOCK_TLS_CERT)\n"
+            "      --tls-key F     its private key (default: $RLOCK_TLS_KEY)\n"
+            "      --tls-server-name NAME\n"
+            "                      the name the daemon's certificate must carry (default:\n"
+            "                      $RLOCK_TLS_SERVER_NAME, else the address's host)\n"
             "  -h, --help          show this help\n"
             "  -V, --version       show the versions of rlockctl and its libraries\n"
             "\n"
@@ -419,6 +444,13 @@ static void usage(FILE *f)
 #undef CTL_EXIT_LINE
 }
 
+/* An environment variable's value, or NULL when unset or empty. */
+static const char *ctl_env(const char *name)
+{
+    const char *v = getenv(name);
+    return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
 static void version(void)
 {
     printf("rlockctl %s\nlibrlock %s\nprotobuf-c %s\n", RLOCK_VERSION, rlock_version(),
@@ -431,6 +463,10 @@ int main(int argc, char **argv)
         {"server", required_argument, NULL, 's'},
         {"timeout", required_argument, NULL, 't'},
         {"token-file", required_argument, NULL, CTL_OPT_TOKEN_FILE},
+        {"tls-ca", required_argument, NULL, CTL_OPT_TLS_CA},
+        {"tls-cert", required_argument, NULL, CTL_OPT_TLS_CERT},
+        {"tls-key", required_argument, NULL, CTL_OPT_TLS_KEY},
+        {"tls-server-name", required_argument, NULL, CTL_OPT_TLS_SERVER_NAME},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -441,6 +477,10 @@ int main(int argc, char **argv)
         .server = env != NULL && env[0] ? env : RLOCK_DEFAULT_ADDRESS,
         .timeout_ms = RLOCK_DEFAULT_TIMEOUT_MS,
         .token_file = token_env != NULL && token_env[0] ? token_env : NULL,
+        .tls_ca = ctl_env("RLOCK_TLS_CA"),
+        .tls_cert = ctl_env("RLOCK_TLS_CERT"),
+        .tls_key = ctl_env("RLOCK_TLS_KEY"),
+        .tls_server_name = ctl_env("RLOCK_TLS_SERVER_NAME"),
     };
     opterr = 0;
     int ch;
@@ -449,6 +489,10 @@ int main(int argc, char **argv)
         case 's':
         case 't':
         case CTL_OPT_TOKEN_FILE:
+        case CTL_OPT_TLS_CA:
+        case CTL_OPT_TLS_CERT:
+        case CTL_OPT_TLS_KEY:
+        case CTL_OPT_TLS_SERVER_NAME:
             if (ctl_global_option(&ctl, ch, optarg) < 0)
                 return EX_USAGE;
             break;

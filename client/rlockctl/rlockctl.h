@@ -22,6 +22,9 @@ struct ctl {
     const char *server;     /* --server, $RLOCK_SERVER or RLOCK_DEFAULT_ADDRESS */
     uint32_t timeout_ms;    /* --timeout: per call and for connecting */
     const char *token_file; /* --token-file or $RLOCK_TOKEN_FILE; NULL = no token */
+    /* For tls:// addresses: --tls-ca, --tls-cert, --tls-key, --tls-server-name, or
+     * $RLOCK_TLS_CA, $RLOCK_TLS_CERT, $RLOCK_TLS_KEY, $RLOCK_TLS_SERVER_NAME */
+    const char *tls_ca, *tls_cert, *tls_key, *tls_server_name;
 };
 
 /* "rlockctl: " + message + newline on stderr. */
@@ -45,15 +48,26 @@ int ctl_duration(const char *opt, const char *s, uint32_t *out_ms);
  */
 #define CTL_GLOBAL_LONGOPTS                                                                   \
     {"server", required_argument, NULL, 's'}, {"timeout", required_argument, NULL, 't'},      \
-        {"token-file", required_argument, NULL, CTL_OPT_TOKEN_FILE}
+        {"token-file", required_argument, NULL, CTL_OPT_TOKEN_FILE},                          \
+        {"tls-ca", required_argument, NULL, CTL_OPT_TLS_CA},                                  \
+        {"tls-cert", required_argument, NULL, CTL_OPT_TLS_CERT},                              \
+        {"tls-key", required_argument, NULL, CTL_OPT_TLS_KEY},                                \
+        {"tls-server-name", required_argument, NULL, CTL_OPT_TLS_SERVER_NAME}
 #define CTL_GLOBAL_SHORTOPTS "s:t:"
-/* getopt_long's value for --token-file (above any char and any subcommand's own values). */
+/* getopt_long's values for the long-only global options (above any char and any
+ * subcommand's own values). */
 #define CTL_OPT_TOKEN_FILE 0x200
+#define CTL_OPT_TLS_CA 0x201
+#define CTL_OPT_TLS_CERT 0x202
+#define CTL_OPT_TLS_KEY 0x203
+#define CTL_OPT_TLS_SERVER_NAME 0x204
 /* Their lines in each subcommand's --help. */
 #define CTL_GLOBAL_HELP                                                                       \
     "  -s, --server ADDR   daemon address (see rlockctl --help)\n"                              \
     "  -t, --timeout D     longest wait for each answer of the daemon (default 5s)\n"           \
-    "      --token-file F  file holding the auth token (default $RLOCK_TOKEN_FILE)\n"
+    "      --token-file F  file holding the auth token (default $RLOCK_TOKEN_FILE)\n"           \
+    "      --tls-ca F, --tls-cert F, --tls-key F, --tls-server-name NAME\n"                     \
+    "                      for tls:// addresses (see rlockctl --help)\n"
 /*
  * Apply a global option, or report an unknown option / missing value for
  * subcommand cmd. Returns 0 to go on, else EX_USAGE (after printing why).

@@ -37,29 +37,45 @@ static unsigned is_zero(size_t x)
     return (unsigned)(((x | (0 - x)) >> (sizeof x * 8 - 1)) ^ 1u);
 }
 
-enum auth_role auth_check(const struct auth_tokens *t, const char *token, size_t len,
-                          size_t *index)
+/* The entry of kind cert (0: tokens, 1: certificate names) equal to the len bytes at given. */
+static enum auth_role check_kind(const struct auth_tokens *t, const char *text, size_t len,
+                                 unsigned cert, size_t *index)
 {
     unsigned char given[AUTH_TOKEN_MAX];
     memset(given, 0, sizeof given);
     if (len <= AUTH_TOKEN_MAX)
-        memcpy(given, token, len);
+        memcpy(given, text, len);
     unsigned matched = 0, role = 0;
     size_t at = 0;
-    /* Every token is compared in full, whichever matched: no early exit. */
+    /* Every entry is compared in full, whichever matched: no early exit. An entry of the
+     * other kind never matches: a Hello presenting "cert:NAME" as its token gets nothing. */
     for (size_t i = 0; i < t->n; i++) {
         const struct auth_token *k = &t->tok[i];
-        unsigned eq = (unsigned)auth_equal(k->text, given, AUTH_TOKEN_MAX) & is_zero(k->len ^ len);
+        unsigned eq = (unsigned)auth_equal(k->text, given, AUTH_TOKEN_MAX) & is_zero(k->len ^ len) &
+                      is_zero((unsigned)k->cert ^ cert);
         matched |= eq;
         role |= (0u - eq) & (unsigned)k->role;
         at |= ((size_t)0 - (size_t)eq) & i;
     }
     memset(given, 0, sizeof given);
-    if (len < AUTH_TOKEN_MIN || len > AUTH_TOKEN_MAX || !matched)
+    if (len < (cert ? AUTH_CERT_PREFIX_LEN + 1 : AUTH_TOKEN_MIN) || len > AUTH_TOKEN_MAX ||
+        !matched)
         return AUTH_ROLE_NONE;
     if (index != NULL)
         *index = at;
     return (enum auth_role)role;
+}
+
+enum auth_role auth_check(const struct auth_tokens *t, const char *token, size_t len,
+                          size_t *index)
+{
+    return check_kind(t, token, len, 0, index);
+}
+
+enum auth_role auth_check_cert(const struct auth_tokens *t, const char *entry, size_t len,
+                               size_t *index)
+{
+    return check_kind(t, entry, len, 1, index);
 }
 
 size_t auth_tokens_count(const struct auth_tokens *t, enum auth_role role)
@@ -156,7 +172,10 @@ static const char *parse_entry(const char *s, const char *end, struct auth_token
         return "unknown role (use admin or client)";
     if (tlen == 0)
         return "no token after the role";
-    if (tlen < AUTH_TOKEN_MIN)
+    k->cert = tlen >= AUTH_CERT_PREFIX_LEN && memcmp(tok, AUTH_CERT_PREFIX, AUTH_CERT_PREFIX_LEN) == 0;
+    if (k->cert && tlen == AUTH_CERT_PREFIX_LEN)
+        return "no certificate name after cert:";
+    if (!k->cert && tlen < AUTH_TOKEN_MIN)
         return "token too short (at least 16 characters)";
     if (tlen > AUTH_TOKEN_MAX)
         return "token too long (at most 256 characters)";

@@ -14,6 +14,14 @@
  *
  *     client <token> max_locks=100 max_waiters=20
  *
+ * A TLS client certificate (tls.h) stands for a token when its name (the
+ * subject's common name) has an entry written cert:NAME:
+ *
+ *     admin  cert:ops.example.com
+ *
+ * Such an entry is never accepted as a token: only a certificate the daemon
+ * verified against [tls] ca_file gives its role.
+ *
  * '#' starts a comment line; blank lines are ignored. A token is 16 to
  * AUTH_TOKEN_MAX printable ASCII characters without blanks. With no token
  * configured at all, authentication is off and every session may do
@@ -50,8 +58,13 @@ enum auth_role {
 /* Largest quota a token entry may give. */
 #define AUTH_QUOTA_MAX 100000000u
 
+/* Entries naming a client certificate start with this. */
+#define AUTH_CERT_PREFIX "cert:"
+#define AUTH_CERT_PREFIX_LEN 5
+
 struct auth_token {
     enum auth_role role;
+    uint8_t cert; /* a cert:NAME entry: matched by a verified certificate, never by a token */
     uint32_t max_locks, max_waiters; /* the entry's own quotas, where has_* says so */
     uint8_t has_max_locks, has_max_waiters;
     size_t len;
@@ -97,6 +110,14 @@ size_t auth_tokens_count(const struct auth_tokens *t, enum auth_role role);
  */
 enum auth_role auth_check(const struct auth_tokens *t, const char *token, size_t len,
                           size_t *index);
+
+/*
+ * The role of the entry "cert:NAME" (len bytes, the prefix included) for a
+ * client certificate the TLS handshake verified: like auth_check, over the
+ * cert:NAME entries only.
+ */
+enum auth_role auth_check_cert(const struct auth_tokens *t, const char *entry, size_t len,
+                               size_t *index);
 
 /* 1 when the n bytes at a and b are equal; the time depends on n only. */
 int auth_equal(const void *a, const void *b, size_t n);

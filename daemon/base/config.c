@@ -584,6 +584,30 @@ static void check_topology(struct config_report *r, const struct config *c)
                "a Redis Cluster has only database 0");
 }
 
+/* [tls]: what a TLS listener needs; the names of client_certs and min_version. */
+static void check_tls(struct config_report *r, const struct config *c)
+{
+    struct config_address addrs[CONFIG_MAX_LISTEN];
+    char why[320];
+    if (strcmp(c->tls_client_certs, "none") != 0 && strcmp(c->tls_client_certs, "optional") != 0 &&
+        strcmp(c->tls_client_certs, "required") != 0)
+        report(r, key_line(r, KEY_tls_client_certs), &config_keys[KEY_tls_client_certs],
+               "\"%s\" is none of none, optional and required", c->tls_client_certs);
+    if (strcmp(c->tls_min_version, "1.2") != 0 && strcmp(c->tls_min_version, "1.3") != 0)
+        report(r, key_line(r, KEY_tls_min_version), &config_keys[KEY_tls_min_version],
+               "\"%s\" is neither 1.2 nor 1.3", c->tls_min_version);
+    if (key_refused(r, KEY_tls_listen) || c->tls_listen[0] == '\0')
+        return;
+    if (config_parse_listen(c->tls_listen, addrs, CONFIG_MAX_LISTEN, why, sizeof why) < 0)
+        report(r, key_line(r, KEY_tls_listen), &config_keys[KEY_tls_listen], "%s", why);
+    if (c->tls_cert_file[0] == '\0' || c->tls_key_file[0] == '\0')
+        report(r, key_line(r, KEY_tls_listen), &config_keys[KEY_tls_listen],
+               "tls.listen needs tls.cert_file and tls.key_file");
+    if (strcmp(c->tls_client_certs, "none") != 0 && c->tls_ca_file[0] == '\0')
+        report(r, key_line(r, KEY_tls_client_certs), &config_keys[KEY_tls_client_certs],
+               "client certificates need tls.ca_file to verify them");
+}
+
 /* server.shutdown names one of the two ways to stop. */
 static void check_shutdown(struct config_report *r, const struct config *c)
 {
@@ -633,6 +657,7 @@ static int validate(struct config_report *r, const struct config *c)
     check_addresses(r, c);
     check_topology(r, c);
     check_shutdown(r, c);
+    check_tls(r, c);
     return r->errors == before ? 0 : -1;
 }
 

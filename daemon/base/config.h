@@ -154,6 +154,19 @@ enum config_type {
     X("metrics", "request_timeout", CONFIG_DURATION, metrics_request_timeout_ms, "5s", 100,     \
       60000, 0, 0, "Time a metrics client has to send its whole request, and again to read "   \
       "the answer")                                                                            \
+    X("tls", "listen", CONFIG_STRING, tls_listen, "", 0, 1024, 0, 0,                            \
+      "Addresses to accept TLS clients on, comma-separated like server.listen; empty = no TLS") \
+    X("tls", "cert_file", CONFIG_STRING, tls_cert_file, "", 0, 1024, 1, 0,                      \
+      "The daemon's certificate chain (PEM), read at start and at each reload")               \
+    X("tls", "key_file", CONFIG_STRING, tls_key_file, "", 0, 1024, 1, 0,                        \
+      "Its private key (PEM, no passphrase); others must not be able to read it")             \
+    X("tls", "ca_file", CONFIG_STRING, tls_ca_file, "", 0, 1024, 1, 0,                          \
+      "CA certificates (PEM) that client certificates must chain to")                         \
+    X("tls", "client_certs", CONFIG_STRING, tls_client_certs, "none", 1, 16, 1, 0,             \
+      "none, optional or required: whether clients must present a certificate of ca_file; "   \
+      "an entry cert:NAME in the token file gives the certificate named NAME its role")       \
+    X("tls", "min_version", CONFIG_STRING, tls_min_version, "1.2", 1, 8, 1, 0,                 \
+      "Lowest TLS version accepted: 1.2 or 1.3")                                              \
     X("auth", "token_file", CONFIG_STRING, auth_token_file, "", 0, 1024, 1, 0,                  \
       "File of client tokens, one per line: admin TOKEN or client TOKEN; others must not be "   \
       "able to read it. Empty = none")                                                          \
@@ -220,6 +233,12 @@ struct config {
     char *metrics_listen;
     uint32_t metrics_max_connections;
     uint32_t metrics_request_timeout_ms;
+    char *tls_listen;
+    char *tls_cert_file;
+    char *tls_key_file;
+    char *tls_ca_file;
+    char *tls_client_certs;
+    char *tls_min_version;
     char *auth_token_file;
     char *auth_inline;
     uint32_t auth_tokenless_grace_ms;

@@ -31,6 +31,7 @@ struct restable;
 struct listener;
 struct session;
 struct lease;
+struct tls_server;
 struct cleanup_list;
 struct relq;
 struct renewq;
@@ -79,6 +80,7 @@ struct server {
     struct pubsub *pubsub;          /* release notices of other daemons, or NULL (pubsub.c) */
     struct sentinel *sentinel;      /* finds and follows the master, or NULL (sentinel.c) */
     struct listener *listeners;     /* singly linked */
+    struct tls_server *tls;         /* [tls] listen: the context new TLS sessions get (tls.h) */
     struct http *http;              /* metrics and health endpoint, or NULL */
     struct sdnotify *sdnotify;      /* systemd notify socket, or NULL */
     struct session_list sessions;   /* live sessions */

@@ -3,6 +3,7 @@
  * hello.c — Hello and Resume (hello.h).
  */
 #include "hello.h"
+#include "tls.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,8 +119,17 @@ static int introduce(struct session *s, uint64_t id, uint32_t protocol_version,
         return room_for(s, id);
     }
     size_t len = strlen(auth_token), at = 0;
-    s->role = auth_check(tokens, auth_token, len, &at);
-    util_siphash128(s->srv->hash_key, auth_token, len, s->token_fp);
+    char entry[AUTH_TOKEN_MAX + 1];
+    size_t elen = 0;
+    if (len == 0 && s->ssl != NULL && (elen = tls_peer_entry(s->ssl, entry, sizeof entry)) > 0) {
+        /* No token, a verified client certificate: its cert:NAME entry gives the role, and
+         * stands for a token everywhere else (quota, reloads). */
+        s->role = auth_check_cert(tokens, entry, elen, &at);
+        util_siphash128(s->srv->hash_key, entry, elen, s->token_fp);
+    } else {
+        s->role = auth_check(tokens, auth_token, len, &at);
+        util_siphash128(s->srv->hash_key, auth_token, len, s->token_fp);
+    }
     if (s->role != AUTH_ROLE_NONE) {
         /* Out of memory leaves it uncharged: the daemon-wide limits still hold. */
         if ((s->quota = quota_get(&s->srv->quotas, s->token_fp)) != NULL)
@@ -128,9 +138,14 @@ static int introduce(struct session *s, uint64_t id, uint32_t protocol_version,
     }
     s->srv->ctr.auth_failures++;
     log_peer_warn("session %s (%s, %s): authentication failed: %s", s->id, s->peer,
-             s->name[0] ? s->name : "-", len == 0 ? "no token" : "wrong token");
+                  s->name[0] ? s->name : "-",
+                  elen > 0 ? "its certificate has no cert: entry" : len == 0 ? "no token"
+                                                                            : "wrong token");
     refuse(s, id, RLOCK__V1__STATUS__STATUS_UNAUTHENTICATED,
-           len == 0 ? "this daemon requires an auth token" : "the auth token is not valid",
+           elen > 0   ? "this client's certificate has no entry in the token file, and no "
+                        "auth token was sent"
+           : len == 0 ? "this daemon requires an auth token"
+                      : "the auth token is not valid",
            "authentication failed");
     return -1;
 }

@@ -25,6 +25,7 @@
 #include "server.h"
 #include "peercount.h"
 #include "session.h"
+#include "tls.h"
 #include "util.h"
 
 #define LISTENER_PAUSE_MS 500 /* pause after running out of descriptors */
@@ -41,6 +42,7 @@ struct listener {
     struct event *resume_ev; /* re-enables accepting after a pause */
     unsigned burst;          /* accepted since the listener last sat out a turn */
     struct config_address addr;
+    int tls; /* from tls.listen: sessions speak TLS (srv->tls) */
     struct listener *next;
 };
 
@@ -140,7 +142,13 @@ static void accept_one(struct listener *l, evutil_socket_t fd, struct sockaddr *
     }
     char peer[128];
     peer_name(sa, peer, sizeof peer);
-    session_new(srv, fd, peer, tcp ? ip : NULL);
+    struct ssl_st *ssl = NULL;
+    if (l->tls && (ssl = tls_accept_new(srv->tls, fd)) == NULL) {
+        log_peer_warn("refusing a connection from %s: out of memory for its TLS state", peer);
+        evutil_closesocket(fd);
+        return;
+    }
+    session_new(srv, fd, peer, tcp ? ip : NULL, ssl);
 }
 
 static void resume_cb(evutil_socket_t fd, short what, void *arg)
@@ -209,13 +217,14 @@ struct evconnlistener *listener_bind(struct event_base *base, const struct confi
                                    (int)sslen);
 }
 
-static int listener_open(struct server *srv, const struct config_address *addr)
+static int listener_open(struct server *srv, const struct config_address *addr, int tls)
 {
     struct listener *l = calloc(1, sizeof *l);
     if (l == NULL)
         return -1;
     l->srv = srv;
     l->addr = *addr;
+    l->tls = tls;
     l->evl = listener_bind(srv->base, &l->addr, accept_cb, l);
     if (l->evl == NULL) {
         if (l->addr.is_unix)
@@ -239,9 +248,9 @@ static int listener_open(struct server *srv, const struct config_address *addr)
         l->addr.port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
     }
     if (l->addr.is_unix)
-        log_info("listening on unix:%s", l->addr.path);
+        log_info("listening on unix:%s%s", l->addr.path, tls ? " (TLS)" : "");
     else
-        log_info("listening on %s:%u", l->addr.host, l->addr.port);
+        log_info("listening on %s:%u%s", l->addr.host, l->addr.port, tls ? " (TLS)" : "");
     l->next = srv->listeners;
     srv->listeners = l;
     return 0;
@@ -274,7 +283,17 @@ int listener_open_all(struct server *srv)
         return -1;
     }
     for (int i = 0; i < n; i++)
-        if (listener_open(srv, &addrs[i]) != 0)
+        if (listener_open(srv, &addrs[i], 0) != 0)
+            return -1;
+    if (srv->cfg->tls_listen[0] == '\0')
+        return 0;
+    n = config_parse_listen(srv->cfg->tls_listen, addrs, CONFIG_MAX_LISTEN, err, sizeof err);
+    if (n < 0) {
+        log_error("tls.listen: %s", err);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (listener_open(srv, &addrs[i], 1) != 0)
             return -1;
     return 0;
 }

@@ -14,6 +14,7 @@
  * on_session_end hook.
  */
 #include "session.h"
+#include "tls.h"
 #include "peercount.h"
 
 #include <stdlib.h>
@@ -56,6 +57,7 @@ static void session_set_state(struct session *s, enum session_state st)
 }
 
 static void session_queue_resume(struct session *s);
+static void session_read(struct session *s);
 
 static void session_arm(struct session *s, int64_t ms)
 {
@@ -136,6 +138,7 @@ void session_free(struct session *s)
         event_free(s->wev);
     if (s->timer != NULL)
         event_free(s->timer);
+    tls_close(s->ssl, s->tls_failed);
     if (s->fd >= 0)
         evutil_closesocket(s->fd);
     iobuf_free(&s->rx);
@@ -163,6 +166,40 @@ void session_queue_flush(struct session *s)
     session_schedule_flush(s->srv);
 }
 
+/*
+ * The socket's bytes, through TLS on a TLS session. A TLS read that must first
+ * write (or a write that must first read) returns EAGAIN and notes it, so that
+ * the other direction's event goes on with it.
+ */
+static ssize_t session_io_recv(struct session *s, void *buf, size_t len, const char **why)
+{
+    if (s->ssl == NULL)
+        return recv(s->fd, buf, len, 0);
+    int want = 0;
+    ssize_t n = tls_read(s->ssl, buf, len, &want, why);
+    if (n < 0 && errno == EAGAIN && want == TLS_WANT_WRITE) {
+        s->tls_read_wants_write = 1;
+        if (!s->wev_armed && event_add(s->wev, NULL) == 0)
+            s->wev_armed = 1;
+    } else if (n < 0 && errno != EAGAIN) {
+        s->tls_failed = 1;
+    }
+    return n;
+}
+
+static ssize_t session_io_send(struct session *s, const char **why)
+{
+    if (s->ssl == NULL)
+        return send(s->fd, iobuf_head(&s->tx), s->tx.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    int want = 0;
+    ssize_t n = tls_write(s->ssl, iobuf_head(&s->tx), s->tx.len, &want, why);
+    if (n < 0 && errno == EAGAIN && want == TLS_WANT_READ)
+        s->tls_write_wants_read = 1;
+    else if (n < 0 && errno != EAGAIN)
+        s->tls_failed = 1;
+    return n;
+}
+
 /* Write what the socket takes now. */
 void session_flush(struct session *s)
 {
@@ -171,7 +208,8 @@ void session_flush(struct session *s)
         s->flush_queued = 0;
     }
     while (s->tx.len > 0) {
-        ssize_t n = send(s->fd, iobuf_head(&s->tx), s->tx.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        const char *why = "connection error";
+        ssize_t n = session_io_send(s, &why);
         if (n > 0) {
             iobuf_consume(&s->tx, (size_t)n);
             continue;
@@ -179,7 +217,8 @@ void session_flush(struct session *s)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (!s->wev_armed && event_add(s->wev, NULL) == 0)
+            /* TLS may need to read first (a handshake message): read_cb flushes then. */
+            if (!s->tls_write_wants_read && !s->wev_armed && event_add(s->wev, NULL) == 0)
                 s->wev_armed = 1;
             return;
         }
@@ -187,11 +226,11 @@ void session_flush(struct session *s)
         if (s->flush_then_close) {
             session_retire(s);
         } else {
-            session_close(s, "connection error", 0);
+            session_close(s, why, 0);
         }
         return;
     }
-    if (s->wev_armed) {
+    if (s->wev_armed && !s->tls_read_wants_write) {
         event_del(s->wev);
         s->wev_armed = 0;
     }
@@ -204,7 +243,19 @@ static void write_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    session_flush(arg);
+    struct session *s = arg;
+    if (s->tls_read_wants_write) {
+        /* A TLS read could not go on until the socket took what it had to send. */
+        s->tls_read_wants_write = 0;
+        if (s->tx.len == 0 && s->wev_armed) {
+            event_del(s->wev);
+            s->wev_armed = 0;
+        }
+        session_read(s);
+        if (s->state == SESSION_CLOSING || s->fd < 0)
+            return;
+    }
+    session_flush(s);
 }
 
 static void session_send(struct session *s, const Rlock__V1__ServerMessage *m)
@@ -343,14 +394,15 @@ static void session_read(struct session *s)
             return;
         }
     }
-    ssize_t got = recv(s->fd, srv->scratch, sizeof srv->scratch, 0);
+    const char *why = "connection error";
+    ssize_t got = session_io_recv(s, srv->scratch, sizeof srv->scratch, &why);
     if (got == 0) {
         session_close(s, "connection closed by client", 0);
         return;
     }
     if (got < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            session_close(s, "connection error", 0);
+            session_close(s, why, 0);
         return;
     }
     const uint8_t *data = srv->scratch;
@@ -380,8 +432,9 @@ static void session_read(struct session *s)
             iobuf_added(&s->rx, len - (size_t)used);
         }
     }
-    if (capped)
-        session_queue_resume(s); /* the cap was reached: others first, then go on */
+    if (capped || (s->ssl != NULL && s->state != SESSION_CLOSING && tls_pending(s->ssl) > 0))
+        session_queue_resume(s); /* the cap was reached, or TLS holds decrypted bytes the
+                                    socket no longer shows: others first, then go on */
     else if (s->rx.len == 0)
         iobuf_shrink(&s->rx, 0);
 }
@@ -437,6 +490,13 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
         session_close(s, "slow reader", 0);
         return;
     }
+    if (s->tls_write_wants_read) {
+        /* A TLS write could not go on until the peer's message came: it has. */
+        s->tls_write_wants_read = 0;
+        session_flush(s);
+        if (s->state == SESSION_CLOSING || s->fd < 0)
+            return;
+    }
     session_read(s);
 }
 
@@ -485,15 +545,18 @@ void session_activate(struct session *s, uint32_t timeout_ms)
     session_arm(s, timeout_ms);
 }
 
-struct session *session_new(struct server *srv, int fd, const char *peer, const uint8_t *ip)
+struct session *session_new(struct server *srv, int fd, const char *peer, const uint8_t *ip,
+                            struct ssl_st *ssl)
 {
     struct session *s = calloc(1, sizeof *s);
     if (s == NULL) {
+        tls_close(ssl, 1);
         evutil_closesocket(fd);
         return NULL;
     }
     s->srv = srv;
     s->fd = fd;
+    s->ssl = ssl;
     s->state = SESSION_ACCEPTED;
     s->role = AUTH_ROLE_NONE; /* until Hello says otherwise: nothing is allowed */
     TAILQ_INIT(&s->requests);

@@ -31,9 +31,15 @@ struct lease;
 TAILQ_HEAD(request_list, request); /* struct request is the lock logic's (request.h) */
 TAILQ_HEAD(lease_list, lease);     /* struct lease likewise (lease.h) */
 
+struct ssl_st;
+
 struct session {
     struct server *srv;
     int fd;
+    struct ssl_st *ssl;    /* a TLS session (tls.h); NULL on a plain socket */
+    uint8_t tls_read_wants_write; /* a TLS read waits for the socket to take its output */
+    uint8_t tls_write_wants_read; /* a TLS write waits for the peer's next message */
+    uint8_t tls_failed;           /* a TLS error: no close_notify at the end */
     struct event *rev;     /* readable (persistent); also activated to close a slow reader */
     struct event *wev;     /* writable, added only while output waits for the socket */
     int wev_armed;
@@ -96,7 +102,8 @@ struct session {
  */
 void session_make_room(struct server *srv);
 
-struct session *session_new(struct server *srv, int fd, const char *peer, const uint8_t *ip);
+struct session *session_new(struct server *srv, int fd, const char *peer, const uint8_t *ip,
+                            struct ssl_st *ssl);
 
 /* Send a Response. body may be NULL; body_case selects the reply field. */
 void session_respond(struct session *s, uint64_t id, Rlock__V1__Status status, const char *msg,

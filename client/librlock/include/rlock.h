@@ -142,6 +142,16 @@ struct rlock_options {
     void *on_lost_arg;
     const char *auth_token;       /* sent in Hello when the daemon requires tokens; NULL = none.
                                      Copied: need not outlive rlock_connect */
+    /* TLS, for the addresses written tls://HOST:PORT or tls://unix:PATH (rlockd's [tls]
+     * listen). The paths are read by rlock_connect; all may be NULL. */
+    const char *tls_ca_file;      /* CA certificates (PEM) the daemon's certificate must chain
+                                     to; NULL = the system's */
+    const char *tls_cert_file;    /* this client's certificate chain (PEM), for a daemon that
+                                     asks for one (mTLS); with tls_key_file */
+    const char *tls_key_file;     /* its private key (PEM, no passphrase) */
+    const char *tls_server_name;  /* the name the daemon's certificate must be issued for;
+                                     NULL = the address's host (its IP address when numeric;
+                                     no name check for tls://unix:) */
 };
 
 /* The owner bit the library sets on thread owners; explicit owners stay below it. */
@@ -180,7 +190,8 @@ struct rlock_stats {
 
 /*
  * Connect to address ("HOST:PORT" with a numeric or resolvable host, or
- * "unix:/path") and open a session. address may list several daemons on the
+ * "unix:/path"; either behind "tls://" for a TLS listener, with opts'
+ * tls_* fields) and open a session. address may list several daemons on the
  * same Redis, comma-separated (at most 16): the client starts at a random one,
  * so that clients spread over them, and tries the others in turn until one
  * accepts, each within an equal share of connect_timeout_ms; a host name that
