@@ -15,7 +15,7 @@ libprotobuf-c-dev protobuf-c-compiler libinih-dev libssl-dev redis-server scdoc"
 # systemd-analyze (the unit's checks; nothing here boots it) and strace (the unit's
 # system call filter against rlockd's calls); dpkg-dev and file for the .deb
 # (dpkg-shlibdeps); python3-prometheus-client parses /metrics in a test.
-RLOCK_PACKAGES="$RLOCK_RUN_PACKAGES check man-db systemd strace dpkg-dev file python3
+RLOCK_PACKAGES="$RLOCK_RUN_PACKAGES check man-db systemd strace dpkg-dev file python3 openssl
 python3-prometheus-client"
 
 # rlock_install_deps [PACKAGES]: install what is missing of PACKAGES (default: all).

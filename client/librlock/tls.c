@@ -19,6 +19,7 @@
 #include "rlock_internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,53 @@
 
 #define TLS_PREFIX "tls://"
 #define TLS_PREFIX_LEN 6
+
+/*
+ * A socket BIO that writes with MSG_NOSIGNAL: OpenSSL's own writes with write(2), which
+ * raises SIGPIPE on a connection the daemon closed, and a library must not kill (or make
+ * handle signals) the program that uses it. Everything but read and write is the socket
+ * BIO's (the fd, not closed by the BIO).
+ */
+static BIO_METHOD *nosig_method;
+static pthread_once_t nosig_once = PTHREAD_ONCE_INIT;
+
+static int nosig_write(BIO *b, const char *buf, int len)
+{
+    int fd = -1;
+    BIO_get_fd(b, &fd);
+    BIO_clear_retry_flags(b);
+    ssize_t n = send(fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        BIO_set_retry_write(b);
+    return (int)n;
+}
+
+static int nosig_read(BIO *b, char *buf, int len)
+{
+    int fd = -1;
+    BIO_get_fd(b, &fd);
+    BIO_clear_retry_flags(b);
+    ssize_t n = recv(fd, buf, (size_t)len, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        BIO_set_retry_read(b);
+    return (int)n;
+}
+
+static void nosig_init(void)
+{
+    const BIO_METHOD *sock = BIO_s_socket();
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR,
+                                 "rlock socket");
+    if (m == NULL || BIO_meth_set_write(m, nosig_write) != 1 ||
+        BIO_meth_set_read(m, nosig_read) != 1 ||
+        BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(sock)) != 1 ||
+        BIO_meth_set_create(m, BIO_meth_get_create(sock)) != 1 ||
+        BIO_meth_set_destroy(m, BIO_meth_get_destroy(sock)) != 1) {
+        BIO_meth_free(m);
+        return;
+    }
+    nosig_method = m;
+}
 
 int rlk_addr_tls(const char *address)
 {
@@ -168,12 +216,17 @@ int rlk_tls_attach(struct rlock_client *c, const char *address)
         return 0;
     if (c->tls_ctx == NULL)
         return -1;
+    pthread_once(&nosig_once, nosig_init);
     SSL *ssl = SSL_new(c->tls_ctx);
-    if (ssl == NULL || SSL_set_fd(ssl, c->fd) != 1 || expect_name(ssl, c, address) != 0) {
+    BIO *bio = nosig_method != NULL ? BIO_new(nosig_method) : NULL;
+    if (ssl == NULL || bio == NULL || expect_name(ssl, c, address) != 0) {
+        BIO_free(bio);
         SSL_free(ssl);
         ERR_clear_error();
         return -1;
     }
+    BIO_set_fd(bio, c->fd, BIO_NOCLOSE);
+    SSL_set_bio(ssl, bio, bio); /* the SSL owns the BIO now */
     SSL_set_connect_state(ssl);
     c->ssl = ssl;
     return 0;
@@ -234,8 +287,9 @@ static ssize_t failed(struct rlock_client *c, int rc, int reading, char *why, si
                                   "and the name it was issued for)",
                      reason, X509_verify_cert_error_string(v));
         else if (strstr(reason, "alert") != NULL)
-            snprintf(why, whylen, "TLS: %s (the daemon refused the handshake: a client "
-                                  "certificate it asks for, or the TLS version)",
+            snprintf(why, whylen, "TLS: %s (the daemon refused this client: a client "
+                                  "certificate missing or not from a CA it trusts, or the "
+                                  "TLS version)",
                      reason);
         else
             snprintf(why, whylen, "TLS: %s", reason);
@@ -279,8 +333,21 @@ ssize_t rlk_sock_write(struct rlock_client *c, const void *buf, size_t len, char
     if (rc == 1)
         return (ssize_t)put;
     ssize_t r = failed(c, rc, 0, why, whylen);
-    if (r == 0) {
-        snprintf(why, whylen, "write: the daemon closed the connection");
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EPROTO)) {
+        /* Under TLS 1.3 the client's handshake is over before the daemon has checked the
+         * client's certificate: a refusal arrives as an alert after the daemon closed, and
+         * the first write fails. Read the alert, if it came, for the reason. */
+        char scratch[256], alert[RLK_REASON_BYTES];
+        size_t got = 0;
+        ERR_clear_error();
+        errno = 0;
+        int rrc = SSL_read_ex(c->ssl, scratch, sizeof scratch, &got);
+        if (rrc != 1 && SSL_get_error(c->ssl, rrc) == SSL_ERROR_SSL &&
+            failed(c, rrc, 1, alert, sizeof alert) < 0)
+            snprintf(why, whylen, "%s", alert);
+        else if (r == 0)
+            snprintf(why, whylen, "write: the daemon closed the connection");
+        ERR_clear_error();
         errno = EPIPE;
         return -1;
     }
