@@ -600,9 +600,12 @@ static void check_tls(struct config_report *r, const struct config *c)
         return;
     if (config_parse_listen(c->tls_listen, addrs, CONFIG_MAX_LISTEN, why, sizeof why) < 0)
         report(r, key_line(r, KEY_tls_listen), &config_keys[KEY_tls_listen], "%s", why);
-    if (c->tls_cert_file[0] == '\0' || c->tls_key_file[0] == '\0')
+    char cred[4200];
+    if (c->tls_cert_file[0] == '\0' ||
+        (c->tls_key_file[0] == '\0' && !secretfile_credential("tls-key", cred, sizeof cred)))
         report(r, key_line(r, KEY_tls_listen), &config_keys[KEY_tls_listen],
-               "tls.listen needs tls.cert_file and tls.key_file");
+               "tls.listen needs tls.cert_file and tls.key_file (or the systemd credential "
+               "tls-key)");
     if (strcmp(c->tls_client_certs, "none") != 0 && c->tls_ca_file[0] == '\0')
         report(r, key_line(r, KEY_tls_client_certs), &config_keys[KEY_tls_client_certs],
                "client certificates need tls.ca_file to verify them");

@@ -159,7 +159,8 @@ enum config_type {
     X("tls", "cert_file", CONFIG_STRING, tls_cert_file, "", 0, 1024, 1, 0,                      \
       "The daemon's certificate chain (PEM), read at start and at each reload")               \
     X("tls", "key_file", CONFIG_STRING, tls_key_file, "", 0, 1024, 1, 0,                        \
-      "Its private key (PEM, no passphrase); others must not be able to read it")             \
+      "Its private key (PEM, no passphrase); others must not be able to read it. Empty = " \
+      "the systemd credential tls-key")             \
     X("tls", "ca_file", CONFIG_STRING, tls_ca_file, "", 0, 1024, 1, 0,                          \
       "CA certificates (PEM) that client certificates must chain to")                         \
     X("tls", "client_certs", CONFIG_STRING, tls_client_certs, "none", 1, 16, 1, 0,             \

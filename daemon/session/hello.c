@@ -159,8 +159,13 @@ static void activate(struct session *s, uint64_t id, uint32_t requested, int res
                                       : clamp_u32(requested, cfg->session_min_timeout_ms,
                                                   cfg->session_max_timeout_ms);
     session_activate(s, timeout);
-    log_info("session %s (%s, %s): %s, timeout %ums", s->id, s->peer, s->name[0] ? s->name : "-",
-             resumed ? "resumed" : "open", timeout);
+    char tls[96] = "";
+    if (s->ssl != NULL) {
+        char d[80];
+        snprintf(tls, sizeof tls, ", %s", tls_describe(s->ssl, d, sizeof d));
+    }
+    log_info("session %s (%s, %s): %s, timeout %ums%s", s->id, s->peer,
+             s->name[0] ? s->name : "-", resumed ? "resumed" : "open", timeout, tls);
     Rlock__V1__HelloReply r = RLOCK__V1__HELLO_REPLY__INIT;
     r.session_id = s->id;
     r.server_version = RLOCKD_VERSION;

@@ -17,6 +17,7 @@
 #include "secretfile.h"
 
 #define TLS_KEY_FILE_MAX (64 * 1024)
+#define TLS_MAX_CERT_LIST (16 * 1024) /* a client's certificate chain */
 
 struct tls_server {
     SSL_CTX *ctx;
@@ -126,6 +127,9 @@ struct tls_server *tls_server_new(const struct config *c, char *err, size_t errl
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_NO_TICKET |
                                  SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_CIPHER_SERVER_PREFERENCE);
     SSL_CTX_set_num_tickets(ctx, 0);
+    /* A peer without a token may send a certificate chain before its Hello: bound what it
+     * makes the daemon hold (OpenSSL's default is 100 KiB) for each pending connection. */
+    SSL_CTX_set_max_cert_list(ctx, TLS_MAX_CERT_LIST);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     /* The session's output buffer moves when it grows between two tries of one write. */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
@@ -135,7 +139,13 @@ struct tls_server *tls_server_new(const struct config *c, char *err, size_t errl
                  c->tls_cert_file, lib_reason(reason, sizeof reason));
         goto fail;
     }
-    if (load_key(ctx, c->tls_key_file, err, errlen) != 0)
+    /* The key from the unit's credentials when the file names none (DynamicUser cannot be
+     * given a file's group; a credential is readable by the service alone). */
+    char cred[4200];
+    const char *key = c->tls_key_file;
+    if (key[0] == '\0' && secretfile_credential("tls-key", cred, sizeof cred))
+        key = cred;
+    if (load_key(ctx, key, err, errlen) != 0)
         goto fail;
     if (c->tls_ca_file[0] != '\0' && load_ca(ctx, c->tls_ca_file, err, errlen) != 0)
         goto fail;
