@@ -15,6 +15,8 @@
  *    role, and that entry is never accepted as a token.
  *  - reload: a reload swaps certificate and key (and the CA): the open
  *    session goes on holding its lock; new clients see the new certificate.
+ *  - key_credential: tls.key_file empty, the key comes from the unit's credential
+ *    (secrets_tls-key in $CREDENTIALS_DIRECTORY).
  *  - async: an asynchronous client on its own poll loop connects, takes and
  *    releases a lock over TLS.
  *
@@ -376,6 +378,31 @@ START_TEST(test_reload)
 }
 END_TEST
 
+/* --- the key as a systemd credential ------------------------------------------------------ */
+
+START_TEST(test_key_credential)
+{
+    struct tls_env t;
+    make_certs(&t);
+    /* The unit's credentials directory: its files arrive as secrets_FILE. */
+    char creds[400];
+    snprintf(creds, sizeof creds, "%s/creds", t.dir);
+    ck_assert_int_eq(mkdir(creds, 0700), 0);
+    copy_file(&t, "srv.key", "creds/secrets_tls-key");
+    ck_assert_int_eq(setenv("CREDENTIALS_DIRECTORY", creds, 1), 0);
+    char ini[1024];
+    snprintf(ini, sizeof ini, "[tls]\nlisten = unix:%s/tls.sock\ncert_file = %s/srv.pem\n",
+             t.dir, t.dir);
+    h_env_start_or_fail(&t.e, ini);
+    char paths[3][512];
+    struct rlock_options o = tls_opts(&t, "ca.pem", NULL, NULL, paths);
+    struct rlock_client *c = tls_client_ok(&t, &o);
+    h_assert_ok(c, rlock_ping(c, 5000, NULL));
+    rlock_close(c);
+    tls_stop(&t);
+}
+END_TEST
+
 /* --- the asynchronous API ------------------------------------------------------------------- */
 
 struct async_run {
@@ -449,6 +476,7 @@ int main(void)
     tcase_add_test(tc, test_plaintext_closed);
     tcase_add_test(tc, test_client_certs);
     tcase_add_test(tc, test_reload);
+    tcase_add_test(tc, test_key_credential);
     tcase_add_test(tc, test_async);
     suite_add_tcase(s, tc);
     return h_run_suite(s);

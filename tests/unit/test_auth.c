@@ -393,6 +393,28 @@ START_TEST(test_file_load)
 }
 END_TEST
 
+/* cert:NAME entries: matched by a verified certificate's name only, never as a token. */
+START_TEST(test_cert_entries)
+{
+    struct auth_tokens *t = parse_ok("admin cert:ops-admin\nclient cert:w\nclient " CLIENT_TOK "\n", 0);
+    ck_assert_uint_eq(t->n, 3);
+    size_t at = 99;
+    ck_assert_int_eq(auth_check_cert(t, "cert:ops-admin", 14, &at), AUTH_ROLE_ADMIN);
+    ck_assert_uint_eq(at, 0);
+    ck_assert_int_eq(auth_check_cert(t, "cert:w", 6, &at), AUTH_ROLE_CLIENT);
+    ck_assert_uint_eq(at, 1);
+    /* The entries' text presented as tokens: nothing. */
+    ck_assert_int_eq(auth_check(t, "cert:ops-admin", 14, NULL), AUTH_ROLE_NONE);
+    ck_assert_int_eq(auth_check(t, "cert:w", 6, NULL), AUTH_ROLE_NONE);
+    /* A token is not a certificate name either. */
+    ck_assert_int_eq(auth_check_cert(t, CLIENT_TOK, strlen(CLIENT_TOK), NULL), AUTH_ROLE_NONE);
+    ck_assert_int_eq(auth_check(t, CLIENT_TOK, strlen(CLIENT_TOK), NULL), AUTH_ROLE_CLIENT);
+    ck_assert_int_eq(auth_check_cert(t, "cert:ops-admi", 13, NULL), AUTH_ROLE_NONE);
+    auth_tokens_free(t);
+    parse_bad("admin cert:\n", 0, "line 1: no certificate name after cert:");
+}
+END_TEST
+
 int main(void)
 {
     const struct unit_test tests[] = {
@@ -404,6 +426,7 @@ int main(void)
         {"quota", test_quota_accounts, 0},
         {"check", test_check_near_misses, 0},
         {"check", test_equal, 0},
+        {"check", test_cert_entries, 0},
         {"check", test_check_time_does_not_depend_on_the_token, 0},
         {"file", test_file_load, 0},
     };
