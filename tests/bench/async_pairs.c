@@ -261,6 +261,7 @@ static int loop_connect(struct aloop *lp)
         .connect_timeout_ms = CONNECT_TIMEOUT_MS,
         .on_lost = on_lost,
     };
+    bench_tls(&opts);
     for (unsigned i = 0; i < lp->nconns; i++) {
         struct aconn *cn = &lp->conns[i];
         cn->loop = lp;

@@ -18,6 +18,8 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "rlock.h"
+
 #include "report.h"
 
 enum bench_target { BENCH_RLOCKD, BENCH_DIRECT };
@@ -88,6 +90,10 @@ static inline int64_t bench_now_ns(void)
 void bench_sleep_until(int64_t t_ns);
 
 /* Runs: each fills r and returns 0, or prints why to stderr and returns -1. */
+/* The TLS options of every rlock_connect, for a tls:// --server: from $RLOCK_TLS_CA and
+ * $RLOCK_TLS_SERVER_NAME (as rlockctl reads them). */
+void bench_tls(struct rlock_options *o);
+
 int pairs_run_threads(const struct bench_opts *o, struct report *r);
 int async_pairs_run(const struct bench_opts *o, struct report *r);
 int hold_run(const struct bench_opts *o, struct report *r);

@@ -29,7 +29,8 @@ static const char USAGE[] =
     "                                 clients on libevent loops (default sync)\n"
     "  --server ADDR                  rlockd (default 127.0.0.1:7483), or Redis for\n"
     "                                 redis-direct (default 127.0.0.1:6379);\n"
-    "                                 HOST:PORT or unix:/path\n"
+    "                                 HOST:PORT or unix:/path; tls://... with the CA\n"
+    "                                 in $RLOCK_TLS_CA (and $RLOCK_TLS_SERVER_NAME)\n"
     "  --redis ADDR                   the Redis behind rlockd: its CPU is measured, and\n"
     "                                 --mass-release watches its keys\n"
     "  --key-prefix P                 lock keys are P{resource} (default rlock:)\n"
@@ -78,6 +79,13 @@ enum {
     OPT_DURATION, OPT_HOLD_LOCKS, OPT_SESSIONS, OPT_IDLE, OPT_MASS, OPT_MASS_TIMEOUT,
     OPT_SESSION_TIMEOUT, OPT_RLOCKD_PID, OPT_REDIS_PID, OPT_JSON, OPT_CLASSIC_SHA, OPT_HELP,
 };
+
+void bench_tls(struct rlock_options *o)
+{
+    const char *ca = getenv("RLOCK_TLS_CA"), *name = getenv("RLOCK_TLS_SERVER_NAME");
+    o->tls_ca_file = ca != NULL && ca[0] ? ca : NULL;
+    o->tls_server_name = name != NULL && name[0] ? name : NULL;
+}
 
 static const struct option LONGOPTS[] = {
     {"target", required_argument, NULL, OPT_TARGET},

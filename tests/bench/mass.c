@@ -105,6 +105,7 @@ int mass_run(const struct bench_opts *o, struct report *r)
     redisContext *rc = bench_redis_connect(o->redis, err, sizeof err);
     struct rlock_client *sc = NULL;
     struct rlock_options so = {.client_name = "rlock-bench-stats"};
+    bench_tls(&so);
     if (rc == NULL || rlock_connect(o->server, &so, &sc, err, sizeof err) != RLOCK_OK) {
         fprintf(stderr, "rlock-bench: %s\n", err);
         redisFree(rc);

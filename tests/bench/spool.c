@@ -123,6 +123,7 @@ struct spool *spool_open(const struct bench_opts *o, size_t n, char *err, size_t
         .connect_timeout_ms = CONNECT_TIMEOUT_MS,
         .on_lost = on_lost,
     };
+    bench_tls(&opts);
     while (p->n < n && p->failed == 0) {
         size_t end = p->n + SPOOL_BATCH < n ? p->n + SPOOL_BATCH : n;
         for (; p->n < end; p->n++) {

@@ -29,6 +29,7 @@ static struct rlock_client *connect_client(const struct bench_opts *o, char *err
         .session_timeout_ms = o->session_timeout_ms,
         .connect_timeout_ms = CONNECT_TIMEOUT_MS,
     };
+    bench_tls(&opts);
     struct rlock_client *c = NULL;
     if (rlock_connect(o->server, &opts, &c, err, errlen) != RLOCK_OK)
         return NULL;
