@@ -268,6 +268,9 @@ static void link_lost(struct rlock_client *c, const char *why, int keep_old)
         rlk_eng_end(c, why, 0);
 }
 
+/* Read what the socket has and act on each frame (no write). */
+static void read_socket(struct rlock_client *c);
+
 void rlk_eng_flush(struct rlock_client *c)
 {
     if (c->state == RLK_SESSION_ENDED)
@@ -278,6 +281,13 @@ void rlk_eng_flush(struct rlock_client *c)
     }
     if (c->link != RLK_LINK_UP || c->corked)
         return;
+    if (c->tls_read_wants_write) {
+        /* A TLS read waited for the socket to take its output: it can go on now. */
+        c->tls_read_wants_write = 0;
+        read_socket(c);
+        if (!rlk_eng_linked(c) || c->link != RLK_LINK_UP)
+            return;
+    }
     while (c->tx.len > 0) {
         int64_t before = rlk_alive_ms();
         char why[RLK_REASON_BYTES];
@@ -736,14 +746,9 @@ static int parse_frames(struct rlock_client *c)
     return 0;
 }
 
-void rlk_eng_read(struct rlock_client *c)
+/* Read what the socket has and act on each frame (no write). */
+static void read_socket(struct rlock_client *c)
 {
-    if (c->link == RLK_LINK_CONNECTING && c->state != RLK_SESSION_ENDED) {
-        rlk_move_connect_done(c); /* an error shows as readable too */
-        return;
-    }
-    if (c->tls_read_wants_write && c->tx.len == 0)
-        c->tls_read_wants_write = 0; /* writable now: the read below goes on */
     /* TLS may hold decrypted bytes after the socket is drained: read them all. */
     for (int round = 0; (round < 4 || rlk_sock_pending(c)) && rlk_eng_linked(c); round++) {
         size_t want = ENG_RX_INITIAL;
@@ -778,6 +783,15 @@ void rlk_eng_read(struct rlock_client *c)
             break; /* drained: no need for another read that would say EAGAIN (TLS reads
                       a record at a time: only EAGAIN tells it is drained) */
     }
+}
+
+void rlk_eng_read(struct rlock_client *c)
+{
+    if (c->link == RLK_LINK_CONNECTING && c->state != RLK_SESSION_ENDED) {
+        rlk_move_connect_done(c); /* an error shows as readable too */
+        return;
+    }
+    read_socket(c);
     /* Answers may have let callers queue more; and replies never wait for requests. */
     if (c->tx.len > 0 && rlk_eng_linked(c))
         rlk_eng_flush(c);

@@ -17,6 +17,8 @@
  *    session goes on holding its lock; new clients see the new certificate.
  *  - key_credential: tls.key_file empty, the key comes from the unit's credential
  *    (secrets_tls-key in $CREDENTIALS_DIRECTORY).
+ *  - move: a session on two TLS daemons resumes on the second when the first is
+ *    killed, with every lock and fence.
  *  - async: an asynchronous client on its own poll loop connects, takes and
  *    releases a lock over TLS.
  *
@@ -403,6 +405,80 @@ START_TEST(test_key_credential)
 }
 END_TEST
 
+/* --- a session moves to another daemon over TLS ------------------------------------------- */
+
+/*
+ * Two daemons on one Redis with one resume key, each with a TLS listener; a client given
+ * both TLS addresses holds locks on A; A is killed: the session resumes on B, its new
+ * handshake driven by the client's reactor like any other I/O, and keeps every lock.
+ */
+START_TEST(test_move)
+{
+    struct tls_env t;
+    make_certs(&t);
+    struct h_keydir k;
+    h_keydir_make(&k, NULL);
+    char ini[2][1400];
+    for (int i = 0; i < 2; i++)
+        snprintf(ini[i], sizeof ini[i],
+                 "%s[tls]\nlisten = unix:%s/tls%d.sock\ncert_file = %s/srv.pem\n"
+                 "key_file = %s/srv.key\n",
+                 k.ini, t.dir, i, t.dir, t.dir);
+    struct h_env b;
+    h_env_start_or_fail(&t.e, ini[0]);
+    ck_assert_msg(h_env_start_peer(&b, &t.e, ini[1]) == 0, "could not start daemon B");
+    char list[800];
+    snprintf(list, sizeof list, "tls://unix:%s/tls0.sock,tls://unix:%s/tls1.sock", t.dir, t.dir);
+    char paths[3][512], err[512];
+    struct rlock_options o = tls_opts(&t, "ca.pem", NULL, NULL, paths);
+    o.session_timeout_ms = 6000;
+    struct h_lost lost = {0};
+    o.on_lost = h_lost_cb;
+    o.on_lost_arg = &lost;
+    /* On A: B is stopped until the client is connected (the list starts at random). */
+    ck_assert_int_eq(kill(b.rlockd_pid, SIGSTOP), 0);
+    struct rlock_client *c = NULL;
+    ck_assert_msg(rlock_connect(list, &o, &c, err, sizeof err) == RLOCK_OK, "connect: %s", err);
+    ck_assert_int_eq(kill(b.rlockd_pid, SIGCONT), 0);
+    struct rlock_lock *l[3];
+    uint64_t fences[3];
+    for (int i = 0; i < 3; i++) {
+        char res[32];
+        snprintf(res, sizeof res, "tls-move-%d", i);
+        struct rlock_acquire_opts a = {.ttl_ms = 3000};
+        l[i] = h_acquire_ok(c, res, &a);
+        fences[i] = rlock_lock_fence(l[i]);
+    }
+    ck_assert_int_eq(kill(t.e.rlockd_pid, SIGKILL), 0);
+    int status;
+    ck_assert_int_eq(h_wait_exit(t.e.rlockd_pid, 10000, &status), 0);
+    t.e.rlockd_pid = 0;
+    int64_t deadline = h_now_ms() + 20000;
+    while (rlock_session_resumes(c) == 0 && h_now_ms() < deadline)
+        h_sleep_ms(20);
+    ck_assert_msg(rlock_session_resumes(c) == 1, "the session did not resume on B");
+    /* Past the locks' ttl: B renews them. */
+    h_sleep_ms(3500);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(rlock_lock_state(l[i]), RLOCK_HELD);
+        ck_assert_uint_eq(rlock_lock_fence(l[i]), fences[i]);
+    }
+    ck_assert_int_eq(atomic_load(&lost.count), 0);
+    h_assert_ok(c, rlock_ping(c, 5000, NULL));
+    ck_assert_msg(h_log_find(&b, "resumed, timeout", NULL), "B did not log the resume");
+    ck_assert_msg(h_log_find(&b, "TLSv1.3", NULL), "B's session is not over TLS");
+    for (int i = 0; i < 3; i++) {
+        h_assert_ok(c, rlock_release(l[i], 5000));
+        rlock_lock_free(l[i]);
+    }
+    rlock_close(c);
+    h_env_stop(&b);
+    h_env_stop(&t.e);
+    h_keydir_remove(&k);
+    h_rm_tree(t.dir);
+}
+END_TEST
+
 /* --- the asynchronous API ------------------------------------------------------------------- */
 
 struct async_run {
@@ -477,6 +553,7 @@ int main(void)
     tcase_add_test(tc, test_client_certs);
     tcase_add_test(tc, test_reload);
     tcase_add_test(tc, test_key_credential);
+    tcase_add_test(tc, test_move);
     tcase_add_test(tc, test_async);
     suite_add_tcase(s, tc);
     return h_run_suite(s);
