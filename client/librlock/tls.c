@@ -127,13 +127,8 @@ int rlk_tls_setup(struct rlock_client *c, char *err, size_t errlen)
     int any = 0;
     for (unsigned i = 0; i < c->addrs->n; i++)
         any |= rlk_addr_tls(c->addrs->a[i]);
-    if (!any) {
-        if (c->tls_cert_file != NULL || c->tls_ca_file != NULL) {
-            snprintf(err, errlen, "TLS options given, but no address is tls://HOST:PORT");
-            return -1;
-        }
-        return 0;
-    }
+    if (!any)
+        return 0; /* TLS options are for tls:// addresses; a list without one ignores them */
     if ((c->tls_cert_file == NULL) != (c->tls_key_file == NULL)) {
         snprintf(err, errlen, "tls_cert_file and tls_key_file go together");
         return -1;
