@@ -28,8 +28,9 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # librlock.so.0 in this package: let dpkg-shlibdeps see it, and tell others of it.
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "redis-server (>= 5:6.2)")
-# For building against librlock.a or through pkg-config: rlock.pc requires libprotobuf-c.
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libprotobuf-c-dev, pkg-config")
+# For building against librlock.a or through pkg-config: rlock.pc requires libprotobuf-c
+# and libssl.
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libprotobuf-c-dev, libssl-dev, pkg-config")
 # The licence, as Debian wants it: /usr/share/doc/rlockd/copyright.
 set(RLOCK_COPYRIGHT ${CMAKE_BINARY_DIR}/debian/copyright)
 add_custom_command(OUTPUT ${RLOCK_COPYRIGHT}
