@@ -251,9 +251,10 @@ static void write_cb(evutil_socket_t fd, short what, void *arg)
             event_del(s->wev);
             s->wev_armed = 0;
         }
-        session_read(s);
-        if (s->state == SESSION_CLOSING || s->fd < 0)
-            return;
+        if (s->state != SESSION_CLOSING)
+            session_read(s);
+        if (s->state == SESSION_CLOSING && !s->flush_then_close)
+            return; /* retired: the reaper has it */
     }
     session_flush(s);
 }
