@@ -161,14 +161,15 @@ START_TEST(test_session)
     char paths[3][512];
     struct rlock_options o = tls_opts(&t, "ca.pem", NULL, NULL, paths);
     struct rlock_client *c = tls_client_ok(&t, &o);
-    struct rlock_acquire_opts a = {.ttl_ms = 1000};
+    struct rlock_acquire_opts a = {.ttl_ms = 2000};
     struct rlock_lock *l = h_acquire_ok(c, "over-tls", &a);
     redisContext *r = h_redis(&t.e);
     ck_assert_ptr_nonnull(r);
     char key[256];
     h_lock_key(&t.e, "over-tls", key, sizeof key);
-    /* Three ttls later the daemon has renewed it over and over; the session is alive. */
-    h_sleep_ms(3000);
+    /* Two and a half ttls later the daemon has renewed it over and over; the session is
+     * alive. */
+    h_sleep_ms(5000);
     ck_assert_msg(rlock_lock_state(l) == RLOCK_HELD, "lock state %d (%s); client: %s",
                   (int)rlock_lock_state(l), rlock_lost_reason_str(rlock_lock_lost_reason(l)),
                   rlock_client_alive(c) ? "alive" : "ended");
@@ -345,7 +346,7 @@ START_TEST(test_reload)
     char paths[3][512], paths2[3][512], err[512];
     struct rlock_options o = tls_opts(&t, "ca.pem", NULL, NULL, paths);
     struct rlock_client *c = tls_client_ok(&t, &o);
-    struct rlock_acquire_opts a = {.ttl_ms = 1000};
+    struct rlock_acquire_opts a = {.ttl_ms = 2000};
     struct rlock_lock *l = h_acquire_ok(c, "kept", &a);
 
     /* The daemon gets a certificate from the other CA. */
@@ -364,7 +365,7 @@ START_TEST(test_reload)
     rlock_close(c2);
 
     /* The open session never noticed: its lock is renewed past its ttl, and it answers. */
-    h_sleep_ms(2500);
+    h_sleep_ms(4500);
     ck_assert_int_eq(rlock_lock_state(l), RLOCK_HELD);
     h_assert_ok(c, rlock_ping(c, 5000, NULL));
     ck_assert_int_eq(rlock_client_alive(c), 1);
