@@ -205,5 +205,9 @@ $(q commands | awk -F'\t' '{ printf "%-11s %s\n", $1, $2 }')
 \`\`\`
 
 The raw results, one JSON object per run, are in [bench/results.jsonl](bench/results.jsonl).
+
+Measured apart, each against the build or transport it changes, interleaved in one run:
+session resume ([benchmarks-compare.md](benchmarks-compare.md)) and the cost of TLS
+(\`scripts/bench_tls\`, [benchmarks-compare.md](benchmarks-compare.md#tls)).
 MD
 } >"$docs/benchmarks.md"
