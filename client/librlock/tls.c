@@ -249,6 +249,17 @@ void rlk_tls_free(struct rlock_client *c)
     c->tls_ca_file = c->tls_cert_file = c->tls_key_file = c->tls_server_name = NULL;
 }
 
+/* The connection ended: 0 (end of stream), or -1 (why) when the handshake was not over. */
+static ssize_t handshake_cut(struct rlock_client *c, char *why, size_t whylen)
+{
+    if (SSL_is_init_finished(c->ssl))
+        return 0;
+    snprintf(why, whylen, "TLS: the daemon closed the connection during the handshake (is "
+                          "this address one of its tls.listen addresses?)");
+    errno = EPROTO;
+    return -1;
+}
+
 /* An SSL call failed with rc: EAGAIN (with the direction noted), 0 at the end, or -1 (why). */
 static ssize_t failed(struct rlock_client *c, int rc, int reading, char *why, size_t whylen)
 {
@@ -266,11 +277,11 @@ static ssize_t failed(struct rlock_client *c, int rc, int reading, char *why, si
         errno = EAGAIN;
         return -1;
     case SSL_ERROR_ZERO_RETURN:
-        return 0;
+        return handshake_cut(c, why, whylen);
     case SSL_ERROR_SYSCALL:
         ERR_clear_error();
         if (saved == 0)
-            return 0;
+            return handshake_cut(c, why, whylen);
         errno = saved;
         snprintf(why, whylen, "%s: %s", reading ? "read" : "write", strerror(saved));
         return -1;
@@ -285,6 +296,10 @@ static ssize_t failed(struct rlock_client *c, int rc, int reading, char *why, si
             snprintf(why, whylen, "TLS: %s (the daemon refused this client: a client "
                                   "certificate missing or not from a CA it trusts, or the "
                                   "TLS version)",
+                     reason);
+        else if (!SSL_is_init_finished(c->ssl))
+            snprintf(why, whylen, "TLS: %s (the daemon did not answer in TLS: is this address "
+                                  "one of its tls.listen addresses?)",
                      reason);
         else
             snprintf(why, whylen, "TLS: %s", reason);

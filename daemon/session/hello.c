@@ -113,6 +113,14 @@ static int introduce(struct session *s, uint64_t id, uint32_t protocol_version,
         return -1;
     }
     snprintf(s->name, sizeof s->name, "%s", client_name);
+    if (s->plain_on_tls) {
+        log_peer_warn("session %s (%s, %s): refused %s: the plain protocol on a TLS listener",
+                      s->id, s->peer, s->name[0] ? s->name : "-", what);
+        refuse(s, id, RLOCK__V1__STATUS__STATUS_INVALID,
+               "this address is a TLS listener (tls.listen): connect with tls://",
+               "plain protocol on a TLS listener");
+        return -1;
+    }
     const struct auth_tokens *tokens = s->srv->cfg->auth;
     if (tokens == NULL) {
         s->role = AUTH_ROLE_OPEN;

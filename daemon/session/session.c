@@ -173,6 +173,24 @@ void session_queue_flush(struct session *s)
  */
 static ssize_t session_io_recv(struct session *s, void *buf, size_t len, const char **why)
 {
+    if (s->ssl != NULL && !s->tls_sniffed) {
+        /*
+         * A TLS client starts with a handshake record (type 22). A client of the plain
+         * protocol starts with a frame length whose first byte is 0 (a frame is far below
+         * 2^24 bytes): give it the plain protocol, so that its Hello can be answered with
+         * what to do instead of a reset (hello.c refuses it).
+         */
+        unsigned char first;
+        ssize_t n = recv(s->fd, &first, 1, MSG_PEEK);
+        if (n <= 0)
+            return n;
+        s->tls_sniffed = 1;
+        if (first != 22) {
+            tls_close(s->ssl, 1);
+            s->ssl = NULL;
+            s->plain_on_tls = 1;
+        }
+    }
     if (s->ssl == NULL)
         return recv(s->fd, buf, len, 0);
     int want = 0;

@@ -40,6 +40,8 @@ struct session {
     uint8_t tls_read_wants_write; /* a TLS read waits for the socket to take its output */
     uint8_t tls_write_wants_read; /* a TLS write waits for the peer's next message */
     uint8_t tls_failed;           /* a TLS error: no close_notify at the end */
+    uint8_t tls_sniffed;          /* the first byte was looked at (TLS or not) */
+    uint8_t plain_on_tls;         /* the plain protocol on a TLS listener: refused at Hello */
     struct event *rev;     /* readable (persistent); also activated to close a slow reader */
     struct event *wev;     /* writable, added only while output waits for the socket */
     int wev_armed;
