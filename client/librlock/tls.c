@@ -31,6 +31,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "tls_reason.h"
+
 #define TLS_PREFIX "tls://"
 #define TLS_PREFIX_LEN 6
 
@@ -94,17 +96,7 @@ const char *rlk_addr_plain(const char *address)
 /* The TLS library's first queued error as text; the queue is emptied. */
 static const char *lib_reason(char *buf, size_t len)
 {
-    unsigned long e = ERR_get_error();
-    snprintf(buf, len, "%s", "unknown error");
-    if (e != 0) {
-        const char *r = ERR_reason_error_string(e);
-        if (r != NULL)
-            snprintf(buf, len, "%s", r);
-        else
-            ERR_error_string_n(e, buf, len);
-    }
-    ERR_clear_error();
-    return buf;
+    return tls_reason(buf, len, "unknown error");
 }
 
 static int copy_opt(char **dst, const char *src)

@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "secretfile.h"
+#include "tls_reason.h"
 
 #define TLS_KEY_FILE_MAX (64 * 1024)
 #define TLS_MAX_CERT_LIST (16 * 1024) /* a client's certificate chain */
@@ -43,20 +44,10 @@ int tls_parse_min_version(const char *text)
     return -1;
 }
 
-/* The TLS library's first queued error as text ("" when none); the queue is emptied. */
+/* The TLS library's first queued error as text; the queue is emptied. */
 static const char *lib_reason(char *buf, size_t len)
 {
-    unsigned long e = ERR_get_error();
-    buf[0] = '\0';
-    if (e != 0) {
-        const char *r = ERR_reason_error_string(e);
-        if (r != NULL)
-            snprintf(buf, len, "%s", r);
-        else
-            ERR_error_string_n(e, buf, len);
-    }
-    ERR_clear_error();
-    return buf;
+    return tls_reason(buf, len, "");
 }
 
 /* The private key, read under the secret file rules (owner, mode) like every secret. */
