@@ -17,6 +17,7 @@
 #include "config.h"
 #include "log.h"
 #include "rlockd.h"
+#include "tls.h"
 
 #define DEFAULT_CONFIG "/etc/rlockd/rlockd.conf"
 
@@ -96,6 +97,17 @@ int main(int argc, char **argv)
     }
     if (cfg == NULL)
         return 78; /* EX_CONFIG; the problems were printed */
+    if (test_only && cfg->tls_listen[0] != '\0') {
+        /* The certificate, key and CA are read now: a bad key is found before a restart. */
+        char err[512];
+        struct tls_server *t = tls_server_new(cfg, err, sizeof err);
+        if (t == NULL) {
+            fprintf(stderr, "rlockd: %s\n", err);
+            config_free(cfg);
+            return 78;
+        }
+        tls_server_free(t);
+    }
     if (test_only || dump) {
         if (dump)
             config_dump(cfg, stdout, 0);

@@ -398,6 +398,20 @@ START_TEST(test_reload)
     ck_assert_int_eq(h_log_wait(&t.e, "certificate, key and CA stay", 5000, NULL), 0);
     c2 = tls_client_ok(&t, &o2);
     rlock_close(c2);
+    /* rlockd --test-config reads the TLS files too: the operator learns before a restart. */
+    char bin[512], out[600];
+    h_bin("rlockd", bin, sizeof bin);
+    snprintf(out, sizeof out, "%s/test-config.err", t.dir);
+    char *argv[] = {bin, "--test-config", "-c", t.e.conf, NULL};
+    pid_t pid = h_spawn_io(argv, NULL, out);
+    int status;
+    ck_assert_int_eq(h_wait_exit(pid, 10000, &status), 0);
+    char *text = h_read_file(out);
+    ck_assert_ptr_nonnull(text);
+    printf("tls: rlockd --test-config: %s", text);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 78, "--test-config passed a bad key");
+    ck_assert_ptr_nonnull(strstr(text, "tls.key_file"));
+    free(text);
     tls_stop(&t);
 }
 END_TEST
