@@ -375,7 +375,8 @@ void h_holder_start(struct h_holder *h, struct h_env *e, const char *resource, u
 /* The same with the session timeout the holder asks for in Hello (0: the daemon's default). */
 void h_holder_start_session(struct h_holder *h, struct h_env *e, const char *resource,
                             uint32_t ttl_ms, uint32_t session_timeout_ms, int held_within_ms);
-/* kill -9 the holder and reap it (within 5 s); returns h_now_ms() right after the kill. */
+/* kill -9 the holder and reap it (within 5 s); returns h_now_ms() read right before the kill
+ * (a bound below the kill itself, so "not before X after the kill" can be asserted). */
 int64_t h_holder_kill9(struct h_holder *h);
 
 /* SIGSTOP rlockd and wait (at most 2 s) until it is stopped. */
