@@ -738,9 +738,15 @@ static int parse_frames(struct rlock_client *c)
         }
         if (b->len - WIRE_HEADER_BYTES < flen)
             break;
-        int rc = take_frame(c, p + WIRE_HEADER_BYTES, flen);
+        /*
+         * Consumed before it is acted on: acting on it may move the session to
+         * another connection, which empties rx (what was read belongs to the
+         * connection left); consuming after that would push rx's offset past
+         * its end and misalign every frame of the new connection. The bytes
+         * stay where they are until take_frame has decoded them.
+         */
         iobuf_consume(b, WIRE_HEADER_BYTES + flen);
-        if (rc < 0)
+        if (take_frame(c, p + WIRE_HEADER_BYTES, flen) < 0)
             return -1;
     }
     return 0;

@@ -24,6 +24,7 @@
 #include "lock.h"
 #include "log.h"
 #include "pool.h"
+#include "relq.h"
 #include "reply.h"
 #include "request.h"
 #include "resource.h"
@@ -36,6 +37,17 @@ static int64_t adopt_key_life_end(uint32_t ttl_ms)
     return util_now_ms() + ttl_ms + LEASE_DRIFT_MS(ttl_ms);
 }
 
+/*
+ * Free the key adopt.lua may have given req's new token. The lock was held
+ * before the move, and its holder may still be acting on it until it reads
+ * a notice: the key is let go as at an unclean session end, behind a
+ * tombstone for the lock's lock_delay, never freed at once.
+ */
+static void adopt_let_go(struct request *req, int64_t max_expiry_ms)
+{
+    relq_add(req->srv, req->res, req->token, req->lock_delay_ms, max_expiry_ms);
+}
+
 static void adopt_reply_cb(const redisReply *reply, const char *err, void *arg)
 {
     struct request *req = arg;
@@ -45,13 +57,15 @@ static void adopt_reply_cb(const redisReply *reply, const char *err, void *arg)
     int v = reply_adopt(reply, &pttl);
     if (v == REPLY_RENEW_UNKNOWN) {
         /* It may have run, or run later: nobody must be left holding the new token. */
-        lock_release_token(req->srv, res, req->token, adopt_key_life_end(req->ttl_ms));
+        adopt_let_go(req, adopt_key_life_end(req->ttl_ms));
         if (s != NULL)
             session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_UNAVAILABLE,
                                   reply == NULL ? err : "unexpected reply from Redis");
     } else if (s == NULL || s->state == SESSION_CLOSING) {
+        /* The session ended while its adopt was in Redis (a client ends a session
+         * it is still resuming without a Goodbye: an unclean end). */
         if (v == REPLY_RENEW_OK)
-            lock_release_token(req->srv, res, req->token, adopt_key_life_end((uint32_t)pttl));
+            adopt_let_go(req, adopt_key_life_end((uint32_t)pttl));
     } else if (v != REPLY_RENEW_OK) {
         const char *why = v == REPLY_RENEW_MISSING ? "the key is gone: the lock was lost before the resume"
                                                    : "the key holds another token: the lock was lost before the resume";
@@ -64,7 +78,7 @@ static void adopt_reply_cb(const redisReply *reply, const char *err, void *arg)
         session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_NOT_HELD, why);
     } else if (util_now_ms() + LEASE_MARGIN_MS(req->ttl_ms) >= req->sent_ms + pttl) {
         /* Redis answered so late that the key may already have run out. */
-        lock_release_token(req->srv, res, req->token, adopt_key_life_end((uint32_t)pttl));
+        adopt_let_go(req, adopt_key_life_end((uint32_t)pttl));
         lease_push_lost(s, res->name, req->old_token, req->fence,
                         RLOCK__V1__LOST_REASON__LOST_EXPIRED, "redis answered the adopt too late");
         session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
@@ -88,7 +102,7 @@ static void adopt_reply_cb(const redisReply *reply, const char *err, void *arg)
         };
         struct lease *l = lease_new(s, res, &g);
         if (l == NULL) {
-            lock_release_token(req->srv, res, req->token, adopt_key_life_end((uint32_t)pttl));
+            adopt_let_go(req, adopt_key_life_end((uint32_t)pttl));
             session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
         } else {
             s->srv->ctr.locks_adopted++;

@@ -27,7 +27,7 @@
  * that faults of Redis and rlockd find holders that depend on renewals.
  *
  * History lines (DIR/w<SLOT>.log, "<us> <pid> EVENT fields..."):
- *   START / EXIT code / CONNECT rc / SESSION_END
+ *   START / EXIT code / CONNECT rc / SESSION_END rc why (why the session ended, from a ping)
  *   ACQ res ttl                   (an acquire starts)
  *   ACQFAIL res rc
  *   GRANT res fence ttl valid_left_ms token
@@ -261,7 +261,10 @@ static void w_judge_overlap(struct worker *w, int res, uint64_t fence, uint64_t 
 /* After the session ended or a call timed out: drop the client; the loop reconnects. */
 static void w_drop_client(struct worker *w)
 {
-    chaos_log(w->log, "%d SESSION_END", w->pid);
+    /* A call on an ended session answers with the reason it ended: keep it in the history. */
+    enum rlock_err rc = rlock_ping(w->c, 100, NULL);
+    chaos_log(w->log, "%d SESSION_END %d %s", w->pid, (int)rc,
+              rc == RLOCK_OK ? "-" : rlock_last_error()->message);
     rlock_close(w->c);
     w->c = NULL;
 }

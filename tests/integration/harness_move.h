@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * harness_move.h — the kill -9 check of session resume, for any topology:
- * clients given the list "A,B" hold locks through A; A is killed; every
+ * harness_move.h — the check of session resume, for any topology: clients
+ * given the list "A,B" hold locks through A; A is killed or told to hand over; every
  * session must resume on B with every lock, same fence, no LockLost, and no
  * key may be missing at any poll (every 10 ms) while it happens.
  */
@@ -16,13 +16,15 @@ typedef long long (*h_keys_count_fn)(void *ctx, const char *const *keys, int n);
 /*
  * a and b: two started daemons on one Redis (or Sentinel, or Cluster) with the same key
  * prefix and resume key. b is stopped while nclients clients (the list "a,b") take nlocks
- * locks each through a, then started again; a is killed (and left down: a->rlockd_pid 0).
- * Fails the test unless every session resumes on b within 20 s with every lock HELD,
- * same fence and token, no LockLost, count() never below nclients * nlocks, the keys
- * still there past the ttl, and every key gone after the releases. Prints the figures.
+ * locks each through a, then started again; a is sent sig and reaped (and left down:
+ * a->rlockd_pid 0): SIGKILL (a crash: the clients find the connection gone) or SIGTERM
+ * (a handover: SessionClosing{resume}, and b answers at the first try). Fails the test
+ * unless every session resumes on b within 20 s with every lock HELD, same fence and
+ * token, no LockLost, count() never below nclients * nlocks, the keys still there past
+ * the ttl, and every key gone after the releases. Prints the figures.
  */
-void h_move_kill9_check(struct h_env *a, struct h_env *b, int nclients, int nlocks,
-                        h_keys_count_fn count, void *ctx);
+void h_move_check(struct h_env *a, struct h_env *b, int sig, int nclients, int nlocks,
+                  h_keys_count_fn count, void *ctx);
 
 /* count for a single Redis: one EXISTS over all the keys (ctx: the redisContext). */
 long long h_keys_count_exists(void *ctx, const char *const *keys, int n);

@@ -775,7 +775,7 @@ START_TEST(test_move_kill9)
     ck_assert_int_eq(h_env_start_topology(&b, lines, k.ini), 0);
     h_env_share_prefix(&b, &ce.e);
     struct cl_counter cc = {.ce = &ce};
-    h_move_kill9_check(&ce.e, &b, 10, 30, cluster_count, &cc);
+    h_move_check(&ce.e, &b, SIGKILL, 10, 30, cluster_count, &cc);
     printf("move: the locks were spread as %lld / %lld / %lld over the masters\n",
            cc.per_node[0], cc.per_node[1], cc.per_node[2]);
     for (int i = 0; i < NODES; i++) {

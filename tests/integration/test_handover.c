@@ -14,7 +14,8 @@
  *  - forged or wrong resumes and adopts are refused, the real session
  *    untouched (until a reload removes its token: then it is ended, and a
  *    resume with that token refused); an adopt whose answer never came (a proxy in front of B)
- *    leaves no token of B's in Redis;
+ *    leaves no token of B's in Redis, and one answered after its session
+ *    ended (uncleanly) leaves a tombstone for the lock's lock_delay;
  *  - SIGTERM with shutdown = handover: SessionClosing{resume}, the daemon
  *    exits once its client left, the key stays, and the session resumes on
  *    the daemon restarted in place; with shutdown = release the lock is
@@ -910,6 +911,100 @@ START_TEST(test_adopt_session_gone)
 END_TEST
 
 /*
+ * A lock held through A, its session resumed on B behind a proxy (B's Redis
+ * answers can be held): the state both tests below start from.
+ */
+struct proxied_move {
+    struct h_keydir k;
+    struct h_env a, b;
+    struct h_peer p, q; /* the session's connections to A and to B */
+    struct sess s;
+    struct h_grant g;
+    char key[256];
+    redisContext *r;
+};
+
+static void proxied_move_start(struct proxied_move *m, const char *extra_ini, const char *name,
+                               const struct h_acq *acq)
+{
+    h_keydir_make(&m->k, extra_ini);
+    h_env_start_or_fail(&m->a, m->k.ini);
+    ck_assert_msg(h_env_start_peer_proxied(&m->b, &m->a, m->k.ini) == 0,
+                  "could not start daemon B");
+    open_session(&m->p, &m->a, name, 0, &m->s);
+    h_peer_acquire_ok(&m->p, acq, &m->g, "grant");
+    resume_ok(&m->q, &m->b, name, &m->s);
+    m->r = h_redis(&m->a);
+    h_lock_key(&m->a, acq->resource, m->key, sizeof m->key);
+}
+
+/* Hold B's Redis answers on the connections open now, send the Adopt and wait until it
+ * has swapped the key's token in Redis: its answer is on its way, held. Its request id. */
+static uint64_t proxied_move_adopt_held(struct proxied_move *m, const char *resource)
+{
+    /* A reconnect of B's gets a clean line. */
+    h_proxy_hold(m->b.proxy, H_PROXY_OPEN_COMMANDS, H_PROXY_DOWN);
+    uint64_t id = send_adopt(&m->q, resource, &m->g);
+    char got[128];
+    for (int64_t end = h_now_ms() + PROMPT_MS;; h_sleep_ms(5)) {
+        int n = h_get(m->r, m->key, got, sizeof got);
+        if (n > 0 && strcmp(got, m->g.token) != 0)
+            return id;
+        ck_assert_msg(h_now_ms() < end, "the adopt never swapped the key's token");
+    }
+}
+
+static void proxied_move_stop(struct proxied_move *m)
+{
+    redisFree(m->r);
+    h_raw_close(&m->p.raw);
+    h_raw_close(&m->q.raw);
+    h_env_stop(&m->b);
+    h_env_stop(&m->a);
+    h_keydir_remove(&m->k);
+}
+
+/*
+ * As adopt_session_gone, with the lock's lock_delay: the session that ended
+ * with its adopt in Redis had held the lock (it was moving), and its holder
+ * may still act on it until it hears of the end. The key B's adopt took is let go as at any
+ * unclean end: a tombstone for the lock's lock_delay, not freed at once.
+ * B's answers are held by the proxy until the close has reached B, so the
+ * adopt is answered to a session already gone, every run.
+ */
+#define GONE_DELAY_MS 3000u
+START_TEST(test_adopt_session_gone_delay)
+{
+    struct proxied_move m;
+    proxied_move_start(&m, "[limits]\nmax_lock_delay = 5s\n", "gone-delay",
+                       &(struct h_acq){.resource = "gone/d", .ttl_ms = 30000,
+                                       .lock_delay_ms = GONE_DELAY_MS});
+    (void)proxied_move_adopt_held(&m, "gone/d");
+    h_raw_close(&m.q.raw); /* no Goodbye: an unclean end, with the adopt's answer held */
+    ck_assert_msg(h_log_wait(&m.b, "gone-delay): closed", PROMPT_MS, NULL) == 0,
+                  "B never saw the resumed session end");
+    int64_t closed = h_now_ms();
+    h_proxy_release(m.b.proxy, H_PROXY_ALL, H_PROXY_DOWN);
+    /* The adopt's new token becomes a tombstone (never the key gone) within the delay. */
+    char got[128];
+    for (int64_t end = h_now_ms() + PROMPT_MS;; h_sleep_ms(5)) {
+        int n = h_get(m.r, m.key, got, sizeof got);
+        ck_assert_msg(n > 0 || h_now_ms() - closed >= (int64_t)GONE_DELAY_MS,
+                      "the key of a lock whose session ended uncleanly was freed %lld ms after "
+                      "the end, within its lock_delay of %u ms",
+                      (long long)(h_now_ms() - closed), GONE_DELAY_MS);
+        if (n > 0 && strncmp(got, "tombstone:", 10) == 0)
+            break;
+        ck_assert_msg(h_now_ms() < end, "the key still holds \"%s\"", n > 0 ? got : "(none)");
+    }
+    long long pttl = h_pttl(m.r, m.key);
+    ck_assert_msg(pttl > 0 && pttl <= (long long)GONE_DELAY_MS, "the tombstone's PTTL is %lld",
+                  pttl);
+    proxied_move_stop(&m);
+}
+END_TEST
+
+/*
  * An adopt whose answer never comes (held on its way back from Redis by a
  * proxy in front of B) may have swapped the key to B's new token: B answers
  * UNAVAILABLE and deletes that token, so the key does not block the resource
@@ -918,42 +1013,18 @@ END_TEST
  */
 START_TEST(test_adopt_unanswered)
 {
-    struct h_keydir k;
-    h_keydir_make(&k, "[redis]\ncommand_timeout = 300ms\n");
-    struct h_env a, b;
-    h_env_start_or_fail(&a, k.ini);
-    ck_assert_msg(h_env_start_peer_proxied(&b, &a, k.ini) == 0, "could not start daemon B");
-    struct h_peer p, q;
-    struct sess s;
-    open_session(&p, &a, "unanswered-adopt", 0, &s);
-    struct h_grant g;
-    h_peer_acquire_ok(&p, &(struct h_acq){.resource = "ua/r", .ttl_ms = 30000}, &g, "grant");
-    resume_ok(&q, &b, "unanswered-adopt", &s);
-    /* B's answers on the connections open now are held; a reconnect gets a clean line. */
-    h_proxy_hold(b.proxy, H_PROXY_OPEN_COMMANDS, H_PROXY_DOWN);
-    uint64_t id = send_adopt(&q, "ua/r", &g);
-    char key[256], got[128];
-    redisContext *r = h_redis(&a);
-    h_lock_key(&a, "ua/r", key, sizeof key);
-    for (int64_t end = h_now_ms() + PROMPT_MS;; h_sleep_ms(5)) {
-        int n = h_get(r, key, got, sizeof got);
-        if (n > 0 && strcmp(got, g.token) != 0)
-            break;
-        ck_assert_msg(h_now_ms() < end, "the adopt never swapped the key's token");
-    }
-    h_peer_expect_status(&q, id, H_ST(UNAVAILABLE), "an adopt whose answer never came");
-    h_proxy_release(b.proxy, H_PROXY_ALL, H_PROXY_DOWN);
-    ck_assert_msg(h_wait_key_gone(r, key, PROMPT_MS, &b) >= 0,
+    struct proxied_move m;
+    proxied_move_start(&m, "[redis]\ncommand_timeout = 300ms\n", "unanswered-adopt",
+                       &(struct h_acq){.resource = "ua/r", .ttl_ms = 30000});
+    uint64_t id = proxied_move_adopt_held(&m, "ua/r");
+    h_peer_expect_status(&m.q, id, H_ST(UNAVAILABLE), "an adopt whose answer never came");
+    h_proxy_release(m.b.proxy, H_PROXY_ALL, H_PROXY_DOWN);
+    ck_assert_msg(h_wait_key_gone(m.r, m.key, PROMPT_MS, &m.b) >= 0,
                   "the token of an unanswered adopt was left in Redis: the resource is blocked");
-    id = send_adopt(&q, "ua/r", &g);
-    h_peer_expect_lost(&q, "ua/r", RLOCK__V1__LOST_REASON__LOST_MISSING, "the retried adopt");
-    h_peer_expect_status(&q, id, H_ST(NOT_HELD), "the retried adopt");
-    redisFree(r);
-    h_raw_close(&p.raw);
-    h_raw_close(&q.raw);
-    h_env_stop(&b);
-    h_env_stop(&a);
-    h_keydir_remove(&k);
+    id = send_adopt(&m.q, "ua/r", &m.g);
+    h_peer_expect_lost(&m.q, "ua/r", RLOCK__V1__LOST_REASON__LOST_MISSING, "the retried adopt");
+    h_peer_expect_status(&m.q, id, H_ST(NOT_HELD), "the retried adopt");
+    proxied_move_stop(&m);
 }
 END_TEST
 
@@ -1023,7 +1094,7 @@ int main(void)
         test_handover_goodbye, test_shutdown_release, test_unanswered_acquire,
         test_same_daemon, test_same_daemon_many, test_bad_key_file,
         test_adopt_limit, test_adopt_keeps_expiry, test_adopt_session_gone,
-        test_adopt_max_hold, test_adopt_unanswered,
+        test_adopt_session_gone_delay, test_adopt_max_hold, test_adopt_unanswered,
     };
     return h_run_tests("handover", 120, tests, H_LEN(tests));
 }

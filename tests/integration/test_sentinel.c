@@ -739,7 +739,7 @@ START_TEST(test_move_kill9)
     h_env_share_prefix(&b, &a);
     redisContext *m = node_conn(t.master.port);
     ck_assert_ptr_nonnull(m);
-    h_move_kill9_check(&a, &b, 10, 30, h_keys_count_exists, m);
+    h_move_check(&a, &b, SIGKILL, 10, 30, h_keys_count_exists, m);
     redisFree(m);
     h_env_stop(&b);
     h_env_stop(&a);
