@@ -111,6 +111,7 @@ struct ck {
     uint64_t overlaps[CHAOS_OV_KINDS];
     uint64_t acq_fail[128];
     uint64_t skips, voids, notices, uncertain, drops, releases, release_fail, session_ends;
+    uint64_t session_ends_protocol; /* ended over a frame one side could not take */
     uint64_t connects_failed, worker_starts, worker_writes[3];
     int64_t last_acq_t;          /* of the current history file's latest ACQ */
     uint64_t long_waits;         /* grants after a wait longer than the session timeout */
@@ -339,6 +340,16 @@ static void ck_worker_line(struct ck *k, int64_t t, char *s)
             k->release_fail++;
     } else if (strcmp(ev, "SESSION_END") == 0) {
         k->session_ends++;
+        /* The library's words for a frame of the daemon it could not take, and for the
+         * daemon refusing one of its own: never a fault's doing, always a bug. */
+        if (strstr(p, "from the daemon") != NULL || strstr(p, "the daemon reported") != NULL) {
+            k->session_ends_protocol++;
+            char *line = malloc(strlen(s) + 32);
+            if (line) {
+                sprintf(line, "session end at %lld: %s", (long long)t, s);
+                VEC_PUSH(k->violations, line);
+            }
+        }
     } else if (strcmp(ev, "CONNECT") == 0 && sscanf(p, "%d", &a) == 1) {
         if (a != 0)
             k->connects_failed++;
@@ -719,6 +730,9 @@ int chaos_check_run(const char *dir, int verbose)
          tail_grants);
     if (k.ndaemons > 1)
         rule(&passed, &failed, resumes > 0, "moves", "%" PRIu64 " sessions resumed", resumes);
+    rule(&passed, &failed, k.session_ends_protocol == 0, "protocol",
+         "%" PRIu64 " sessions ended over a frame one side could not take",
+         k.session_ends_protocol);
 
     if (k.violations.n) {
         printf("  violations (first 20 of %zu):\n", k.violations.n);
