@@ -21,6 +21,7 @@
 #include "hello.h"
 #include "lock.h"
 #include "log.h"
+#include "pbscan.h"
 #include "resource.h"
 #include "session.h"
 #include "wire.h"
@@ -165,16 +166,11 @@ Rlock__V1__Request *dispatch_decode(struct wire_budget *budget, const uint8_t *d
     return rlock__v1__request__unpack(&budget->alloc, len, data);
 }
 
-const char *dispatch_check(const Rlock__V1__Request *req, size_t len)
+const char *dispatch_check(const Rlock__V1__Request *req, const uint8_t *data, size_t len)
 {
-    /*
-     * protobuf-c cuts a string at an embedded NUL, which would make a
-     * resource name mean something else. Such a string (or any other
-     * non-canonical encoding) re-packs shorter than it arrived.
-     */
-    if (protobuf_c_message_get_packed_size(&req->base) != len)
-        return "non-canonical encoding: a NUL inside a string, a field sent twice, "
-               "an explicit default value or a padded varint";
+    const char *field = pbscan_nul_string(&rlock__v1__request__descriptor, data, len);
+    if (field != NULL)
+        return "a string field holds a NUL byte (U+0000 is not allowed in any string)";
     if (op_find((int)req->body_case) == NULL)
         return "unknown or missing operation";
     return NULL;
@@ -214,10 +210,10 @@ void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
         session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID,
                       "Hello must be the first request");
         session_close(s, "request before Hello", 1);
-    } else if ((bad = dispatch_check(req, len)) != NULL) {
+    } else if ((bad = dispatch_check(req, data, len)) != NULL) {
         srv->mx.frames_rejected[op_find((int)req->body_case) == NULL
                                     ? METRIC_FRAME_UNKNOWN_OP
-                                    : METRIC_FRAME_NON_CANONICAL]++;
+                                    : METRIC_FRAME_NUL_STRING]++;
         session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
         if (req->body_case == RLOCK__V1__REQUEST__BODY_HELLO ||
             req->body_case == RLOCK__V1__REQUEST__BODY_RESUME)

@@ -28,11 +28,13 @@ void dispatch_frame(struct session *s, const uint8_t *data, size_t len);
 Rlock__V1__Request *dispatch_decode(struct wire_budget *budget, const uint8_t *data, size_t len);
 
 /*
- * The checks every decoded request passes before its operation runs: it was
- * encoded canonically (it re-packs to len bytes) and names an operation the
- * table knows. NULL, or the message of the INVALID answer.
+ * The checks every request decoded from data[0..len) passes before its
+ * operation runs: no string field holds a NUL byte as sent (the decoder cuts
+ * it there: "a\0b" must not alias "a"), and it names an operation the table
+ * knows. Any other encoding a proto3 encoder may produce is accepted
+ * (docs/protocol.md §4.6). NULL, or the message of the INVALID answer.
  */
-const char *dispatch_check(const Rlock__V1__Request *req, size_t len);
+const char *dispatch_check(const Rlock__V1__Request *req, const uint8_t *data, size_t len);
 
 /*
  * Hello's own fields: protocol version, client name (length, UTF-8, no

@@ -19,7 +19,7 @@ struct server;
 #define METRIC_FRAME_REASONS(X)                                                                  \
     X(TOO_LARGE, "too_large")                                                                   \
     X(MALFORMED, "malformed")                                                                   \
-    X(NON_CANONICAL, "non_canonical")                                                           \
+    X(NUL_STRING, "nul_in_string")                                                             \
     X(BEFORE_HELLO, "before_hello")                                                             \
     X(UNKNOWN_OP, "unknown_op")
 #define METRIC_CONN_REASONS(X)                                                                   \

@@ -176,9 +176,18 @@ static void request_seeds(struct corpus *c)
     put(c, "fuzz_request", "oversize-length", oversize, sizeof oversize);
     static const uint8_t partial[] = {0x00, 0x00, 0x00, 0x10, 0x08, 0x01, 0x1a};
     put(c, "fuzz_request", "partial-frame", partial, sizeof partial);
-    /* Acquire{resource "a\0b"}: decodes as "a", refused as non-canonical. */
+    /* Acquire{resource "a\0b"}: decodes as "a", refused (a NUL inside a string). */
     static const uint8_t nul[] = {0, 0, 0, 9, 0x08, 0x02, 0x1a, 0x05, 0x0a, 0x03, 'a', 0, 'b'};
     put(c, "fuzz_request", "acquire-nul-in-name", nul, sizeof nul);
+    /*
+     * Acquire{resource "a", every other field an explicit default}, as protobufjs
+     * writes it: ttl_ms 0, wait_ms 0, watchdog_off false, owner 0, no_reentry false,
+     * max_hold_ms 0, lock_delay_ms 0. Accepted.
+     */
+    static const uint8_t defaults[] = {0,    0,    0,    0x15, 0x08, 0x02, 0x1a, 0x11, 0x0a,
+                                       0x01, 'a',  0x10, 0x00, 0x18, 0x00, 0x20, 0x00, 0x28,
+                                       0x00, 0x30, 0x00, 0x38, 0x00, 0x40, 0x00};
+    put(c, "fuzz_request", "acquire-explicit-defaults", defaults, sizeof defaults);
     /* Ping with id 1 as a padded varint (81 00). */
     static const uint8_t padded[] = {0, 0, 0, 5, 0x08, 0x81, 0x00, 0x32, 0x00};
     put(c, "fuzz_request", "ping-padded-varint", padded, sizeof padded);

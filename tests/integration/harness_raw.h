@@ -50,6 +50,16 @@ int h_raw_send_body(const struct h_raw *c, const uint8_t *body, size_t len);
 /* Encode and send one request; 0 or -1 as h_raw_send_bytes. */
 int h_raw_send(const struct h_raw *c, const Rlock__V1__Request *req);
 
+/*
+ * Requests as encoders that write every field encode them (protobufjs does):
+ * each field of m, at any depth, written even when it holds its default (0,
+ * "", false), in field order; only the oneof member set. Into out, or only
+ * sized when out is NULL; the number of bytes (harness_encode.c).
+ */
+size_t h_encode_explicit(const ProtobufCMessage *m, uint8_t *out);
+/* Send req encoded so, as one frame. 0, or -1. */
+int h_raw_send_explicit(const struct h_raw *c, const Rlock__V1__Request *req);
+
 /* Append req, framed, to b (fails the test when b is full). */
 void h_raw_batch_add(struct h_raw_batch *b, const Rlock__V1__Request *req);
 /* Append Request{id, body}, where body_case names the oneof member body points to. */

@@ -17,6 +17,10 @@
  *                   held lock's key was (that lock is lost as STOLEN, the lock
  *                   renewed in the same call is not): in every case the foreign
  *                   key is left alone and the daemon and other locks go on.
+ *   explicit_defaults every request kind written with its default fields
+ *                   (0, "", false) as protobufjs writes them: answered as its
+ *                   canonical encoding is (Hello opens, Acquire grants,
+ *                   Release frees).
  */
 #include "harness.h"
 #include "harness_peer.h"
@@ -113,11 +117,11 @@ START_TEST(test_inputs_resource_names)
     }
     /*
      * U+0000: Request{id 50, acquire{resource "a\0b"}}. The decoder cuts the
-     * string at the NUL, so the frame re-encodes shorter and is refused.
+     * string at the NUL; the daemon reads the string as sent and refuses it.
      */
     static const uint8_t nul[] = {0x08, 50, 0x1a, 0x05, 0x0a, 0x03, 'a', 0x00, 'b'};
     ck_assert_int_eq(h_raw_send_body(&p.raw, nul, sizeof nul), 0);
-    h_peer_expect_error(&p, 50, H_ST(INVALID), "non-canonical", "resource with U+0000");
+    h_peer_expect_error(&p, 50, H_ST(INVALID), "NUL byte", "resource with U+0000");
     h_peer_ping(&p, "after U+0000");
     refused++;
     long long keys = prefix_keys(f.r, &f.e);
@@ -174,7 +178,7 @@ START_TEST(test_inputs_client_names)
     h_raw_open(&p.raw, &f.e);
     static const uint8_t nul[] = {0x08, 0x01, 0x12, 0x05, 0x0a, 0x03, 'a', 0x00, 'b'};
     ck_assert_int_eq(h_raw_send_body(&p.raw, nul, sizeof nul), 0);
-    h_peer_expect_error(&p, 1, H_ST(INVALID), "non-canonical", p.name);
+    h_peer_expect_error(&p, 1, H_ST(INVALID), "NUL byte", p.name);
     h_peer_expect_eof(&p, p.name); /* closed, as every other refused Hello */
     h_raw_close(&p.raw);
 
@@ -368,12 +372,116 @@ START_TEST(test_inputs_slow_reader)
 }
 END_TEST
 
+/* --- requests as encoders that write every default encode them -------------------------- */
+
+/* Send req (body of kind bc, id from p) written by h_encode_explicit; its answer. */
+static Rlock__V1__ServerMessage *send_explicit(struct h_peer *p,
+                                               Rlock__V1__Request__BodyCase bc, void *body,
+                                               const char *what)
+{
+    Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
+    req.id = h_peer_next_id(p);
+    req.body_case = bc;
+    const ProtobufCFieldDescriptor *fd =
+        protobuf_c_message_descriptor_get_field(&rlock__v1__request__descriptor, (unsigned)bc);
+    ck_assert_ptr_nonnull(fd);
+    *(void **)((char *)&req + fd->offset) = body;
+    /* Longer unless the body has no field at its default (Ping has none at all). */
+    size_t canonical = rlock__v1__request__get_packed_size(&req);
+    ck_assert_msg(h_encode_explicit(&req.base, NULL) >= canonical,
+                  "%s: the explicit encoding is shorter than the canonical one", what);
+    ck_assert_int_eq(h_raw_send_explicit(&p->raw, &req), 0);
+    return h_peer_response(p, req.id, what);
+}
+
+/* body sent canonically, then with every default written: the same answer both times. */
+static void same_answer(struct h_peer *p, Rlock__V1__Request__BodyCase bc, void *body,
+                        const char *what)
+{
+    uint64_t id = h_peer_send(p, bc, body);
+    Rlock__V1__ServerMessage *c = h_peer_response(p, id, what);
+    Rlock__V1__ServerMessage *e = send_explicit(p, bc, body, what);
+    ck_assert_msg(c->response->status == e->response->status &&
+                      c->response->body_case == e->response->body_case,
+                  "%s: canonical: %s; with explicit defaults: %s", what, h_msg_describe(c),
+                  h_msg_describe(e));
+    printf("inputs: %-13s answered %s both ways\n", what,
+           wire_status_name((int)c->response->status));
+    h_raw_free(c);
+    h_raw_free(e);
+}
+
+/*
+ * protobufjs (and other encoders) write fields set to 0, "" or false; proto3
+ * reads them as the defaults. Every request kind of a session, so written,
+ * is answered as its canonical encoding is: Hello opens the session, Acquire
+ * grants, Release frees, the rest answer what they answer canonically.
+ */
+START_TEST(test_inputs_explicit_defaults)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
+    struct h_peer p = {.name = "explicit", .last_id = 0};
+    h_raw_open(&p.raw, &f.e);
+    Rlock__V1__Hello hello = RLOCK__V1__HELLO__INIT;
+    hello.client_name = "explicit";
+    Rlock__V1__ServerMessage *m = send_explicit(&p, RLOCK__V1__REQUEST__BODY_HELLO, &hello, "Hello");
+    ck_assert_msg(m->response->status == H_ST(OK), "Hello: %s", h_msg_describe(m));
+    h_raw_free(m);
+
+    Rlock__V1__Acquire acq = RLOCK__V1__ACQUIRE__INIT;
+    acq.resource = "explicit/r";
+    m = send_explicit(&p, RLOCK__V1__REQUEST__BODY_ACQUIRE, &acq, "Acquire");
+    ck_assert_msg(m->response->status == H_ST(OK), "Acquire: %s", h_msg_describe(m));
+    char key[256];
+    h_assert_key_token(f.r, h_lock_key(&f.e, acq.resource, key, sizeof key),
+                       m->response->acquire->token);
+    h_raw_free(m);
+
+    Rlock__V1__Extend ext = RLOCK__V1__EXTEND__INIT;
+    ext.resource = acq.resource;
+    same_answer(&p, RLOCK__V1__REQUEST__BODY_EXTEND, &ext, "Extend");
+    Rlock__V1__Ping ping = RLOCK__V1__PING__INIT;
+    same_answer(&p, RLOCK__V1__REQUEST__BODY_PING, &ping, "Ping");
+    Rlock__V1__Stats stats = RLOCK__V1__STATS__INIT;
+    same_answer(&p, RLOCK__V1__REQUEST__BODY_STATS, &stats, "Stats");
+    Rlock__V1__Cancel cancel = RLOCK__V1__CANCEL__INIT;
+    same_answer(&p, RLOCK__V1__REQUEST__BODY_CANCEL, &cancel, "Cancel");
+    Rlock__V1__ServerInfo info = RLOCK__V1__SERVER_INFO__INIT;
+    same_answer(&p, RLOCK__V1__REQUEST__BODY_SERVER_INFO, &info, "ServerInfo");
+    Rlock__V1__ListSessions ls = RLOCK__V1__LIST_SESSIONS__INIT;
+    same_answer(&p, RLOCK__V1__REQUEST__BODY_LIST_SESSIONS, &ls, "ListSessions");
+    Rlock__V1__ListLocks ll = RLOCK__V1__LIST_LOCKS__INIT;
+    same_answer(&p, RLOCK__V1__REQUEST__BODY_LIST_LOCKS, &ll, "ListLocks");
+    Rlock__V1__ForceRelease fr = RLOCK__V1__FORCE_RELEASE__INIT;
+    fr.resource = "explicit/free";
+    same_answer(&p, RLOCK__V1__REQUEST__BODY_FORCE_RELEASE, &fr, "ForceRelease");
+    Rlock__V1__KillSession ks = RLOCK__V1__KILL_SESSION__INIT;
+    same_answer(&p, RLOCK__V1__REQUEST__BODY_KILL_SESSION, &ks, "KillSession");
+
+    Rlock__V1__Release rel = RLOCK__V1__RELEASE__INIT;
+    rel.resource = acq.resource;
+    m = send_explicit(&p, RLOCK__V1__REQUEST__BODY_RELEASE, &rel, "Release");
+    ck_assert_msg(m->response->status == H_ST(OK) && m->response->release->hold_count == 0,
+                  "Release: %s", h_msg_describe(m));
+    h_raw_free(m);
+    ck_assert_msg(h_wait_key_gone(f.r, key, 5000, &f.e) >= 0, "the released key is still there");
+    Rlock__V1__Goodbye bye = RLOCK__V1__GOODBYE__INIT;
+    m = send_explicit(&p, RLOCK__V1__REQUEST__BODY_GOODBYE, &bye, "Goodbye");
+    ck_assert_msg(m->response->status == H_ST(OK), "Goodbye: %s", h_msg_describe(m));
+    h_raw_free(m);
+    h_peer_expect_eof(&p, "after Goodbye");
+    h_raw_close(&p.raw);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {
         test_inputs_resource_names, test_inputs_client_names, test_inputs_wrongtype_lock_key,
         test_inputs_wrongtype_fence_key, test_inputs_wrongtype_held_key,
-        test_inputs_slow_reader,
+        test_inputs_slow_reader, test_inputs_explicit_defaults,
     };
     return h_run_tests("inputs", 60, tests, H_LEN(tests));
 }

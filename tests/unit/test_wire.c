@@ -4,7 +4,9 @@
  * unpacking it through the bounded allocator, refusal (without leaks) when
  * the budget is too small, the status / lost-reason name tables checked
  * against the schema's own enums, and the byte examples of the admin requests
- * in docs/protocol.md §9.8 against the generated code.
+ * in docs/protocol.md §9.8 against the generated code; proto/pbscan.c, the
+ * NUL-in-string walk, on strings at each depth and on encodings that are
+ * valid proto3 but not canonical.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "check_main.h"
+#include "pbscan.h"
 #include "wire.h"
 
 static const uint32_t lengths[] = {0, 1, 255, 256, 65535, 65536, 0x01020304u, UINT32_MAX};
@@ -376,6 +379,52 @@ START_TEST(test_doc_resume)
 }
 END_TEST
 
+/* --- pbscan: a NUL inside a string, as sent --------------------------------------------- */
+
+static const struct {
+    const char *what;
+    uint8_t bytes[32];
+    size_t len;
+    const char *nul_in; /* the field named, or NULL */
+} scans[] = {
+    {"Acquire{resource \"a\"}", {0x08, 0x02, 0x1a, 0x03, 0x0a, 0x01, 'a'}, 7, NULL},
+    {"Acquire{resource \"a\\0b\"}", {0x08, 0x02, 0x1a, 0x05, 0x0a, 0x03, 'a', 0, 'b'}, 9,
+     "resource"},
+    {"Hello{client_name \"\\0\"}", {0x12, 0x03, 0x0a, 0x01, 0x00}, 5, "client_name"},
+    {"Hello{auth_token \"x\\0\"}", {0x12, 0x04, 0x22, 0x02, 'x', 0x00}, 6, "auth_token"},
+    /* Valid proto3, not canonical: accepted. */
+    {"Acquire, every default explicit",
+     {0x08, 0x00, 0x1a, 0x11, 0x0a, 0x01, 'a', 0x10, 0x00, 0x18, 0x00, 0x20, 0x00, 0x28, 0x00,
+      0x30, 0x00, 0x38, 0x00, 0x40, 0x00},
+     21, NULL},
+    {"Ping, id as a padded varint", {0x08, 0x81, 0x00, 0x32, 0x00}, 5, NULL},
+    {"Acquire, fields out of order and repeated",
+     {0x1a, 0x07, 0x10, 0x64, 0x0a, 0x01, 'b', 0x0a, 0x00, 0x08, 0x05}, 11, NULL},
+    {"an unknown length-delimited field holding a NUL", {0x08, 0x01, 0xfa, 0x01, 0x01, 0x00,
+      0x32, 0x00}, 8, NULL},
+    {"Ping with a fixed64 and a fixed32 unknown field",
+     {0x08, 0x01, 0xf9, 0x01, 1, 2, 3, 4, 5, 6, 7, 8, 0xfd, 0x01, 1, 2, 3, 4, 0x32, 0x00}, 20,
+     NULL},
+    /* Malformed (the decoder refuses these first): never "clean". */
+    {"a length past the end", {0x1a, 0x09, 0x0a, 0x01, 'a'}, 5, "malformed"},
+    {"a varint cut short", {0x08, 0x80}, 2, "malformed"},
+    {"a group", {0x0b, 0x0c}, 2, "malformed"},
+    {"field number 0", {0x00, 0x01}, 2, "malformed"},
+};
+
+START_TEST(test_pbscan)
+{
+    const char *got = pbscan_nul_string(&rlock__v1__request__descriptor, scans[_i].bytes,
+                                        scans[_i].len);
+    if (scans[_i].nul_in == NULL)
+        ck_assert_msg(got == NULL, "%s: %s", scans[_i].what, got);
+    else
+        ck_assert_msg(got != NULL && strcmp(got, scans[_i].nul_in) == 0, "%s: %s, want %s",
+                      scans[_i].what, got ? got : "(clean)", scans[_i].nul_in);
+}
+END_TEST
+
+
 int main(void)
 {
     const struct unit_test tests[] = {
@@ -390,6 +439,7 @@ int main(void)
         {"docs", test_doc_admin_requests, 0},
         {"docs", test_doc_admin_replies, 0},
         {"docs", test_doc_resume, 0},
+        {"pbscan", test_pbscan, UNIT_COUNT(scans)},
     };
     return unit_run("wire", tests, sizeof tests / sizeof tests[0]);
 }
