@@ -440,24 +440,32 @@ START_TEST(test_inputs_explicit_defaults)
 
     Rlock__V1__Extend ext = RLOCK__V1__EXTEND__INIT;
     ext.resource = acq.resource;
-    same_answer(&p, RLOCK__V1__REQUEST__BODY_EXTEND, &ext, "Extend");
     Rlock__V1__Ping ping = RLOCK__V1__PING__INIT;
-    same_answer(&p, RLOCK__V1__REQUEST__BODY_PING, &ping, "Ping");
     Rlock__V1__Stats stats = RLOCK__V1__STATS__INIT;
-    same_answer(&p, RLOCK__V1__REQUEST__BODY_STATS, &stats, "Stats");
     Rlock__V1__Cancel cancel = RLOCK__V1__CANCEL__INIT;
-    same_answer(&p, RLOCK__V1__REQUEST__BODY_CANCEL, &cancel, "Cancel");
     Rlock__V1__ServerInfo info = RLOCK__V1__SERVER_INFO__INIT;
-    same_answer(&p, RLOCK__V1__REQUEST__BODY_SERVER_INFO, &info, "ServerInfo");
     Rlock__V1__ListSessions ls = RLOCK__V1__LIST_SESSIONS__INIT;
-    same_answer(&p, RLOCK__V1__REQUEST__BODY_LIST_SESSIONS, &ls, "ListSessions");
     Rlock__V1__ListLocks ll = RLOCK__V1__LIST_LOCKS__INIT;
-    same_answer(&p, RLOCK__V1__REQUEST__BODY_LIST_LOCKS, &ll, "ListLocks");
     Rlock__V1__ForceRelease fr = RLOCK__V1__FORCE_RELEASE__INIT;
     fr.resource = "explicit/free";
-    same_answer(&p, RLOCK__V1__REQUEST__BODY_FORCE_RELEASE, &fr, "ForceRelease");
     Rlock__V1__KillSession ks = RLOCK__V1__KILL_SESSION__INIT;
-    same_answer(&p, RLOCK__V1__REQUEST__BODY_KILL_SESSION, &ks, "KillSession");
+    const struct {
+        Rlock__V1__Request__BodyCase bc;
+        void *body;
+        const char *what;
+    } kinds[] = {
+        {RLOCK__V1__REQUEST__BODY_EXTEND, &ext, "Extend"},
+        {RLOCK__V1__REQUEST__BODY_PING, &ping, "Ping"},
+        {RLOCK__V1__REQUEST__BODY_STATS, &stats, "Stats"},
+        {RLOCK__V1__REQUEST__BODY_CANCEL, &cancel, "Cancel"},
+        {RLOCK__V1__REQUEST__BODY_SERVER_INFO, &info, "ServerInfo"},
+        {RLOCK__V1__REQUEST__BODY_LIST_SESSIONS, &ls, "ListSessions"},
+        {RLOCK__V1__REQUEST__BODY_LIST_LOCKS, &ll, "ListLocks"},
+        {RLOCK__V1__REQUEST__BODY_FORCE_RELEASE, &fr, "ForceRelease"},
+        {RLOCK__V1__REQUEST__BODY_KILL_SESSION, &ks, "KillSession"},
+    };
+    for (size_t i = 0; i < H_LEN(kinds); i++)
+        same_answer(&p, kinds[i].bc, kinds[i].body, kinds[i].what);
 
     Rlock__V1__Release rel = RLOCK__V1__RELEASE__INIT;
     rel.resource = acq.resource;
