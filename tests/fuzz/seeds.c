@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "explicit.h"
 #include "wire.h"
 
 #define TOKEN "0b5c9a0e-8f7a-4d0c-9d35-2f8a4c1e7b21"
@@ -82,12 +83,34 @@ static void add_server(struct stream *st, const Rlock__V1__ServerMessage *m)
 /* --- requests ------------------------------------------------------------------- */
 
 /* req alone as the seed name, and appended to session (when not NULL). */
+/* req as encoders that write every default encode it (protobufjs): one frame into st. */
+static void add_request_explicit(struct stream *st, const Rlock__V1__Request *req)
+{
+    size_t len = pb_encode_explicit(&req->base, NULL);
+    uint8_t *frame = len != SIZE_MAX ? malloc(WIRE_HEADER_BYTES + len) : NULL;
+    if (frame == NULL) {
+        fprintf(stderr, "seeds: cannot encode %s with explicit defaults\n",
+                req->base.descriptor->name);
+        exit(EXIT_FAILURE);
+    }
+    wire_put_len(frame, (uint32_t)len);
+    (void)pb_encode_explicit(&req->base, frame + WIRE_HEADER_BYTES);
+    append(st, frame, WIRE_HEADER_BYTES + len); /* frees frame */
+}
+
+/* req alone as the seed name, as NAME-explicit with every default written, and appended
+ * to session (when not NULL). */
 static void request_seed(struct corpus *c, const char *name, const Rlock__V1__Request *req,
                          struct stream *session)
 {
     struct stream st = {.len = 0};
     add_request(&st, req);
     put(c, "fuzz_request", name, st.buf, st.len);
+    st.len = 0;
+    add_request_explicit(&st, req);
+    char explicit_name[96];
+    snprintf(explicit_name, sizeof explicit_name, "%s-explicit", name);
+    put(c, "fuzz_request", explicit_name, st.buf, st.len);
     if (session != NULL)
         add_request(session, req);
 }
