@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: BSD-3-Clause
+'use strict';
+
+// The client: one session on one connection. Acquire, using, the
+// informational and operators' requests, close.
+
+const path = require('node:path');
+const { EventEmitter } = require('node:events');
+const { Engine, now } = require('./engine');
+const { Grant, Lock, checkMs } = require('./locks');
+const { connectAny } = require('./connection');
+const { parseServers } = require('./address');
+const { toU64, u64Number } = require('./codec');
+const { RlockError, RlockAbortError } = require('./errors');
+const admin = require('./admin');
+
+const DEFAULT_TIMEOUT_MS = 10000;
+const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
+const DEFAULT_CLOSE_TIMEOUT_MS = 5000;
+
+// Owners the client picks itself carry the top bit; an explicit owner must be
+// below it, so the two kinds never meet.
+const AUTO_OWNER_BIT = 1n << 63n;
+
+function defaultName() {
+  const script = process.argv[1] ? path.basename(process.argv[1]) : 'node';
+  return `${script}[${process.pid}]`.slice(0, 128);
+}
+
+function checkOwner(owner) {
+  const b = typeof owner === 'bigint' ? owner : Number.isSafeInteger(owner) ? BigInt(owner) : -1n;
+  if (b < 0n || b >= AUTO_OWNER_BIT) {
+    throw new RangeError(`owner must be a non-negative integer below 2^63, got ${owner}`);
+  }
+  return b;
+}
+
+function abortError(signal, resource) {
+  return new RlockAbortError(`acquire ${resource}: aborted`, signal.reason);
+}
+
+class Client extends EventEmitter {
+  constructor(options, link) {
+    super();
+    this._options = options;
+    this._timeout = options.timeout;
+    this._ownerSeq = 0n;
+    this._closing = null;
+    this.address = link.addr.text;
+    this._engine = new Engine(link, link.response.hello, {
+      onLost: (lock, err) => this.emit('lost', lock, err),
+      onClose: (err) => this.emit('close', err),
+    });
+  }
+
+  get sessionId() { return this._engine.sessionId; }
+  get serverVersion() { return this._engine.serverVersion; }
+  /** The effective session timeout (ms), as the daemon granted it. */
+  get sessionTimeout() { return this._engine.sessionTimeout; }
+  /** True once the session has ended, whatever ended it. */
+  get closed() {
+    this._engine.check();
+    return this._engine.state === 'ended';
+  }
+  /** Why the session ended (an RlockError), or null while it is open. */
+  get closeReason() { return this._engine.endError; }
+
+  timeoutFor(opts) {
+    const t = opts && opts.timeout !== undefined ? opts.timeout : this._timeout;
+    checkMs('timeout', t);
+    if (t === 0) throw new RangeError('timeout must be > 0');
+    return t;
+  }
+
+  nextOwner() {
+    this._ownerSeq += 1n;
+    return AUTO_OWNER_BIT | this._ownerSeq;
+  }
+
+  /**
+   * Takes a lock. Resolves with a Lock (one hold); rejects with an RlockError
+   * (NOT_ACQUIRED, TIMEOUT, ...), or an abort error when opts.signal fired.
+   */
+  acquire(resource, opts = {}) {
+    return new Promise((resolve, reject) => {
+      if (typeof resource !== 'string' || resource === '') {
+        throw new TypeError('resource must be a non-empty string');
+      }
+      const ttl = opts.ttl ?? 0;
+      const wait = opts.wait ?? 0;
+      const maxHold = opts.maxHold ?? 0;
+      const lockDelay = opts.lockDelay ?? 0;
+      checkMs('ttl', ttl);
+      checkMs('wait', wait);
+      checkMs('maxHold', maxHold);
+      checkMs('lockDelay', lockDelay);
+      const owner = opts.owner !== undefined ? checkOwner(opts.owner) : this.nextOwner();
+      const { signal } = opts;
+      if (signal && signal.aborted) throw abortError(signal, resource);
+      const e = this._engine;
+      const waited = e.maxWait > 0 ? Math.min(wait, e.maxWait) : wait;
+      const timeout = waited + this.timeoutFor(opts);
+
+      let call = null;
+      const onAbort = () => {
+        // Withdraw it; the Acquire still gets exactly one answer, which settles this promise.
+        if (!call || call.cancelled || e.pending.get(call.id) !== call) return;
+        call.cancelled = true;
+        e.send('cancel', { request_id: call.id }, this._timeout, () => {}, `cancel of acquire ${resource}`);
+      };
+      const body = {
+        resource,
+        ttl_ms: ttl,
+        wait_ms: wait,
+        watchdog_off: opts.watchdog === false,
+        owner: toU64(owner),
+        no_reentry: opts.reentry === false,
+        max_hold_ms: maxHold,
+        lock_delay_ms: lockDelay,
+      };
+      call = e.send('acquire', body, timeout, (err, reply, c) => {
+        if (signal) signal.removeEventListener('abort', onAbort);
+        if (c && c.cancelled) {
+          // A grant that crossed the Cancel on the wire is ours: give it back at once.
+          if (!err) this.giveBack(resource, reply.token);
+          reject(abortError(signal, resource));
+          return;
+        }
+        if (err) {
+          reject(err);
+          return;
+        }
+        try {
+          resolve(this.granted(resource, owner, reply, c.sentAt));
+        } catch (ex) {
+          reject(ex);
+        }
+      }, `acquire ${resource}`);
+      if (call && signal) signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  granted(resource, owner, reply, sentAt) {
+    const e = this._engine;
+    if (!reply.token) {
+      e.end('PROTOCOL', 'an acquire was granted without a token');
+      throw new RlockError('PROTOCOL', `acquire ${resource}: granted without a token`);
+    }
+    let g = e.grants.get(reply.token);
+    if (g) {
+      g.update(reply, sentAt); // a re-entry: the same grant, one hold more
+    } else {
+      g = new Grant(e, resource, owner, reply, sentAt);
+      e.addGrant(g);
+    }
+    return new Lock(this, g, owner);
+  }
+
+  giveBack(resource, token) {
+    this._engine.send('release', { resource, token }, this._timeout, (err, reply) => {
+      const g = this._engine.grants.get(token);
+      if (!err && g) g.released(reply.hold_count);
+    }, `release of ${resource} (a grant that raced its cancel)`);
+  }
+
+  /**
+   * Acquires `resource`, runs fn(signal, lock), releases the lock (even when
+   * fn throws) and returns what fn returned. `signal` aborts when the lock is
+   * lost or becomes uncertain (or opts.signal aborts); its reason says why.
+   * If that happened while fn ran, using rejects with that reason even when
+   * fn returned: its work was not protected throughout.
+   */
+  async using(resource, opts, fn) {
+    if (typeof opts === 'function') {
+      fn = opts;
+      opts = {};
+    }
+    if (typeof fn !== 'function') throw new TypeError('using(resource, [opts], fn): fn must be a function');
+    const lock = await this.acquire(resource, opts);
+    const ac = new AbortController();
+    let trouble = null;
+    const watch = (kind, err) => {
+      if (!trouble) trouble = err;
+      ac.abort(err);
+    };
+    const g = lock._grant;
+    g.watchers.add(watch);
+    const outer = opts.signal;
+    const onOuter = () => ac.abort(outer.reason);
+    if (outer) outer.addEventListener('abort', onOuter, { once: true });
+    if (lock.state === 'uncertain') watch('uncertain', new RlockError('UNCERTAIN', `lock ${resource} is uncertain: granted with no validity left`, { resource }));
+
+    let result;
+    let failed = false;
+    let error;
+    try {
+      result = await fn(ac.signal, lock);
+    } catch (e) {
+      failed = true;
+      error = e;
+    } finally {
+      g.watchers.delete(watch);
+      if (outer) outer.removeEventListener('abort', onOuter);
+    }
+    let releaseError = null;
+    const s = lock.state;
+    if (s === 'held' || s === 'uncertain') {
+      try {
+        await lock.release();
+      } catch (e) {
+        if (e.code !== 'NOT_HELD') releaseError = e;
+      }
+    }
+    if (failed) throw error;
+    if (trouble) throw trouble;
+    if (releaseError) throw releaseError;
+    return result;
+  }
+
+  // --- the session ------------------------------------------------------------------
+
+  /** Round trip to the daemon. Its answer also vouches for watchdog locks. */
+  async ping(opts = {}) {
+    const e = this._engine;
+    const r = await new Promise((resolve, reject) => {
+      e.send('ping', {}, this.timeoutFor(opts), (err, body, call) => {
+        if (err) reject(err);
+        else resolve({ body, sentAt: call.sentAt });
+      });
+    });
+    e.vouched(r.sentAt, r.body.valid_ms);
+    return { serverTime: u64Number(r.body.server_time_ms), rtt: now() - r.sentAt };
+  }
+
+  async stats(opts = {}) {
+    return admin.stats(await this._engine.call('stats', {}, this.timeoutFor(opts)));
+  }
+
+  /** Says Goodbye (the daemon releases every lock at once) and resolves when the socket is closed. */
+  close(opts = {}) {
+    if (!this._closing) {
+      const t = opts.timeout !== undefined ? this.timeoutFor(opts) : DEFAULT_CLOSE_TIMEOUT_MS;
+      this._closing = this._engine.goodbye(t);
+    }
+    return this._closing;
+  }
+
+  // --- operators' requests (docs/protocol.md §9) ------------------------------------
+
+  async serverInfo(opts = {}) {
+    return admin.serverInfo(await this._engine.call('server_info', {}, this.timeoutFor(opts)));
+  }
+
+  /** One page of sessions: {sessions, nextCursor, total}; nextCursor '' = the last page. */
+  async sessionsPage(opts = {}) {
+    const r = await this._engine.call('list_sessions',
+      { cursor: opts.cursor ?? '', limit: opts.limit ?? 0 }, this.timeoutFor(opts));
+    return {
+      sessions: r.sessions.map(admin.sessionInfo),
+      nextCursor: r.next_cursor,
+      total: u64Number(r.total),
+    };
+  }
+
+  /** Every session of the daemon, following the cursors. */
+  async sessions(opts = {}) {
+    const out = [];
+    let cursor = '';
+    do {
+      const page = await this.sessionsPage({ ...opts, cursor });
+      out.push(...page.sessions);
+      cursor = page.nextCursor;
+    } while (cursor !== '');
+    return out;
+  }
+
+  /** One page of locks: {locks, nextCursor}; it may be empty before the last page. */
+  async locksPage(opts = {}) {
+    const r = await this._engine.call('list_locks', {
+      cursor: opts.cursor ?? '',
+      limit: opts.limit ?? 0,
+      prefix: opts.prefix ?? '',
+      session_id: opts.sessionId ?? '',
+    }, this.timeoutFor(opts));
+    return { locks: r.locks.map(admin.lockInfo), nextCursor: r.next_cursor };
+  }
+
+  /** Every lock held through the daemon (filtered by prefix, sessionId), following the cursors. */
+  async locks(opts = {}) {
+    const out = [];
+    let cursor = '';
+    do {
+      const page = await this.locksPage({ ...opts, cursor });
+      out.push(...page.locks);
+      cursor = page.nextCursor;
+    } while (cursor !== '');
+    return out;
+  }
+
+  /** Takes `resource` away from the session of this daemon holding it (only that grant, with token). */
+  async forceRelease(resource, token = '', opts = {}) {
+    if (typeof resource !== 'string' || resource === '') throw new TypeError('resource must be a non-empty string');
+    return admin.forceRelease(await this._engine.call('force_release',
+      { resource, token }, this.timeoutFor(opts), `forceRelease ${resource}`));
+  }
+
+  /** Ends a session of this daemon as if it had said Goodbye. */
+  async killSession(sessionId, opts = {}) {
+    if (typeof sessionId !== 'string' || sessionId === '') throw new TypeError('sessionId must be a non-empty string');
+    return admin.killSession(await this._engine.call('kill_session',
+      { session_id: sessionId }, this.timeoutFor(opts), `killSession ${sessionId}`));
+  }
+}
+
+if (typeof Symbol.asyncDispose === 'symbol') {
+  Client.prototype[Symbol.asyncDispose] = function dispose() {
+    return this.close();
+  };
+}
+
+function normalizeOptions(options) {
+  if (!options || typeof options !== 'object') throw new TypeError('connect(options): options must be an object');
+  const o = {
+    servers: parseServers(options.servers),
+    token: options.token ?? '',
+    name: options.name ?? defaultName(),
+    sessionTimeout: options.sessionTimeout ?? 0,
+    connectTimeout: options.connectTimeout ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    timeout: options.timeout ?? DEFAULT_TIMEOUT_MS,
+    tls: options.tls,
+  };
+  checkMs('sessionTimeout', o.sessionTimeout);
+  checkMs('connectTimeout', o.connectTimeout);
+  checkMs('timeout', o.timeout);
+  if (o.timeout === 0 || o.connectTimeout === 0) throw new RangeError('timeouts must be > 0');
+  if (typeof o.token !== 'string' || typeof o.name !== 'string') throw new TypeError('token and name must be strings');
+  return o;
+}
+
+/** Opens a session on the first of `servers` (in a spread order) that accepts one. */
+async function connect(options) {
+  const o = normalizeOptions(options);
+  const hello = {
+    id: 1,
+    hello: {
+      client_name: o.name, protocol_version: 1, session_timeout_ms: o.sessionTimeout, auth_token: o.token,
+    },
+  };
+  const link = await connectAny(o.servers, hello, { tls: o.tls, timeoutMs: o.connectTimeout });
+  return new Client(o, link);
+}
+
+module.exports = { Client, connect, DEFAULT_TIMEOUT_MS };
