@@ -9,6 +9,7 @@ const { EventEmitter } = require('node:events');
 const { Engine, now } = require('./engine');
 const { Grant, Lock, checkMs } = require('./locks');
 const { connectAny } = require('./connection');
+const { Mover } = require('./move');
 const { parseServers } = require('./address');
 const { toU64, u64Number } = require('./codec');
 const { RlockError, RlockAbortError } = require('./errors');
@@ -47,11 +48,38 @@ class Client extends EventEmitter {
     this._ownerSeq = 0n;
     this._closing = null;
     this.address = link.addr.text;
-    this._engine = new Engine(link, link.response.hello, {
+    const hooks = {
       onLost: (lock, err) => this.emit('lost', lock, err),
       onClose: (err) => this.emit('close', err),
+      onEnd: () => this._mover && this._mover.stop(),
+    };
+    if (options.resume) {
+      hooks.onMove = (why, kind) => {
+        const began = this._mover.begin(why, kind);
+        if (began && !this._moveAnnounced) {
+          this._moveAnnounced = true;
+          this.emit('moving', why);
+        }
+        return began;
+      };
+    }
+    this._engine = new Engine(link, link.response.hello, hooks);
+    this._mover = new Mover(this._engine, {
+      servers: options.servers,
+      tls: options.tls,
+      hello: link.hello,
+      onResumed: () => {
+        this._moveAnnounced = false;
+        this.address = this._engine.link.addr.text;
+        this.emit('resumed');
+      },
     });
   }
+
+  /** Times the session moved to another connection and resumed there. */
+  get resumes() { return this._mover.resumes; }
+  /** True while the session moves to another connection (calls fail UNAVAILABLE meanwhile). */
+  get moving() { return Boolean(this._engine.moving); }
 
   get sessionId() { return this._engine.sessionId; }
   get serverVersion() { return this._engine.serverVersion; }
@@ -328,6 +356,7 @@ function normalizeOptions(options) {
     connectTimeout: options.connectTimeout ?? DEFAULT_CONNECT_TIMEOUT_MS,
     timeout: options.timeout ?? DEFAULT_TIMEOUT_MS,
     tls: options.tls,
+    resume: options.resume ?? true,
   };
   checkMs('sessionTimeout', o.sessionTimeout);
   checkMs('connectTimeout', o.connectTimeout);
@@ -347,6 +376,7 @@ async function connect(options) {
     },
   };
   const link = await connectAny(o.servers, hello, { tls: o.tls, timeoutMs: o.connectTimeout });
+  link.hello = hello.hello;
   return new Client(o, link);
 }
 

@@ -54,6 +54,7 @@ class Engine {
     this.timerAt = Infinity;
     this.scheduled = false;
     this.closed = null;       // a promise that resolves when the socket is closed
+    this.moving = null;       // the move under way (lib/move.js), or null
     this.attach(link);
   }
 
@@ -94,7 +95,45 @@ class Engine {
 
   onLinkDown(link, why) {
     if (link !== this.link || this.state === 'ended') return;
+    if (!this.moveOrEnd(why, 'broken')) return;
+  }
+
+  /**
+   * The connection is gone or must be left: move the session to another
+   * connection when it can (lib/move.js), else end it. kind: 'broken' (the
+   * connection ended), 'handover' (the daemon asked us to leave), 'silent'
+   * (the daemon stopped answering: its connection is kept until the move is
+   * done, so that a daemon merely stopped does not end the session meanwhile).
+   * Returns true when the session ended.
+   */
+  moveOrEnd(why, kind) {
+    if (this.hooks.onMove && this.hooks.onMove(why, kind)) return false;
     this.end('CLOSED', why);
+    return true;
+  }
+
+  /** Leaves the current connection (a move begins): returns it, detached. */
+  detachLink() {
+    const link = this.link;
+    this.link = null;
+    return link;
+  }
+
+  /**
+   * Fails every pending call at once (a move begins). Returns the Acquires
+   * among them that were not withdrawn, which the daemon may have granted:
+   * [{resource, id}].
+   */
+  failPending(errFor) {
+    const calls = [...this.pending.values()];
+    this.pending.clear();
+    const acquires = [];
+    for (const call of calls) {
+      if (call.timer) clearTimeout(call.timer);
+      if (call.kind === 'acquire') acquires.push({ resource: call.resource, id: call.id });
+      call.done(errFor(call), null, call);
+    }
+    return acquires;
   }
 
   onData(link, chunk) {
@@ -141,14 +180,19 @@ class Engine {
    * no deadline of its own (keepalives: the session's staleness bounds them).
    * Returns the call, or null (done already ran) when the session is over.
    */
-  send(kind, body, timeoutMs, done, label = kind) {
+  send(kind, body, timeoutMs, done, label = kind, during = null) {
     if (!this.usable()) {
       done(this.closedError());
+      return null;
+    }
+    if (this.moving && during !== this.moving) {
+      done(new RlockError('UNAVAILABLE', `${label}: the session is moving to another connection; try again`, { retryAfter: 100 }));
       return null;
     }
     const id = this.nextId++;
     const call = {
       id, kind, label, done, sentAt: 0, timer: null, cancelled: false, expect: REPLY_BODY[kind],
+      resource: body.resource,
     };
     let frame;
     try {
@@ -228,7 +272,8 @@ class Engine {
     } else if (ev.session_closing) {
       const sc = ev.session_closing;
       const why = `the daemon is closing the session: ${sc.reason || 'no reason given'}`;
-      if (!(sc.resume && this.hooks.onMove && this.hooks.onMove(why))) this.end('CLOSED', why);
+      if (sc.resume) this.moveOrEnd(why, 'handover');
+      else this.end('CLOSED', why);
     }
     // Event kinds this client does not know are ignored (§4.1).
   }
@@ -239,6 +284,13 @@ class Engine {
     this.grants.set(g.wire, g);
     this.minWdTtl = null;
     this.schedule();
+  }
+
+  /** An adopt gave the key a new token: the grant is found by that one now. */
+  rekeyGrant(g, wire) {
+    if (this.grants.get(g.wire) === g) this.grants.delete(g.wire);
+    g.wire = wire;
+    if (g.state === 'held') this.grants.set(wire, g);
   }
 
   dropGrant(g) {
@@ -279,18 +331,23 @@ class Engine {
    * stopped or cut-off daemon).
    */
   check() {
-    if (this.state !== 'open') return;
+    if (this.state !== 'open' || this.moving) return;
     const t = now();
     const limit = this.staleLimit();
     if (t - this.lastTx >= limit) {
-      this.staleEnd(`nothing sent to the daemon for ${Math.round(t - this.lastTx)} ms (session timeout ${this.sessionTimeout} ms)`);
-    } else if (t - this.lastRx >= limit) {
-      this.staleEnd(`nothing heard from the daemon for ${Math.round(t - this.lastRx)} ms (session timeout ${this.sessionTimeout} ms)`);
+      this.moveOrEnd(`nothing sent to the daemon for ${Math.round(t - this.lastTx)} ms (session timeout ${this.sessionTimeout} ms)`, 'broken');
+    } else if (t - this.lastRx >= this.silentLimit()) {
+      this.moveOrEnd(`nothing heard from the daemon for ${Math.round(t - this.lastRx)} ms (session timeout ${this.sessionTimeout} ms)`, 'silent');
     }
   }
 
-  staleEnd(why) {
-    if (!(this.hooks.onMove && this.hooks.onMove(why))) this.end('CLOSED', why);
+  // A session that can move leaves a silent daemon after two thirds of the
+  // timeout (a keepalive goes out at least every third of it and is answered
+  // at once), which leaves a third for the move; one that cannot waits for
+  // the whole timeout.
+  silentLimit() {
+    const limit = this.staleLimit();
+    return this.sessionSecret && this.hooks.onMove ? Math.floor((limit * 2) / 3) : limit;
   }
 
   keepaliveNeed() {
@@ -338,7 +395,7 @@ class Engine {
     if (this.moving) return; // the move keeps its own timer
     let at = this.pingAt();
     const limit = this.staleLimit();
-    at = Math.min(at, Math.min(this.lastTx, this.lastRx) + limit);
+    at = Math.min(at, this.lastTx + limit, this.lastRx + this.silentLimit());
     for (const g of this.grants.values()) {
       if (!g.uncertainNotified) at = Math.min(at, g.validUntil());
     }
@@ -386,6 +443,7 @@ class Engine {
       if (opts.graceful) this.link.sock.end();
       else this.link.sock.destroy();
     }
+    this.moving = null;
     if (this.hooks.onEnd) this.hooks.onEnd();
     const calls = [...this.pending.values()];
     this.pending.clear();

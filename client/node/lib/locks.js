@@ -119,6 +119,7 @@ class Lock extends EventEmitter {
     const g = this._grant;
     if (g.state === 'held') g.engine.check(); // a session gone stale ends here, on the spot
     if (g.state !== 'held') return g.state;
+    if (g.engine.moving) return 'uncertain'; // held only if the new connection adopts it
     return now() >= g.validUntil() ? 'uncertain' : 'held';
   }
 

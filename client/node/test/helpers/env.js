@@ -96,7 +96,7 @@ class Env {
       '[server]', `listen = ${this.addr}`, '',
       '[redis]', `address = unix:${this.redisSock}`, `key_prefix = ${this.prefix}`, '',
       '[metrics]', `listen = unix:${this.metricsSock}`, '',
-      this.extraIni || '', '',
+      typeof this.extraIni === 'function' ? this.extraIni(this) : this.extraIni || '', '',
     ].join('\n'));
   }
 
@@ -123,6 +123,10 @@ class Env {
     } catch {
       return '(no log)';
     }
+  }
+
+  rlockdRunning() {
+    return this.procs.has(this.rlockdPid);
   }
 
   /** Signals rlockd and waits for it to exit. */
@@ -177,7 +181,10 @@ class Env {
   }
 }
 
-/** Starts redis-server and rlockd; extraIni is appended to rlockd's config. */
+/**
+ * Starts redis-server and rlockd; extraIni (a string, or a function of the
+ * env returning one) is appended to rlockd's config.
+ */
 async function startEnv({ extraIni = '' } = {}) {
   const env = new Env(extraIni);
   live.add(env);
