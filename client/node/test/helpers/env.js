@@ -43,7 +43,8 @@ async function waitFor(what, fn, ms = 10000, every = 20) {
 }
 
 class Env {
-  constructor(extraIni) {
+  constructor(extraIni, token) {
+    this.token = token || '';
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rlnode.'));
     this.redisSock = path.join(this.dir, 'redis.sock');
     this.rlockdSock = path.join(this.dir, 'rlockd.sock');
@@ -107,7 +108,9 @@ class Env {
     // Ready: a session opens and every Redis connection is up.
     await waitFor('rlockd to serve with Redis ready', async () => {
       if (!this.procs.has(child.pid)) throw new Error(`rlockd exited: ${this.tail('rlockd.log')}`);
-      const c = await connect({ servers: [this.addr], name: 'test-harness', connectTimeout: 1000 });
+      const c = await connect({
+        servers: [this.addr], name: 'test-harness', connectTimeout: 1000, token: this.token,
+      });
       try {
         const st = await c.stats({ timeout: 2000 });
         return st.redisUp && st.redisConnectionsReady === st.redisConnections;
@@ -183,12 +186,15 @@ class Env {
 
 /**
  * Starts redis-server and rlockd; extraIni (a string, or a function of the
- * env returning one) is appended to rlockd's config.
+ * env returning one) is appended to rlockd's config. token: what the
+ * readiness check says Hello with; prepare(env): runs first (to write files
+ * into env.dir).
  */
-async function startEnv({ extraIni = '' } = {}) {
-  const env = new Env(extraIni);
+async function startEnv({ extraIni = '', token = '', prepare } = {}) {
+  const env = new Env(extraIni, token);
   live.add(env);
   try {
+    if (prepare) prepare(env);
     await env.startRedis();
     env.writeConfig();
     await env.startRlockd();
