@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Type declarations of the rlockd package (lib/index.js). Needs @types/node.
+
+/// <reference types="node" />
+
+import { EventEmitter } from 'node:events';
+import type { ConnectionOptions } from 'node:tls';
+
+/** Status names of the daemon's answers (docs/protocol.md §5). */
+export type StatusCode =
+  | 'NOT_ACQUIRED' | 'TIMEOUT' | 'NOT_HELD' | 'INVALID' | 'UNAUTHENTICATED'
+  | 'PERMISSION_DENIED' | 'LIMIT_EXCEEDED' | 'UNAVAILABLE' | 'SHUTTING_DOWN' | 'INTERNAL'
+  | 'CANCELLED' | 'ALREADY_HELD' | 'NOT_FOUND';
+
+/** Codes the client raises itself. */
+export type ClientCode = 'CLOSED' | 'DEADLINE' | 'PROTOCOL' | 'CONNECT' | 'LOCK_LOST' | 'UNCERTAIN';
+
+export type ErrorCode = StatusCode | ClientCode;
+
+/** Why a lock was lost; 'session': its session ended. */
+export type LostReason =
+  | 'unspecified' | 'expired' | 'stolen' | 'missing' | 'forced' | 'session' | 'max_hold';
+
+export type LockState = 'held' | 'uncertain' | 'lost' | 'released';
+
+export class RlockError extends Error {
+  constructor(code: ErrorCode, message: string, extra?: {
+    retryAfter?: number; lostReason?: LostReason; resource?: string; cause?: unknown;
+  });
+  readonly code: ErrorCode;
+  /** ms to wait before trying again, when the daemon gave one (UNAVAILABLE). */
+  readonly retryAfter?: number;
+  /** With code LOCK_LOST: why. */
+  readonly lostReason?: LostReason;
+  /** With LOCK_LOST and UNCERTAIN: the lock's resource. */
+  readonly resource?: string;
+}
+
+/** An acquire withdrawn through its signal: code CANCELLED, name 'AbortError', cause = signal.reason. */
+export class RlockAbortError extends RlockError {
+  readonly code: 'CANCELLED';
+}
+
+export const STATUS_NAMES: readonly string[];
+export const LOST_REASONS: readonly LostReason[];
+
+export interface TlsOptions {
+  /** CA certificates (PEM) the daemon's certificate must chain to; default: Node's CAs. */
+  ca?: ConnectionOptions['ca'];
+  /** Client certificate and key (PEM), for a daemon that asks for one. */
+  cert?: ConnectionOptions['cert'];
+  key?: ConnectionOptions['key'];
+  /** Name the certificate must be issued for; default: the address's host. */
+  servername?: string;
+  /** false: accept any certificate (tests only). */
+  rejectUnauthorized?: boolean;
+}
+
+export interface ConnectOptions {
+  /** Daemon addresses: HOST:PORT, [IPV6]:PORT, unix:/path, each optionally behind tls://. */
+  servers: string | readonly string[];
+  /** Auth token, when the daemon has [auth] tokens. */
+  token?: string;
+  /** Shown in the daemon's logs and listings (at most 128 bytes). Default: script[pid]. */
+  name?: string;
+  /** Session timeout to ask for, ms; 0 (default) = the daemon's default. */
+  sessionTimeout?: number;
+  /** Time to connect and say Hello, over all addresses, ms. Default 5000. */
+  connectTimeout?: number;
+  /** Default deadline of each call, ms (an acquire adds its wait). Default 10000. */
+  timeout?: number;
+  tls?: TlsOptions;
+  /** Move the session to another connection when the daemon goes away (needs a daemon with a resume key). Default true. */
+  resume?: boolean;
+}
+
+export interface CallOptions {
+  /** Deadline of this call, ms: no answer by then = DEADLINE, the session is closed. */
+  timeout?: number;
+}
+
+export interface AcquireOptions extends CallOptions {
+  /** Lease, ms; 0 (default) = the daemon's default_ttl. */
+  ttl?: number;
+  /** How long to wait for the lock, ms; 0 (default) = try once (NOT_ACQUIRED if held). */
+  wait?: number;
+  /** Longest hold, ms (then lost as 'max_hold'); 0 = the daemon's limit. */
+  maxHold?: number;
+  /** After an unclean end of the session nobody gets the lock for this long, ms. */
+  lockDelay?: number;
+  /** false: the daemon does not renew the lease (use extend()). Default true. */
+  watchdog?: boolean;
+  /** Who acquires: acquires with the same owner re-enter. Default: a new owner per acquire. Below 2^63. */
+  owner?: number | bigint;
+  /** false: an acquire by the owner already holding the lock fails ALREADY_HELD. Default true. */
+  reentry?: boolean;
+  /** Withdraws the acquire (Cancel); the promise then rejects with an RlockAbortError. */
+  signal?: AbortSignal;
+}
+
+export interface ExtendResult {
+  ttl: number;
+  validUntil: number;
+}
+
+/** One hold of a lock. */
+export class Lock extends EventEmitter {
+  private constructor();
+  readonly resource: string;
+  /** The grant's token (the value of the Redis key when granted). */
+  readonly token: string;
+  /** Fencing token: strictly greater than every earlier grant's for this resource. */
+  readonly fence: bigint;
+  readonly owner: bigint;
+  readonly holdCount: number;
+  readonly ttl: number;
+  readonly watchdog: boolean;
+  readonly state: LockState;
+  /** performance.now() time (ms) until which the lock is surely held; 0 when not held. */
+  readonly validUntil: number;
+  readonly lostReason: LostReason | null;
+  /** Releases this hold; resolves with the holds left (0: the lock is free). */
+  release(opts?: CallOptions): Promise<number>;
+  /** Renews the lease to ttl ms from now (0 or omitted: the lock's own ttl). */
+  extend(ttl?: number, opts?: CallOptions): Promise<ExtendResult>;
+  [Symbol.asyncDispose](): Promise<void>;
+
+  on(event: 'lost', listener: (error: RlockError) => void): this;
+  on(event: 'uncertain', listener: (error: RlockError) => void): this;
+  on(event: string | symbol, listener: (...args: any[]) => void): this;
+  once(event: 'lost', listener: (error: RlockError) => void): this;
+  once(event: 'uncertain', listener: (error: RlockError) => void): this;
+  once(event: string | symbol, listener: (...args: any[]) => void): this;
+}
+
+export interface PingResult {
+  /** The daemon's wall clock, ms since the epoch. */
+  serverTime: number;
+  /** Round trip, ms. */
+  rtt: number;
+}
+
+export interface Metric { name: string; labels: string; value: number; }
+
+export interface Stats {
+  sessions: number;
+  heldLocks: number;
+  waiters: number;
+  redisConnections: number;
+  redisConnectionsReady: number;
+  redisUp: boolean;
+  scriptReloads: number;
+  acquires: number;
+  grants: number;
+  locksLost: number;
+  redisErrors: number;
+  uptimeMs: number;
+  serverVersion: string;
+  metrics: Metric[];
+}
+
+export interface SessionInfo {
+  sessionId: string;
+  clientName: string;
+  peer: string;
+  state: 'accepted' | 'active' | string;
+  role: 'open' | 'client' | 'admin' | 'none' | string;
+  connectedAt: number;
+  idleMs: number;
+  locksHeld: number;
+  waiting: number;
+  inFlight: number;
+  requestedTimeoutMs: number;
+  timeoutMs: number;
+  resumed: boolean;
+}
+
+export interface LockInfo {
+  resource: string;
+  sessionId: string;
+  clientName: string;
+  owner: bigint;
+  fence: bigint;
+  token: string;
+  acquiredAt: number;
+  ttlMs: number;
+  ttlLeftMs: number;
+  watchdog: boolean;
+  holdCount: number;
+  waiters: number;
+}
+
+/** ServerInfoReply, camelCased; uint64 counters as numbers. */
+export interface ServerInfo {
+  serverVersion: string;
+  protocolVersion: number;
+  pid: number;
+  startedAtMs: number;
+  uptimeMs: number;
+  configFile: string;
+  listen: string;
+  redisAddress: string;
+  redisDatabase: number;
+  keyPrefix: string;
+  redisUp: boolean;
+  sessions: number;
+  heldLocks: number;
+  waiters: number;
+  [field: string]: string | number | boolean;
+}
+
+export interface PageOptions extends CallOptions {
+  cursor?: string;
+  /** Entries per page: 0 = 100, at most 1000. */
+  limit?: number;
+}
+
+export interface LockFilter {
+  /** Only resources starting with this. */
+  prefix?: string;
+  /** Only locks of this session. */
+  sessionId?: string;
+}
+
+export interface ForceReleaseResult {
+  sessionId: string;
+  clientName: string;
+  owner: bigint;
+  fence: bigint;
+  waiters: number;
+}
+
+export interface KillSessionResult {
+  locksReleased: number;
+  requestsDropped: number;
+}
+
+/** One session on one connection. */
+export class Client extends EventEmitter {
+  private constructor();
+  readonly sessionId: string;
+  readonly serverVersion: string;
+  /** The effective session timeout, ms. */
+  readonly sessionTimeout: number;
+  /** The address the session is on. */
+  readonly address: string;
+  readonly closed: boolean;
+  readonly closeReason: RlockError | null;
+  /** True while the session moves to another connection. */
+  readonly moving: boolean;
+  /** Times the session resumed on another connection. */
+  readonly resumes: number;
+
+  acquire(resource: string, opts?: AcquireOptions): Promise<Lock>;
+  /**
+   * Acquires, runs fn, releases (even when fn throws). `signal` aborts when the
+   * lock is lost or becomes uncertain; using then rejects with its reason.
+   */
+  using<T>(resource: string, opts: AcquireOptions, fn: (signal: AbortSignal, lock: Lock) => T | Promise<T>): Promise<T>;
+  using<T>(resource: string, fn: (signal: AbortSignal, lock: Lock) => T | Promise<T>): Promise<T>;
+  ping(opts?: CallOptions): Promise<PingResult>;
+  stats(opts?: CallOptions): Promise<Stats>;
+  /** Says Goodbye (the daemon releases every lock at once); resolves when the socket is closed. */
+  close(opts?: CallOptions): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+
+  serverInfo(opts?: CallOptions): Promise<ServerInfo>;
+  sessionsPage(opts?: PageOptions): Promise<{ sessions: SessionInfo[]; nextCursor: string; total: number }>;
+  sessions(opts?: PageOptions): Promise<SessionInfo[]>;
+  locksPage(opts?: PageOptions & LockFilter): Promise<{ locks: LockInfo[]; nextCursor: string }>;
+  locks(opts?: PageOptions & LockFilter): Promise<LockInfo[]>;
+  forceRelease(resource: string, token?: string, opts?: CallOptions): Promise<ForceReleaseResult>;
+  killSession(sessionId: string, opts?: CallOptions): Promise<KillSessionResult>;
+
+  on(event: 'lost', listener: (lock: Lock | undefined, error: RlockError) => void): this;
+  on(event: 'close', listener: (error: RlockError | null) => void): this;
+  on(event: 'moving', listener: (why: string) => void): this;
+  on(event: 'resumed', listener: () => void): this;
+  on(event: string | symbol, listener: (...args: any[]) => void): this;
+  once(event: 'lost', listener: (lock: Lock | undefined, error: RlockError) => void): this;
+  once(event: 'close', listener: (error: RlockError | null) => void): this;
+  once(event: 'moving', listener: (why: string) => void): this;
+  once(event: 'resumed', listener: () => void): this;
+  once(event: string | symbol, listener: (...args: any[]) => void): this;
+}
+
+/** Opens a session on the first of `servers` (in a spread order) that accepts one. */
+export function connect(options: ConnectOptions): Promise<Client>;

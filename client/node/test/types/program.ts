@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// A typed program against the declarations (index.d.ts): compiled with
+// tsc --noEmit by test/package.test.js, never run.
+
+import { connect, RlockError, Lock, type LockState, type LostReason } from 'rlockd';
+
+async function main(): Promise<void> {
+  const client = await connect({ servers: ['unix:/run/rlockd/rlockd.sock'], name: 'typed', timeout: 5000 });
+  client.on('lost', (lock: Lock | undefined, err: RlockError) => {
+    const reason: LostReason | undefined = err.lostReason;
+    console.log(lock?.resource, reason);
+  });
+  client.on('close', (err) => console.log(err?.code));
+  const ac = new AbortController();
+  const lock: Lock = await client.acquire('orders/42', { ttl: 30000, wait: 5000, signal: ac.signal, owner: 7n });
+  const fence: bigint = lock.fence;
+  const state: LockState = lock.state;
+  const until: number = lock.validUntil;
+  lock.on('uncertain', (e) => console.log(e.code));
+  const left: number = await lock.release();
+  const sold: boolean = await client.using('stock:item42', { wait: 1000 }, async (signal, l) => {
+    signal.throwIfAborted();
+    return l.fence > fence;
+  });
+  const n: number = await client.using('x', () => 1);
+  try {
+    await client.acquire('y');
+  } catch (e) {
+    if (e instanceof RlockError && e.code === 'NOT_ACQUIRED') console.log(e.retryAfter);
+  }
+  const info = await client.serverInfo();
+  const prefix: string = info.keyPrefix;
+  const locks = await client.locks({ prefix: 'orders/', limit: 100 });
+  const owner: bigint | undefined = locks[0]?.owner;
+  const forced = await client.forceRelease('orders/42');
+  const st = await client.stats();
+  const waiters: number = st.waiters + forced.waiters;
+  console.log(state, until, left, sold, n, prefix, owner, waiters, (await client.ping()).rtt);
+  await lock[Symbol.asyncDispose]();
+  await client.close();
+}
+
+void main();
