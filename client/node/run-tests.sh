@@ -7,7 +7,8 @@
 #
 #   client/node/run-tests.sh [RLOCKD_BIN]     (default: $RLOCKD_BIN, else build/bin/rlockd)
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
+case $0 in */*) here=${0%/*} ;; *) here=. ;; esac
+here=$(cd "$here" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
 fail() {

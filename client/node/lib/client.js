@@ -7,7 +7,9 @@
 const path = require('node:path');
 const { EventEmitter } = require('node:events');
 const { Engine, now } = require('./engine');
-const { Grant, Lock, checkMs } = require('./locks');
+const {
+  Grant, Lock, checkMs, emitLater,
+} = require('./locks');
 const { connectAny } = require('./connection');
 const { Mover } = require('./move');
 const { parseServers } = require('./address');
@@ -49,8 +51,8 @@ class Client extends EventEmitter {
     this._closing = null;
     this.address = link.addr.text;
     const hooks = {
-      onLost: (lock, err) => this.emit('lost', lock, err),
-      onClose: (err) => this.emit('close', err),
+      onLost: (lock, err) => emitLater(this, 'lost', lock, err),
+      onClose: (err) => emitLater(this, 'close', err),
       onEnd: () => this._mover && this._mover.stop(),
     };
     if (options.resume) {
@@ -58,7 +60,7 @@ class Client extends EventEmitter {
         const began = this._mover.begin(why, kind);
         if (began && !this._moveAnnounced) {
           this._moveAnnounced = true;
-          this.emit('moving', why);
+          emitLater(this, 'moving', why);
         }
         return began;
       };
@@ -71,7 +73,7 @@ class Client extends EventEmitter {
       onResumed: () => {
         this._moveAnnounced = false;
         this.address = this._engine.link.addr.text;
-        this.emit('resumed');
+        emitLater(this, 'resumed');
       },
     });
   }
@@ -150,7 +152,7 @@ class Client extends EventEmitter {
         if (signal) signal.removeEventListener('abort', onAbort);
         if (c && c.cancelled) {
           // A grant that crossed the Cancel on the wire is ours: give it back at once.
-          if (!err) this.giveBack(resource, reply.token);
+          if (!err) this.giveBack(resource, reply.token, c.id);
           reject(abortError(signal, resource));
           return;
         }
@@ -184,11 +186,43 @@ class Client extends EventEmitter {
     return new Lock(this, g, owner);
   }
 
-  giveBack(resource, token) {
-    this._engine.send('release', { resource, token }, this._timeout, (err, reply) => {
+  giveBack(resource, token, acquireId) {
+    const call = this._engine.send('release', { resource, token }, this._timeout, (err, reply) => {
       const g = this._engine.grants.get(token);
       if (!err && g) g.released(reply.hold_count);
     }, `release of ${resource} (a grant that raced its cancel)`);
+    // If the session moves before the answer, the resume releases it by the acquire's id.
+    if (call) call.acquireId = acquireId;
+  }
+
+  /** Resolves once a move under way has ended (resumed, or the session ended). */
+  moveSettled() {
+    return new Promise((resolve) => {
+      const done = () => {
+        this.off('resumed', done);
+        this.off('close', done);
+        resolve();
+      };
+      this.on('resumed', done);
+      this.on('close', done);
+      if (!this.moving) done();
+    });
+  }
+
+  /** Releases a lock for using(): after a move if one is under way. The error, or null. */
+  async releaseFinally(lock) {
+    for (;;) {
+      const s = lock.state;
+      if (s !== 'held' && s !== 'uncertain') return null;
+      try {
+        await lock.release();
+        return null;
+      } catch (e) {
+        if (e.code === 'NOT_HELD') return null;
+        if (e.code !== 'UNAVAILABLE' || !this.moving) return e;
+      }
+      await this.moveSettled();
+    }
   }
 
   /**
@@ -205,18 +239,27 @@ class Client extends EventEmitter {
     }
     if (typeof fn !== 'function') throw new TypeError('using(resource, [opts], fn): fn must be a function');
     const lock = await this.acquire(resource, opts);
+    const g = lock._grant;
+    // The frame that granted the lock may have been followed, in the same
+    // read, by one that took it away or made it uncertain: fn runs only on a
+    // lock held when it starts.
+    const start = lock.state;
+    if (start !== 'held') {
+      const err = start === 'lost' ? g.lostError(g.lostReason, 'before the function could start')
+        : new RlockError('UNCERTAIN', `lock ${resource} was uncertain before the function could start`, { resource });
+      const releaseError = await this.releaseFinally(lock);
+      throw releaseError || err;
+    }
     const ac = new AbortController();
     let trouble = null;
     const watch = (kind, err) => {
       if (!trouble) trouble = err;
       ac.abort(err);
     };
-    const g = lock._grant;
     g.watchers.add(watch);
     const outer = opts.signal;
     const onOuter = () => ac.abort(outer.reason);
     if (outer) outer.addEventListener('abort', onOuter, { once: true });
-    if (lock.state === 'uncertain') watch('uncertain', new RlockError('UNCERTAIN', `lock ${resource} is uncertain: granted with no validity left`, { resource }));
 
     let result;
     let failed = false;
@@ -230,15 +273,7 @@ class Client extends EventEmitter {
       g.watchers.delete(watch);
       if (outer) outer.removeEventListener('abort', onOuter);
     }
-    let releaseError = null;
-    const s = lock.state;
-    if (s === 'held' || s === 'uncertain') {
-      try {
-        await lock.release();
-      } catch (e) {
-        if (e.code !== 'NOT_HELD') releaseError = e;
-      }
-    }
+    const releaseError = await this.releaseFinally(lock);
     if (failed) throw error;
     if (trouble) throw trouble;
     if (releaseError) throw releaseError;

@@ -131,6 +131,7 @@ class Engine {
     for (const call of calls) {
       if (call.timer) clearTimeout(call.timer);
       if (call.kind === 'acquire') acquires.push({ resource: call.resource, id: call.id });
+      else if (call.acquireId) acquires.push({ resource: call.resource, id: call.acquireId });
       call.done(errFor(call), null, call);
     }
     return acquires;

@@ -11,6 +11,12 @@ const { fromU64, u64Number } = require('./codec');
 const { RlockError } = require('./errors');
 const { now } = require('./engine');
 
+// Events reach the application after the client has finished with the frame
+// that caused them: a listener that throws cannot cut the frame's handling short.
+function emitLater(emitter, ...args) {
+  process.nextTick(() => emitter.emit(...args));
+}
+
 class Grant {
   constructor(engine, resource, owner, reply, sentAt) {
     this.engine = engine;
@@ -71,7 +77,7 @@ class Grant {
     for (const w of [...this.watchers]) w('lost', err);
     if (!quiet) {
       const handles = [...this.handles];
-      for (const h of handles) h.emit('lost', err);
+      for (const h of handles) emitLater(h, 'lost', err);
       this.engine.hooks.onLost(handles[0], err);
     }
   }
@@ -81,7 +87,7 @@ class Grant {
       `lock ${this.resource} is uncertain: its validity passed with no answer from the daemon vouching for it`,
       { resource: this.resource });
     for (const w of [...this.watchers]) w('uncertain', err);
-    for (const h of [...this.handles]) h.emit('uncertain', err);
+    for (const h of [...this.handles]) emitLater(h, 'uncertain', err);
   }
 
   released(holdsLeft) {
@@ -100,7 +106,8 @@ class Lock extends EventEmitter {
     this._client = client;
     this._grant = grant;
     this._owner = owner;
-    this._released = false; // this hold was given back (or is being)
+    this._released = false; // this hold was given back
+    this._releasing = false; // its release is on the way
     grant.handles.add(this);
   }
 
@@ -132,23 +139,28 @@ class Lock extends EventEmitter {
   /** Releases this hold. Resolves with the holds the lock has left (0: released). */
   async release(opts = {}) {
     const g = this._grant;
-    if (this._released) throw new RlockError('NOT_HELD', `release ${g.resource}: this hold was released already`);
+    if (this._released || this._releasing) {
+      throw new RlockError('NOT_HELD', `release ${g.resource}: this hold was released already`);
+    }
     if (g.state !== 'held') {
       throw new RlockError('NOT_HELD', `release ${g.resource}: the lock was ${g.state === 'lost' ? `lost (${g.lostReason})` : 'released'}`);
     }
-    this._released = true;
+    this._releasing = true;
     let reply;
     try {
       reply = await g.engine.call('release', { resource: g.resource, token: g.wire },
         this._client.timeoutFor(opts), `release ${g.resource}`);
     } catch (e) {
-      // NOT_HELD: the daemon no longer knows the lock at all.
+      // NOT_HELD: the daemon no longer knows the lock at all. Other errors
+      // leave the hold as it was: still held (UNAVAILABLE while the session
+      // moves), or lost with the session (CLOSED, DEADLINE).
       if (e.code === 'NOT_HELD') g.lose('unspecified', 'the daemon answered a release NOT_HELD');
-      else if (e.code === 'UNAVAILABLE' && g.state === 'held') this._released = false;
       throw e;
     } finally {
-      if (this._released) g.handles.delete(this);
+      this._releasing = false;
     }
+    this._released = true;
+    g.handles.delete(this);
     g.released(reply.hold_count);
     return reply.hold_count;
   }
@@ -196,4 +208,4 @@ function checkMs(name, v) {
   }
 }
 
-module.exports = { Grant, Lock, checkMs };
+module.exports = { Grant, Lock, checkMs, emitLater };

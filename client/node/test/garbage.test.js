@@ -82,3 +82,22 @@ for (const [i, c] of cases.entries()) {
     }
   });
 }
+
+test('a grant lost in the same read: using() does not run its function', async () => {
+  const sockPath = path.join(dir, 'stub-lost.sock');
+  const { server } = await startStub(sockPath, () => Buffer.alloc(0));
+  try {
+    const client = await connect({ servers: [`unix:${sockPath}`] });
+    let ran = false;
+    const err = await client.using('lost-at-once', () => { ran = true; }).then(() => null, (e) => e);
+    assert.equal(ran, false);
+    assert.equal(err.code, 'LOCK_LOST');
+    assert.equal(err.lostReason, 'missing');
+    assert.equal(client.closed, false);
+    client._engine.link.sock.destroy(); // the stub knows no Goodbye
+    await client.close();
+    assert.deepEqual(escaped, []);
+  } finally {
+    server.close();
+  }
+});

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 'use strict';
 
-// Losing a lock: a key deleted in Redis (MISSING), an operator's
+// Losing a lock: a key deleted (MISSING) or overwritten (STOLEN) in Redis, an operator's
 // forceRelease (FORCED), max_hold (MAX_HOLD); a stopped daemon makes the lock
 // uncertain, and a call that then gets no answer ends the session (DEADLINE).
 
@@ -41,33 +41,40 @@ function within(promise, ms, what) {
   })]).finally(() => clearTimeout(t));
 }
 
-test('a DEL of the key aborts the signal with MISSING, and using rejects with it', async () => {
-  const client = await connect({ servers: [env.addr], name: 'loss-del' });
-  const clientLost = once(client, 'lost');
-  let seen;
-  let lockSeen;
-  try {
-    const err = await client.using('loss:del', { ttl: 1500 }, async (signal, lock) => {
-      lockSeen = lock;
-      assert.equal(await env.redis.command('GET', env.key('loss:del')), lock.token);
-      assert.equal(await env.redis.command('DEL', env.key('loss:del')), 1);
-      seen = await aborted(signal, LOSS_BOUND_MS);
-      throw signal.reason;
-    }).then(() => null, (e) => e);
-    assert.ok(err, 'using resolved although its lock was lost');
-    assert.equal(err, seen);
-    assert.equal(err.code, 'LOCK_LOST');
-    assert.equal(err.lostReason, 'missing');
-    assert.equal(err.resource, 'loss:del');
-    assert.equal(lockSeen.state, 'lost');
-    assert.equal(lockSeen.lostReason, 'missing');
-    const [lock, ev] = await within(clientLost, 1000, 'client lost event');
-    assert.equal(lock, lockSeen);
-    assert.equal(ev.lostReason, 'missing');
-  } finally {
-    await client.close();
-  }
-});
+for (const [what, change, reason] of [
+  ['a DEL of the key', (key) => env.redis.command('DEL', key), 'missing'],
+  ['a SET of the key to another token', (key) => env.redis.command('SET', key, 'somebody-else'), 'stolen'],
+]) {
+  test(`${what} aborts the signal (${reason.toUpperCase()}), and using rejects with it`, async () => {
+    const resource = `loss:${reason}`;
+    const client = await connect({ servers: [env.addr], name: `loss-${reason}` });
+    const clientLost = once(client, 'lost');
+    let seen;
+    let lockSeen;
+    try {
+      const err = await client.using(resource, { ttl: 1500 }, async (signal, lock) => {
+        lockSeen = lock;
+        assert.equal(await env.redis.command('GET', env.key(resource)), lock.token);
+        await change(env.key(resource));
+        seen = await aborted(signal, LOSS_BOUND_MS);
+        throw signal.reason;
+      }).then(() => null, (e) => e);
+      assert.ok(err, 'using resolved although its lock was lost');
+      assert.equal(err, seen);
+      assert.equal(err.code, 'LOCK_LOST');
+      assert.equal(err.lostReason, reason);
+      assert.equal(err.resource, resource);
+      assert.equal(lockSeen.state, 'lost');
+      assert.equal(lockSeen.lostReason, reason);
+      const [lock, ev] = await within(clientLost, 1000, 'client lost event');
+      assert.equal(lock, lockSeen);
+      assert.equal(ev.lostReason, reason);
+    } finally {
+      await client.close();
+      await env.redis.command('DEL', env.key(resource)); // a stolen key is not the daemon's to delete
+    }
+  });
+}
 
 test('using rejects with the loss even when fn ignores the signal and returns', async () => {
   const client = await connect({ servers: [env.addr], name: 'loss-ignored' });
@@ -134,9 +141,13 @@ test('a stopped daemon: the lock turns uncertain, a call gets DEADLINE, every lo
   const uncertain = once(lock, 'uncertain');
   let stopped = false;
   try {
-    const inUsing = client.using('loss:pause-3', { ttl: 1500 }, (signal) => aborted(signal, LOSS_BOUND_MS)
-      .then((reason) => { throw reason; }));
-    await waitFor('the third lock', async () => (await env.lockKeys()).length === 3, 10000);
+    let started;
+    const running = new Promise((resolve) => { started = resolve; });
+    const inUsing = client.using('loss:pause-3', { ttl: 1500 }, (signal) => {
+      started();
+      return aborted(signal, LOSS_BOUND_MS).then((reason) => { throw reason; });
+    }).then(() => null, (e) => e);
+    await running;
     process.kill(env.rlockdPid, 'SIGSTOP');
     stopped = true;
     const [err] = await within(uncertain, LOSS_BOUND_MS, 'uncertain event');
@@ -161,7 +172,7 @@ test('a stopped daemon: the lock turns uncertain, a call gets DEADLINE, every lo
     assert.equal(later.code, 'CLOSED');
     // using's signal aborted when its lock turned uncertain; its release then
     // met the end of the session, and it rejects with the uncertainty.
-    const usingErr = await within(inUsing.then(() => null, (e) => e), 5000, 'using to settle');
+    const usingErr = await within(inUsing, 5000, 'using to settle');
     assert.equal(usingErr.code, 'UNCERTAIN');
   } finally {
     if (stopped) process.kill(env.rlockdPid, 'SIGCONT');

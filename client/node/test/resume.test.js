@@ -45,6 +45,15 @@ async function restartCheck(signal) {
     assert.equal(tokenBefore, lock.token);
     // An acquire waiting behind another owner when the daemon goes.
     const waiting = client.acquire('move:b', { wait: 60000 }).then(() => null, (e) => e);
+    // A using() whose function returns as soon as its signal aborts (the
+    // move makes every lock uncertain): its release waits for the resume.
+    let started;
+    const running = new Promise((resolve) => { started = resolve; });
+    const inUsing = client.using('move:c', { ttl: 15000 }, (signal) => new Promise((resolve) => {
+      started();
+      signal.addEventListener('abort', () => resolve('returned during the move'), { once: true });
+    })).then(() => null, (e) => e);
+    await running;
     const moving = once(client, 'moving');
     const resumed = once(client, 'resumed');
     const uncertain = once(lock, 'uncertain');
@@ -73,12 +82,15 @@ async function restartCheck(signal) {
     assert.equal(lock.token, tokenBefore);
     const tokenAfter = await env.redis.command('GET', env.key('move:a'));
     assert.ok(tokenAfter && tokenAfter !== tokenBefore, `key token ${tokenAfter}`);
-    const listed = await client.locks({ sessionId });
-    assert.deepEqual(listed.map((l) => l.resource).sort(), ['move:a', 'move:b']);
+    const listed = await client.locks({ sessionId, prefix: 'move:' });
+    assert.ok(listed.length >= 2);
     assert.equal(listed.find((l) => l.resource === 'move:a').fence, lock.fence);
+    const usingErr = await within(inUsing, BOUND_MS, 'using to settle');
+    assert.equal(usingErr.code, 'UNCERTAIN');
+    assert.equal(await env.redis.command('EXISTS', env.key('move:c')), 0);
     const info = await client.serverInfo();
     assert.equal(info.sessionsResumed, 1);
-    assert.equal(info.locksAdopted, 2);
+    assert.equal(info.locksAdopted, 3);
     // The session works as before: releases, pings, acquires.
     await client.ping();
     assert.equal(await lock.release(), 0);

@@ -41,16 +41,25 @@ function startStub(path, onPing) {
               },
             },
           }));
-        } else if (req.acquire && req.acquire.resource === 'granted') {
-          sock.write(reply({
+        } else if (req.acquire && ['granted', 'lost-at-once'].includes(req.acquire.resource)) {
+          const token = `9f8c2d4e-6a1b-4c3d-8e7f-0a1b2c3d4e${id.toString(16).padStart(2, '0')}`;
+          const grant = reply({
             response: {
               id,
               acquire: {
-                token: '9f8c2d4e-6a1b-4c3d-8e7f-0a1b2c3d4e5f', fence: 42, ttl_ms: 30000,
-                hold_count: 1, watchdog: true, valid_ms: 29000,
+                token, fence: 42, ttl_ms: 30000, hold_count: 1, watchdog: true, valid_ms: 29000,
               },
             },
-          }));
+          });
+          // lost-at-once: the grant and its loss in one write, read together.
+          const lost = req.acquire.resource !== 'lost-at-once' ? Buffer.alloc(0) : reply({
+            event: {
+              lock_lost: {
+                resource: 'lost-at-once', token, fence: 42, reason: 3, message: 'the key is gone',
+              },
+            },
+          });
+          sock.write(Buffer.concat([grant, lost]));
         } else if (req.ping) {
           sock.write(onPing(id));
         }
