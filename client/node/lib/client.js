@@ -128,8 +128,8 @@ class Client extends EventEmitter {
       const { signal } = opts;
       if (signal && signal.aborted) throw abortError(signal, resource);
       const e = this._engine;
-      const waited = e.maxWait > 0 ? Math.min(wait, e.maxWait) : wait;
-      const timeout = waited + this.timeoutFor(opts);
+      // The daemon caps the wait at its max_wait (0: waiting disabled).
+      const timeout = Math.min(wait, e.maxWait) + this.timeoutFor(opts);
 
       let call = null;
       const onAbort = () => {

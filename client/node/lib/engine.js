@@ -22,6 +22,8 @@ const REPLY_BODY = {
   server_info: 'server_info', adopt: 'adopt',
 };
 
+const STATUS_SHUTTING_DOWN = 9;
+
 // Keepalives never closer together than this, whatever the ttl.
 const MIN_KEEPALIVE_MS = 10;
 
@@ -29,7 +31,7 @@ class Engine {
   /**
    * @param {object} link {sock, reader, rest, addr}: a connection past its HelloReply
    * @param {object} hello the HelloReply
-   * @param {object} hooks {onClose(err, quiet), onLost(grant, err)}
+   * @param {object} hooks {onLost(lock, err), onClose(err), onEnd(), onMove(why, kind)}
    */
   constructor(link, hello, hooks) {
     this.hooks = hooks;
@@ -76,6 +78,7 @@ class Engine {
 
   attach(link) {
     this.link = link;
+    this.daemonSaid = null; // what an id-0 answer on this connection reported
     const { sock } = link;
     this.closed = new Promise((resolve) => {
       if (sock.destroyed) resolve();
@@ -95,7 +98,7 @@ class Engine {
 
   onLinkDown(link, why) {
     if (link !== this.link || this.state === 'ended') return;
-    if (!this.moveOrEnd(why, 'broken')) return;
+    this.moveOrEnd(why, 'broken');
   }
 
   /**
@@ -253,6 +256,10 @@ class Engine {
     if (call.sentAt > this.answeredSent) this.answeredSent = call.sentAt;
     if (r.status !== 0) {
       call.done(fromResponse(r, call.label), null, call);
+      // SHUTTING_DOWN: the daemon is stopping; treated like the connection's end (§5).
+      if (r.status === STATUS_SHUTTING_DOWN && this.state === 'open' && !this.moving) {
+        this.moveOrEnd('the daemon answered SHUTTING_DOWN', 'handover');
+      }
       return;
     }
     const body = call.expect ? r[call.expect] : null;

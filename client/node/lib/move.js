@@ -28,7 +28,7 @@ class Mover {
   constructor(engine, ctx) {
     this.engine = engine;
     this.ctx = ctx;
-    this.move = null;    // the move under way: {why, started, deadline, oldLink, acquires}
+    this.move = null;    // the move under way: {why, deadline, oldLinks, acquires, timer, running}
     this.resumes = 0;
   }
 
@@ -41,12 +41,12 @@ class Mover {
     if (!m) {
       m = {
         why,
-        started: now(),
         // The daemon left behind keeps the session a timeout past our last frame.
         deadline: Math.min(e.lastTx, e.lastRx) + e.staleLimit(),
         oldLinks: [],
         acquires: [],
         timer: null,
+        running: false,
       };
       this.move = m;
       e.moving = m;
