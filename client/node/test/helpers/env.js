@@ -22,8 +22,15 @@ const START_DEADLINE_MS = 20000;
 const live = new Set();
 process.on('exit', () => {
   // A test that failed before its clean-up must not leave processes behind.
-  for (const env of live) env.killAll('SIGKILL');
+  for (const env of live) {
+    env.killAll('SIGKILL');
+    if (!process.env.RLOCKD_NODE_KEEP) fs.rmSync(env.dir, { recursive: true, force: true });
+  }
 });
+for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) {
+  // A run stopped from outside (a timeout) takes its daemons with it.
+  process.once(sig, () => process.exit(1));
+}
 
 let seq = 0;
 
