@@ -1,17 +1,20 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # Every file the project wrote under daemon/ client/ proto/ lua/ tests/ scripts/
-# cmake/ (sources, headers, scripts, Lua, the schema, CMake files) names its
+# cmake/ (sources, headers, scripts, Lua, JavaScript and TypeScript, the schema,
+# CMake files) names its
 # licence in its first three lines; LICENSE holds the text.
 #
 #   tests/spdx_check.sh SOURCE-DIR
 src=${1:?usage: spdx_check.sh SOURCE-DIR}
 cd "$src" || exit 1
 [ -f LICENSE ] && grep -q "BSD 3-Clause License" LICENSE || { echo "FAIL: no BSD-3-Clause LICENSE"; exit 1; }
-if [ -d .git ]; then
+# Tracked files in a git work tree (a clone, or a worktree whose .git is a file);
+# otherwise every file, less what npm installs.
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     list=$(git ls-files daemon client proto lua tests scripts cmake)
 else
-    list=$(find daemon client proto lua tests scripts cmake -type f)
+    list=$(find daemon client proto lua tests scripts cmake -type f -not -path '*/node_modules/*')
 fi
 missing=0
 checked=0
@@ -20,7 +23,7 @@ for f in $list; do
     */corpus/*|*.md|*.txt) case "$f" in */CMakeLists.txt) ;; *) continue ;; esac ;;
     esac
     case "$f" in
-    *.c|*.h|*.lua|*.proto|*.cmake|*.in|*.sh|*.py|*.jq|*/CMakeLists.txt) ;;
+    *.c|*.h|*.lua|*.proto|*.cmake|*.in|*.sh|*.py|*.jq|*.js|*.mjs|*.ts|*/CMakeLists.txt) ;;
     *) head -c 2 "$f" | grep -q '#!' || continue ;;
     esac
     checked=$((checked + 1))
