@@ -4,11 +4,12 @@
     protocol_doc_check.py PROTO DOC
 
 Reads every message of the schema (its fields by number and name, oneof
-members included) and every field table of the protocol document (a line
-`**Name**` followed by a table whose rows start `| N | \\`field\\` |`). Fails
-when a message with fields has no table, when a table lists a field the
-schema does not have (or under another number), or leaves one out. Prints
-what it compared.
+members included) and what the protocol document says of each: the rows of a
+table (`| N | \\`field\\` |`) after a line naming it in bold (`**Name**`), or
+after "Request:" under a heading that ends with its name, and the fields
+written inline as "N \\`field\\`" after such a name, to the paragraph's end. Fails when a message with
+fields is not described, or its description leaves a field out, lists one the
+schema does not have, or under another number. Prints what it compared.
 """
 import re
 import sys
@@ -39,33 +40,66 @@ def schema_fields(path):
     return messages
 
 
-def doc_tables(path):
+PAIR = re.compile(r"(?<![\d.§])(\d+) `(\w+)`")
+# A table row: "| N | `field` |", or "| N–M | `a`, `b`, ... |" for consecutive fields.
+ROW = re.compile(r"^\|\s*(\d+)(?:[–-](\d+))?\s*\|\s*((?:`\w+`(?:,\s*)?)+)\s*\|")
+
+
+def doc_tables(path, names):
+    """The fields the document gives each message: rows of the first table after a
+    line naming it in bold (`**Name**`) or after a heading that ends with its name
+    ("Request:" under such a heading too), and "N `field`" pairs written inline after
+    the bold name."""
     tables = {}
-    name = None
-    row = re.compile(r"^\|\s*(\d+)\s*\|\s*`(\w+)`\s*\|")
+    heading = None   # the message a "### ... Name" heading names
+    target = None    # the message the next table describes
+    prose = None     # the message a paragraph names in bold: its lines may list fields
+    in_table = False
+
+    def take(name, text):
+        for n, f in PAIR.findall(text):
+            tables.setdefault(name, {})[int(n)] = f
+
     for raw in open(path, encoding="utf-8"):
         line = raw.rstrip("\n")
-        m = re.match(r"^\*\*(\w+)\*\*", line)
-        if m:
-            name = m.group(1)
-            continue
+        if not line.strip() or line.startswith("|"):
+            prose = None
         if line.startswith("#"):
-            name = None
+            words = re.findall(r"\w+", line)
+            heading = words[-1] if words and words[-1] in names else None
+            target, in_table = heading, False
             continue
-        if name is None:
-            continue
-        r = row.match(line)
-        if r:
-            tables.setdefault(name, {})[int(r.group(1))] = r.group(2)
-        elif tables.get(name) and not line.startswith("|"):
-            name = None  # the table after the heading has ended
+        named = [m for m in re.finditer(r"\*\*(\w+)\*\*", line) if m.group(1) in names]
+        if prose is not None and not named:
+            take(prose, line)
+        if line.startswith("Request:") and heading is not None:
+            take(heading, line[:named[0].start()] if named else line)
+            target = heading
+        for i, m in enumerate(named):
+            end = named[i + 1].start() if i + 1 < len(named) else len(line)
+            take(m.group(1), line[m.end():end])
+            if not line.startswith("|"):  # a name inside a table's cell is not its heading
+                target = prose = m.group(1)
+        row = ROW.match(line)
+        if row and target is not None:
+            first = int(row.group(1))
+            fields = re.findall(r"`(\w+)`", row.group(3))
+            last = int(row.group(2)) if row.group(2) else first
+            if last - first + 1 == len(fields):
+                for k, f in enumerate(fields):
+                    tables.setdefault(target, {})[first + k] = f
+            in_table = True
+        elif line.startswith("|"):
+            in_table = True
+        elif in_table:
+            target, in_table = None, False  # the table after the name has ended
     return tables
 
 
 def main():
     proto, doc = sys.argv[1:3]
     messages = schema_fields(proto)
-    tables = doc_tables(doc)
+    tables = doc_tables(doc, set(messages))
     problems = []
     for msg, fields in sorted(messages.items()):
         if not fields:
@@ -82,8 +116,6 @@ def main():
             if n not in fields:
                 problems.append("%s: the document has field %d `%s`, the schema does not" %
                                 (msg, n, f))
-    for name in sorted(set(tables) - set(messages)):
-        problems.append("%s: a table in the document, no such message in the schema" % name)
     checked = sum(1 for f in messages.values() if f)
     print("protocol_doc_check: %d messages with fields, %d fields, %d tables" %
           (checked, sum(len(f) for f in messages.values()), len(tables)))
