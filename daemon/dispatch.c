@@ -220,8 +220,8 @@ void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
             session_close(s, "bad Hello", 1); /* as every other refused Hello */
     } else if ((srv->stopping || srv->handing_over) &&
                req->body_case == RLOCK__V1__REQUEST__BODY_ACQUIRE) {
-        /* Not reached today (server_stop closes every session, whose frames are then
-         * dropped); kept so that no acquire can start once stopping, whatever changes. */
+        /* During a handover sessions stay connected until they leave: no acquire may
+         * start (at a plain stop every session is closed at once, so none is read). */
         srv->ctr.acquires++;
         counters_acquire_answered(srv, RLOCK__V1__STATUS__STATUS_SHUTTING_DOWN);
         session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_SHUTTING_DOWN,

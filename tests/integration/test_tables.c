@@ -11,8 +11,9 @@
  *                  shortest and the longest allowed length are used.
  *   statuses       every Status of rlock.proto is produced by a real request
  *                  against a real daemon and Redis, each by its own scenario
- *                  (SHUTTING_DOWN, which this version never sends, by what
- *                  happens instead: SessionClosing, then the connection ends).
+ *                  (SHUTTING_DOWN, sent only during a handover, which
+ *                  test_handover covers, by what happens at a plain stop:
+ *                  SessionClosing, then the connection ends).
  *   loss_reasons   every LostReason a client can see (all but UNSPECIFIED)
  *                  is produced and reported by librlock as that reason, and
  *                  counted by the daemon under its label.
@@ -326,9 +327,10 @@ START_TEST(test_statuses)
     SEEN(UNAVAILABLE);
 
     /*
-     * SHUTTING_DOWN is never sent by this version: on SIGTERM every session is told
-     * (SessionClosing) and closed at once, so no request of one is read after shutdown
-     * began (docs/protocol.md). What a client sees instead: the event, then the end.
+     * SHUTTING_DOWN is sent only while handing over (test_handover, with a resume key):
+     * at a plain SIGTERM every session is told (SessionClosing) and closed at once, so no
+     * request of one is read after shutdown began (docs/protocol.md). What a client sees
+     * instead: the event, then the end.
      */
     kill(f.e.rlockd_pid, SIGTERM);
     Rlock__V1__ServerMessage *m = h_peer_next(&c2, "SIGTERM");
