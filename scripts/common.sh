@@ -33,6 +33,17 @@ rlock_install_deps() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
 }
 
+# rlock_install_node: Node.js 18 or later and npm, for the Node.js client's tests
+# (client/node). A node already on PATH is kept (a machine may have its own, with npm
+# inside, which Debian's npm package would conflict with); without one, Debian 12's
+# nodejs (18.19) and npm are installed.
+rlock_install_node() {
+    command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && return 0
+    command -v node >/dev/null 2>&1 && ! dpkg-query -W -f='${Status}' nodejs 2>/dev/null |
+        grep "ok installed" >/dev/null && return 0 # a node of its own: run-tests.sh says what lacks
+    rlock_install_deps "nodejs npm"
+}
+
 # rlock_build [extra cmake args...]: configure and build everything (tests included).
 rlock_build() {
     cmake -S "$RLOCK_ROOT" -B "$RLOCK_BUILD" -DBUILD_TESTING=ON "$@" >/dev/null
