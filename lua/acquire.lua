@@ -10,8 +10,12 @@
 --
 -- Returns  {1, fence}  granted; fence is strictly greater than every fence
 --                      handed out before for this resource
---          {0, pttl}   held by another token; pttl is its remaining lease in
---                      ms (-1: the key has no expiry)
+--          {0, pttl, foreign}
+--                      held by another token; pttl is its remaining lease in
+--                      ms (-1: the key has no expiry); foreign is 1 when that
+--                      token is not one rlockd makes (a version 8 UUID), so
+--                      that its release may come without a notice on the
+--                      channel (the copied SET NX scripts), else 0
 --
 -- The fence is the Redis server time in microseconds, or the last fence + 1
 -- when that is not below it (several grants in one microsecond, or a clock
@@ -36,4 +40,6 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     end
     return {1, fence}
 end
-return {0, redis.call('PTTL', KEYS[1])}
+local holder = redis.call('GET', KEYS[1])
+local ours = holder and string.find(holder, '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-8%x%x%x%-[89ab]%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$')
+return {0, redis.call('PTTL', KEYS[1]), ours and 0 or 1}

@@ -233,12 +233,8 @@ void seal_acquire_token(const struct seal_key *key, const char *session_id, uint
     msg_u64(&m, request_id);
     uint8_t mac[16];
     util_siphash128(key->k, m.b, m.n, mac);
-    char *o = out;
-    for (int i = 0; i < 16; i++) {
-        if (i == 4 || i == 6 || i == 8 || i == 10)
-            *o++ = '-';
-        o += snprintf(o, 3, "%02x", mac[i]);
-    }
+    util_uuid_mark(mac); /* 122 bits of the MAC left: as unguessable as a random token */
+    util_uuid_text(mac, out);
 }
 
 int seal_matches(const char *text, const char *expect)

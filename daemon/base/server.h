@@ -107,6 +107,7 @@ struct server {
     uint64_t nleases;
     uint64_t nwaiters;
     uint64_t nacquires;             /* acquire requests alive: waiting, or in Redis */
+    uint64_t foreign_waits;         /* resources whose head waits behind a foreign key (lock.c) */
     struct server_counters ctr;
     struct metrics mx;              /* the counters behind the labelled metrics */
     struct util_rng rng;            /* tokens and session ids */

@@ -64,11 +64,21 @@ void util_random(struct util_rng *r, void *out, size_t n)
 
 void util_uuid(struct util_rng *r, char *buf)
 {
-    static const char hex[] = "0123456789abcdef";
     uint8_t u[16];
     util_random(r, u, sizeof u);
-    u[6] = (uint8_t)((u[6] & 0x0f) | 0x40); /* version 4 */
+    util_uuid_mark(u);
+    util_uuid_text(u, buf);
+}
+
+void util_uuid_mark(uint8_t u[16])
+{
+    u[6] = (uint8_t)((u[6] & 0x0f) | 0x80); /* version 8: acquire.lua looks for it */
     u[8] = (uint8_t)((u[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+}
+
+void util_uuid_text(const uint8_t u[16], char *buf)
+{
+    static const char hex[] = "0123456789abcdef";
     char *p = buf;
     for (int i = 0; i < 16; i++) {
         if (i == 4 || i == 6 || i == 8 || i == 10)

@@ -34,8 +34,17 @@ struct util_rng {
 };
 void util_rng_init(struct util_rng *r);
 void util_random(struct util_rng *r, void *out, size_t n);
-/* A fresh random (version 4) UUID in lower-case text form, into buf (UTIL_UUID_LEN + 1 bytes). */
+/*
+ * A fresh random UUID in lower-case text form, into buf (UTIL_UUID_LEN + 1 bytes). It is
+ * a version 8 UUID (RFC 9562: "custom"), 122 random bits, so that acquire.lua can tell a
+ * key rlockd set (whose release is published) from one set by the copied SET NX scripts
+ * (uuid v4 or anything else, whose release may not be): see util_uuid_mark.
+ */
 void util_uuid(struct util_rng *r, char *buf);
+/* Stamp 16 bytes with the version 8 and RFC 4122 variant bits of every rlockd token. */
+void util_uuid_mark(uint8_t u[16]);
+/* Write 16 bytes as a lower-case UUID text (UTIL_UUID_LEN + 1 bytes). */
+void util_uuid_text(const uint8_t u[16], char *buf);
 
 /*
  * SipHash-1-3 of len bytes under a secret key: resource names are chosen by

@@ -33,11 +33,32 @@
 
 #define WAKE_POLL_MS 1000 /* retry period when the holder's key has no expiry */
 /*
+ * A key held by a token rlockd did not make (acquire.lua's foreign: the copied SET NX
+ * scripts) may be freed without the notice on the channel that wakes the waiters: the
+ * head tries again after FOREIGN_RECHECK_MIN_MS, doubling up to FOREIGN_RECHECK_MAX_MS,
+ * and never later than the key's PTTL. Over the whole daemon these tries are bounded:
+ * with n resources waiting so, each waits at least n / FOREIGN_RECHECKS_PER_S seconds,
+ * so that they cost Redis about FOREIGN_RECHECKS_PER_S calls a second at most, however
+ * many there are (a million waits each try every 1000 s: their PTTL comes first).
+ */
+#define FOREIGN_RECHECK_MIN_MS 10
+#define FOREIGN_RECHECK_MAX_MS 200
+#define FOREIGN_RECHECKS_PER_S 1000u
+/*
  * How long past a key's longest possible life a delete by token is still
  * retried while Redis stays unreachable (cleanup.h): a command stuck in a
  * stalled Redis runs when it resumes.
  */
 #define LOCK_CLEANUP_GRACE_MS 600000
+
+/* res's head no longer waits behind a key held outside rlockd (foreign_delay). */
+static void foreign_end(struct resource *res)
+{
+    if (!res->foreign_wait)
+        return;
+    res->foreign_wait = 0;
+    res->srv->foreign_waits--;
+}
 
 /* --- replies ---------------------------------------------------------------- */
 
@@ -159,6 +180,7 @@ static int waitq_remove(struct request *req)
         res->head_trying = 0;
     if (res->nwaiters == 0) {
         res->wake_pending = 0;
+        foreign_end(res); /* nobody tries again */
         pubsub_watch(req->srv, res, 0); /* nobody here wants its release notices now */
     }
     return was_head;
@@ -237,6 +259,29 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     lock_kick(arg);
+}
+
+/* The next try of res's head, which found its key held outside rlockd (pttl: its PTTL). */
+static int64_t foreign_delay(struct resource *res, long long pttl)
+{
+    struct server *srv = res->srv;
+    if (!res->foreign_wait) {
+        res->foreign_wait = 1;
+        res->recheck_ms = FOREIGN_RECHECK_MIN_MS;
+        srv->foreign_waits++;
+    } else {
+        srv->mx.foreign_rechecks++; /* this busy answer was of a try again */
+        res->recheck_ms = res->recheck_ms * 2 < FOREIGN_RECHECK_MAX_MS
+                              ? (uint16_t)(res->recheck_ms * 2)
+                              : FOREIGN_RECHECK_MAX_MS;
+    }
+    int64_t delay = res->recheck_ms;
+    int64_t fair = (int64_t)(srv->foreign_waits * 1000u / FOREIGN_RECHECKS_PER_S);
+    if (fair > delay)
+        delay = fair;
+    if (pttl >= 0 && pttl < delay)
+        delay = pttl;
+    return delay;
 }
 
 static void waitq_arm(struct resource *res, int64_t delay_ms)
@@ -323,7 +368,7 @@ static int64_t key_life_end(uint32_t ttl_ms)
 /* --- acquire ---------------------------------------------------------------- */
 
 static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg);
-static void acquire_busy(struct request *req, long long pttl);
+static void acquire_busy(struct request *req, long long pttl, int foreign);
 
 static void acquire_try(struct request *req)
 {
@@ -344,7 +389,7 @@ static void acquire_try(struct request *req)
     if (res->tombstones_unsent > 0 && res->promised_until_ms > req->sent_ms) {
         /* Its key may be free in Redis while a tombstone for a lost holder's promise is
          * retried: the lock is taken until that promise ends, wherever the tombstone is. */
-        acquire_busy(req, res->promised_until_ms - req->sent_ms);
+        acquire_busy(req, res->promised_until_ms - req->sent_ms, 0);
         return;
     }
     rpool_eval(req->srv->pool, res->route, SCRIPT_ACQUIRE, 2, 5, args, lens, acquire_reply_cb,
@@ -380,7 +425,7 @@ static int acquire_found_lost_key(struct request *req)
     /* Straight to the pool, not the paced release queue: it must be in place
      * before the grant's own ttl could run out. */
     tombstone_swap(req->srv, res, req->token, until);
-    acquire_busy(req, left + LEASE_DRIFT_MS(left));
+    acquire_busy(req, left + LEASE_DRIFT_MS(left), 0);
     return 1;
 }
 
@@ -388,6 +433,7 @@ static void acquire_granted(struct request *req, uint64_t fence)
 {
     struct session *s = req->sess;
     struct resource *res = req->res;
+    foreign_end(res);
     if (s == NULL || s->state == SESSION_CLOSING) {
         log_debug("granted %s to a session that has ended; releasing", res->name);
         lock_release_token(req->srv, res, req->token, key_life_end(req->ttl_ms));
@@ -427,7 +473,7 @@ static void acquire_granted(struct request *req, uint64_t fence)
     resource_unref(res);
 }
 
-static void acquire_busy(struct request *req, long long pttl)
+static void acquire_busy(struct request *req, long long pttl, int foreign)
 {
     struct resource *res = req->res;
     if (req->deadline_ms == 0) {
@@ -455,6 +501,11 @@ static void acquire_busy(struct request *req, long long pttl)
         lock_kick(res); /* a notice came during the try, perhaps of a release it missed */
         return;
     }
+    if (foreign) {
+        waitq_arm(res, foreign_delay(res, pttl));
+        return;
+    }
+    foreign_end(res);
     waitq_arm(res, pttl >= 0 ? pttl : pttl == -1 ? WAKE_POLL_MS : 1);
 }
 
@@ -518,7 +569,8 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
     struct request *req = arg;
     uint64_t fence = 0;
     long long pttl = 0;
-    enum reply_acquire_kind kind = reply_acquire(reply, &fence, &pttl);
+    int foreign = 0;
+    enum reply_acquire_kind kind = reply_acquire(reply, &fence, &pttl, &foreign);
     if (req->cancelled) {
         acquire_cancelled(req, kind);
         return;
@@ -549,7 +601,7 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
     else if (kind == REPLY_ACQUIRE_GRANTED)
         acquire_granted(req, fence);
     else
-        acquire_busy(req, pttl);
+        acquire_busy(req, pttl, foreign);
 }
 
 /* Resource names go to Redis only as keys; still, only printable UTF-8 within bounds. */

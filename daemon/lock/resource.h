@@ -37,6 +37,9 @@ struct resource {
     uint32_t tombstones_unsent;
     int64_t promised_until_ms;
     struct event *wake_ev;      /* retry the head at the holder's remaining lease */
+    /* The head waits behind a key held outside rlockd (lock.c: foreign_delay). */
+    uint8_t foreign_wait;
+    uint16_t recheck_ms;        /* its backoff now */
     /* Release notices (pubsub.c): whether a waiter here wants them, and the channel's state. */
     uint8_t ps_want;
     uint8_t ps_state;

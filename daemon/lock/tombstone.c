@@ -58,7 +58,8 @@ static int answered(const struct tombstone *t, const redisReply *reply)
     if (!t->swap) {
         uint64_t fence;
         long long pttl;
-        enum reply_acquire_kind k = reply_acquire(reply, &fence, &pttl);
+        int foreign;
+        enum reply_acquire_kind k = reply_acquire(reply, &fence, &pttl, &foreign);
         return k == REPLY_ACQUIRE_GRANTED || k == REPLY_ACQUIRE_BUSY;
     }
     return reply->type == REDIS_REPLY_ARRAY && reply->elements == 1 &&

@@ -55,7 +55,9 @@ READER(read_sessions) { one(m, sample, ctx, srv->nsessions); }
 READER(read_sessions_opened) { one(m, sample, ctx, (double)srv->ctr.sessions_opened); }
 READER(read_locks_held) { one(m, sample, ctx, (double)srv->nleases); }
 READER(read_waiters) { one(m, sample, ctx, (double)srv->nwaiters); }
+READER(read_foreign_waits) { one(m, sample, ctx, (double)srv->foreign_waits); }
 READER(read_grants) { one(m, sample, ctx, (double)srv->ctr.grants); }
+READER(read_foreign_rechecks) { one(m, sample, ctx, (double)srv->mx.foreign_rechecks); }
 READER(read_releases) { one(m, sample, ctx, (double)srv->mx.releases); }
 READER(read_renewals) { one(m, sample, ctx, (double)srv->mx.renewals); }
 READER(read_renew_failures) { one(m, sample, ctx, (double)srv->mx.renew_failures); }
@@ -188,9 +190,14 @@ READER(read_latency)
       read_sessions_opened)                                                                     \
     X("rlockd_locks_held", "gauge", "Locks held by sessions of this daemon.", read_locks_held)   \
     X("rlockd_waiters", "gauge", "Acquires waiting in the daemon's queues.", read_waiters)       \
+    X("rlockd_foreign_waits", "gauge",                                                           \
+      "Resources whose head waiter waits behind a key held outside rlockd.", read_foreign_waits) \
     X("rlockd_acquires_total", "counter", "Acquire requests answered, by result.",               \
       read_acquires)                                                                            \
     X("rlockd_grants_total", "counter", "Locks granted (re-entries included).", read_grants)      \
+    X("rlockd_foreign_rechecks_total", "counter",                                                \
+      "Tries again of a key held outside rlockd, whose release may come unannounced.",          \
+      read_foreign_rechecks)                                                                    \
     X("rlockd_releases_total", "counter", "Locks freed by their holder's last Release.",          \
       read_releases)                                                                            \
     X("rlockd_renewals_total", "counter", "Leases a renew confirmed.", read_renewals)             \

@@ -11,22 +11,25 @@ static const redisReply *int_element(const redisReply *r, size_t i)
     return e != NULL && e->type == REDIS_REPLY_INTEGER ? e : NULL;
 }
 
-enum reply_acquire_kind reply_acquire(const redisReply *r, uint64_t *fence, long long *pttl)
+enum reply_acquire_kind reply_acquire(const redisReply *r, uint64_t *fence, long long *pttl,
+                                      int *foreign)
 {
     if (r == NULL)
         return REPLY_ACQUIRE_MALFORMED;
     if (r->type == REDIS_REPLY_ERROR)
         return REPLY_ACQUIRE_ERROR;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3)
         return REPLY_ACQUIRE_MALFORMED;
     const redisReply *granted = int_element(r, 0), *value = int_element(r, 1);
-    if (granted == NULL || value == NULL)
+    const redisReply *kind = r->elements == 3 ? int_element(r, 2) : NULL;
+    if (granted == NULL || value == NULL || (r->elements == 3 && kind == NULL))
         return REPLY_ACQUIRE_MALFORMED;
     if (granted->integer == 1) {
         *fence = (uint64_t)value->integer;
         return REPLY_ACQUIRE_GRANTED;
     }
     *pttl = value->integer;
+    *foreign = kind != NULL && kind->integer == 1;
     return REPLY_ACQUIRE_BUSY;
 }
 

@@ -19,20 +19,24 @@
 
 #include <hiredis/hiredis.h>
 
-/* The answer to acquire.lua: {1, fence} or {0, pttl}. */
+/* The answer to acquire.lua: {1, fence} or {0, pttl, foreign}. */
 enum reply_acquire_kind {
     REPLY_ACQUIRE_GRANTED,   /* the key was set: *fence is the new fence */
-    REPLY_ACQUIRE_BUSY,      /* held by another token: *pttl is its PTTL (-1: no expiry) */
+    REPLY_ACQUIRE_BUSY,      /* held by another token: *pttl is its PTTL (-1: no expiry);
+                              * *foreign: that token is not rlockd's (acquire.lua) */
     REPLY_ACQUIRE_ERROR,     /* Redis answered an error (reply_error_text); the SET may have run */
     REPLY_ACQUIRE_MALFORMED, /* no reply, or one of another shape; the SET may have run */
 };
 
 /*
- * Interpret r. GRANTED and BUSY need an array of exactly two integers, the
+ * Interpret r. GRANTED and BUSY need an array of two or three integers, the
  * first 1 (granted) or anything else (busy); *fence or *pttl is set from the
- * second and the other is left alone.
+ * second and the other is left alone. *foreign is set on BUSY: 1 when the third is 1,
+ * else 0 (a two-element answer is of a script that does not tell: the holder is taken
+ * for rlockd's, whose release is published).
  */
-enum reply_acquire_kind reply_acquire(const redisReply *r, uint64_t *fence, long long *pttl);
+enum reply_acquire_kind reply_acquire(const redisReply *r, uint64_t *fence, long long *pttl,
+                                      int *foreign);
 
 /* Per key, the answer to renew.lua (and to an Extend, which renews one key). */
 enum reply_renew_result {

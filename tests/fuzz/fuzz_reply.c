@@ -44,12 +44,15 @@ static void check_acquire(const redisReply *r)
 {
     uint64_t fence = 0;
     long long pttl = 0;
-    enum reply_acquire_kind k = reply_acquire(r, &fence, &pttl);
+    int foreign = -1;
+    enum reply_acquire_kind k = reply_acquire(r, &fence, &pttl, &foreign);
     FUZZ_CHECK((k == REPLY_ACQUIRE_ERROR) == (r->type == REDIS_REPLY_ERROR));
     if (k == REPLY_ACQUIRE_GRANTED || k == REPLY_ACQUIRE_BUSY) {
-        FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
-        FUZZ_CHECK(is_int(r, 0) && is_int(r, 1));
+        FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && (r->elements == 2 || r->elements == 3));
+        FUZZ_CHECK(is_int(r, 0) && is_int(r, 1) && (r->elements == 2 || is_int(r, 2)));
         FUZZ_CHECK((k == REPLY_ACQUIRE_GRANTED) == (r->element[0]->integer == 1));
+        FUZZ_CHECK(k != REPLY_ACQUIRE_BUSY || foreign == (r->elements == 3 &&
+                                                         r->element[2]->integer == 1));
     }
 }
 

@@ -325,6 +325,12 @@ int h_http_get(const char *sock_path, const char *path, int timeout_ms, struct h
 int h_http_request(const char *sock_path, const char *req, size_t n, int timeout_ms,
                    struct h_http_reply *out);
 void h_http_free(struct h_http_reply *r);
+/*
+ * The value of the sample of e's /metrics named sample (with its labels, as the text shows
+ * them: 'rlockd_grants_total', 'rlockd_acquires_total{result="ok"}'); -1 when there is
+ * none. Fails the test when /metrics does not answer.
+ */
+double h_metric(const struct h_env *e, const char *sample);
 
 /* --- test bodies: fixture, assertions, holder, threads, suites ----------- */
 /* (harness_fixture.c; every function here fails the running test on error) */

@@ -143,3 +143,23 @@ void h_http_free(struct h_http_reply *r)
     free(r->head);
     r->head = r->body = NULL;
 }
+
+double h_metric(const struct h_env *e, const char *sample)
+{
+    struct h_http_reply r;
+    ck_assert_msg(h_http_get(e->metrics_sock, "/metrics", 5000, &r) == 0, "GET /metrics: %s",
+                  r.error);
+    size_t n = strlen(sample);
+    double v = -1;
+    for (const char *p = r.body; p != NULL && *p != '\0';) {
+        if (strncmp(p, sample, n) == 0 && p[n] == ' ') {
+            v = strtod(p + n + 1, NULL);
+            break;
+        }
+        p = strchr(p, '\n');
+        if (p != NULL)
+            p++;
+    }
+    h_http_free(&r);
+    return v;
+}

@@ -5,7 +5,17 @@
  *  - the classic release, given rlockd's token, deletes rlockd's key, and the
  *    rlockd holder learns it lost the lock at its next renewal;
  *  - a key taken with SET NX PX blocks rlockd, and an rlockd waiter gets the
- *    lock once that key expires.
+ *    lock once that key expires;
+ *  - unannounced_release: the classic release deletes its key without the
+ *    notice rlockd's waiters listen for (no PUBLISH); a waiter of rlockd is
+ *    granted soon after, not when the key's 20 s lease would have ended: the
+ *    daemon tries again a key that is not its own on a backoff (the time is
+ *    printed; the limit is generous), and counts no such wait afterwards, nor
+ *    after a wait behind such a key that timed out;
+ *  - own_keys_not_polled: a key holding a token of the kind rlockd makes (as
+ *    another rlockd on the same Redis sets it, which does publish its
+ *    releases) is not tried again: rlockd_foreign_rechecks_total stays 0
+ *    while a waiter waits behind it.
  */
 #include "harness.h"
 
@@ -117,8 +127,122 @@ START_TEST(test_classic_set_nx_blocks_rlockd)
 }
 END_TEST
 
+#define LONG_SEED_TTL_MS 20000
+#define HELD_FOR_MS 500          /* the classic app's work, before its release */
+#define UNANNOUNCED_WITHIN_MS 5000 /* generous: the backoff is at most 200 ms */
+/* What the seeds' code puts in the key: a random (version 4) UUID. */
+#define SEED_UUID_TOKEN "3b241101-e2bb-4255-8caf-4136c566a962"
+/* A token of the kind rlockd makes (a version 8 UUID), as another rlockd would set it. */
+#define RLOCKD_LIKE_TOKEN "6f1c2b3a-4d5e-8f70-9a1b-2c3d4e5f6a7b"
+
+/* The classic app's release of key (token), HELD_FOR_MS after it starts, on its own connection. */
+struct classic_release {
+    struct h_env *e;
+    const char *key;
+    const char *token;
+    int64_t at_ms;  /* when the release was answered */
+    long long deleted;
+};
+
+static void *classic_release_fn(void *arg)
+{
+    struct classic_release *c = arg;
+    h_sleep_ms(HELD_FOR_MS);
+    redisContext *r = h_redis(c->e);
+    if (r == NULL)
+        return NULL;
+    c->deleted = h_redis_int(r, "EVAL %s 1 %s %s", seed_unlock, c->key, c->token);
+    c->at_ms = h_now_ms();
+    redisFree(r);
+    return NULL;
+}
+
+/* key taken as the classic app takes it: SET NX PX LONG_SEED_TTL_MS with token. */
+static void classic_take(redisContext *r, const char *key, const char *token)
+{
+    redisReply *rep = redisCommand(r, "SET %s %s NX PX %d", key, token, LONG_SEED_TTL_MS);
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_msg(rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "OK") == 0,
+                  "SET NX PX did not take the free key");
+    freeReplyObject(rep);
+}
+
+START_TEST(test_classic_unannounced_release)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    char key[256];
+    h_lock_key(&f.e, "seed3", key, sizeof key);
+    classic_take(f.r, key, SEED_UUID_TOKEN);
+
+    struct classic_release cr = {.e = &f.e, .key = key, .token = SEED_UUID_TOKEN};
+    struct h_thread t;
+    h_thread_start(&t, classic_release_fn, &cr);
+    /* Waits past the key's whole lease would be granted at its end: a wait of
+     * 3/4 of it times out instead, and says so. */
+    struct rlock_acquire_opts o = {.ttl_ms = 10000, .wait_ms = LONG_SEED_TTL_MS * 3 / 4};
+    struct rlock_lock *l = NULL;
+    enum rlock_err rc = rlock_acquire(f.c, "seed3", &o, 0, &l);
+    int64_t granted = h_now_ms();
+    h_thread_join(&t, granted + 10000, "the classic release did not return");
+    char msg[320];
+    ck_assert_msg(rc == RLOCK_OK, "a waiter behind a key released without a notice: %s",
+                  h_rlock_err(f.c, rc, msg, sizeof msg));
+    ck_assert_int_eq(cr.deleted, 1);
+    double rechecks = h_metric(&f.e, "rlockd_foreign_rechecks_total");
+    printf("classic: rlockd waiter granted %lld ms after the classic release without PUBLISH "
+           "(the key's lease was %d ms); the daemon tried the key again %.0f times\n",
+           (long long)(granted - cr.at_ms), LONG_SEED_TTL_MS, rechecks);
+    ck_assert_msg(granted - cr.at_ms < UNANNOUNCED_WITHIN_MS,
+                  "granted %lld ms after the classic release (limit %d ms)",
+                  (long long)(granted - cr.at_ms), UNANNOUNCED_WITHIN_MS);
+    ck_assert_msg(rechecks >= 1, "rlockd_foreign_rechecks_total is %.0f", rechecks);
+    /* Nobody waits any more: nothing counts against the daemon's budget of tries. */
+    double waits = h_metric(&f.e, "rlockd_foreign_waits");
+    ck_assert_msg(waits == 0, "rlockd_foreign_waits is %.0f with no waiter left", waits);
+    h_assert_key_token(f.r, key, rlock_lock_token(l));
+    h_release_gone(&f, f.c, l);
+    rlock_lock_free(l);
+
+    /* A wait behind the copied code's key that times out is not counted either. */
+    h_lock_key(&f.e, "seed5", key, sizeof key);
+    classic_take(f.r, key, SEED_UUID_TOKEN);
+    struct rlock_acquire_opts brief = {.ttl_ms = 10000, .wait_ms = 300};
+    rc = rlock_acquire(f.c, "seed5", &brief, 0, &l);
+    ck_assert_msg(rc == RLOCK_ERR_TIMEOUT, "a brief wait behind the copied code's key: %s",
+                  h_rlock_err(f.c, rc, msg, sizeof msg));
+    waits = h_metric(&f.e, "rlockd_foreign_waits");
+    ck_assert_msg(waits == 0, "rlockd_foreign_waits is %.0f after a wait timed out", waits);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+START_TEST(test_classic_own_keys_not_polled)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    char key[256];
+    h_lock_key(&f.e, "seed4", key, sizeof key);
+    classic_take(f.r, key, RLOCKD_LIKE_TOKEN);
+    /* A waiter waits 1.5 s behind it and times out: nothing freed the key. */
+    struct rlock_acquire_opts o = {.ttl_ms = 10000, .wait_ms = 1500};
+    struct rlock_lock *l = NULL;
+    enum rlock_err rc = rlock_acquire(f.c, "seed4", &o, 0, &l);
+    char msg[320];
+    ck_assert_msg(rc == RLOCK_ERR_TIMEOUT, "a waiter behind another rlockd's key: %s",
+                  h_rlock_err(f.c, rc, msg, sizeof msg));
+    double rechecks = h_metric(&f.e, "rlockd_foreign_rechecks_total");
+    ck_assert_msg(rechecks == 0, "rlockd_foreign_rechecks_total is %.0f: the daemon polled a key "
+                  "of the kind rlockd sets (whose release is announced)", rechecks);
+    h_assert_key_token(f.r, key, RLOCKD_LIKE_TOKEN);
+    ck_assert_int_eq(h_metric(&f.e, "rlockd_foreign_waits"), 0);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 int main(void)
 {
-    const TTest *tests[] = { test_classic_unlock_steals_rlockd_lock, test_classic_set_nx_blocks_rlockd };
+    const TTest *tests[] = { test_classic_unlock_steals_rlockd_lock, test_classic_set_nx_blocks_rlockd,
+                             test_classic_unannounced_release, test_classic_own_keys_not_polled };
     return h_run_tests("classic", 60, tests, H_LEN(tests));
 }

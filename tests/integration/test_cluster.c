@@ -110,29 +110,14 @@ static long long per_node_counts(struct cl_env *ce, const char *when, long long 
     return total;
 }
 
-/* The value of the sample line that starts with name (e.g. 'rlockd_redis_nodes '); -1 if none. */
-static double metric(const struct h_env *e, const char *name)
-{
-    struct h_http_reply r;
-    ck_assert_msg(h_http_get(e->metrics_sock, "/metrics", 5000, &r) == 0, "scrape: %s", r.error);
-    char line[160];
-    snprintf(line, sizeof line, "\n%s", name);
-    const char *at = strstr(r.body, line);
-    double v = -1;
-    if (at != NULL)
-        v = strtod(at + strlen(line), NULL);
-    h_http_free(&r);
-    return v;
-}
-
 static void print_redirects(const struct h_env *e)
 {
     printf("redirects followed: moved %.0f, ask %.0f, tryagain %.0f; slot maps read %.0f; "
            "nodes known %.0f\n",
-           metric(e, "rlockd_redis_redirects_total{kind=\"moved\"} "),
-           metric(e, "rlockd_redis_redirects_total{kind=\"ask\"} "),
-           metric(e, "rlockd_redis_redirects_total{kind=\"tryagain\"} "),
-           metric(e, "rlockd_redis_slot_maps_total "), metric(e, "rlockd_redis_nodes "));
+           h_metric(e, "rlockd_redis_redirects_total{kind=\"moved\"}"),
+           h_metric(e, "rlockd_redis_redirects_total{kind=\"ask\"}"),
+           h_metric(e, "rlockd_redis_redirects_total{kind=\"tryagain\"}"),
+           h_metric(e, "rlockd_redis_slot_maps_total"), h_metric(e, "rlockd_redis_nodes"));
     fflush(stdout);
 }
 
@@ -222,8 +207,8 @@ START_TEST(test_many_locks)
     ck_assert_msg(nlost == 0, "%d of %d locks lost within 3 ttls", nlost, MANY_LOCKS);
     ck_assert_int_eq(per_node_counts(&ce, "after 3 ttls", counts), MANY_LOCKS);
     print_redirects(&ce.e);
-    printf("renewals: %.0f, renew failures: %.0f\n", metric(&ce.e, "rlockd_renewals_total "),
-           metric(&ce.e, "rlockd_renew_failures_total "));
+    printf("renewals: %.0f, renew failures: %.0f\n", h_metric(&ce.e, "rlockd_renewals_total"),
+           h_metric(&ce.e, "rlockd_renew_failures_total"));
 
     /* The sessions end: their 10,000 locks go in release batches, one slot per call. */
     for (int i = 0; i < MANY_CLIENTS; i++)
@@ -328,8 +313,8 @@ START_TEST(test_migration)
     for (int i = 0; i < HELD_LOCKS; i++)
         ck_assert_int_eq(rlock_lock_state(held[i]), RLOCK_HELD);
     print_redirects(&ce.e);
-    ck_assert_msg(metric(&ce.e, "rlockd_redis_redirects_total{kind=\"moved\"} ") +
-                          metric(&ce.e, "rlockd_redis_redirects_total{kind=\"ask\"} ") >= 1,
+    ck_assert_msg(h_metric(&ce.e, "rlockd_redis_redirects_total{kind=\"moved\"}") +
+                          h_metric(&ce.e, "rlockd_redis_redirects_total{kind=\"ask\"}") >= 1,
                   "no redirection was followed: the migrations went unseen");
     for (int i = 0; i < HELD_LOCKS; i++)
         h_assert_ok(c, rlock_release(held[i], 5000));
@@ -709,7 +694,7 @@ START_TEST(test_ask_extend)
     printf("ask_extend: extended on the importing node: pttl %lld ms\n", pttl);
     ck_assert_msg(pttl > 30000, "the Extend did not reach the key on the importing node (pttl %lld)",
                   pttl);
-    ck_assert_msg(metric(&ce.e, "rlockd_redis_redirects_total{kind=\"ask\"} ") >= 1,
+    ck_assert_msg(h_metric(&ce.e, "rlockd_redis_redirects_total{kind=\"ask\"}") >= 1,
                   "no ASK was followed");
     h_thread_join(&th, h_now_ms() + 30000, "the migration did not end");
     ck_assert_int_ge(m.rc, 1);

@@ -353,23 +353,9 @@ END_TEST
 /* The value of an unlabelled sample of e's /metrics (fails the test when absent). */
 static long long metric(const struct h_env *e, const char *name)
 {
-    struct h_http_reply rep;
-    ck_assert_msg(h_http_get(e->metrics_sock, "/metrics", PROMPT_MS, &rep) == 0, "/metrics: %s",
-                  rep.error);
-    size_t n = strlen(name);
-    long long v = -1;
-    for (const char *p = rep.body; p != NULL && *p != '\0';) {
-        if (strncmp(p, name, n) == 0 && p[n] == ' ') {
-            v = strtoll(p + n + 1, NULL, 10);
-            break;
-        }
-        p = strchr(p, '\n');
-        if (p != NULL)
-            p++;
-    }
-    h_http_free(&rep);
+    double v = h_metric(e, name);
     ck_assert_msg(v >= 0, "no sample %s in /metrics", name);
-    return v;
+    return (long long)v;
 }
 
 /* Forged or wrong resumes and adopts are refused; the real session is untouched. */

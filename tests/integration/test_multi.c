@@ -141,41 +141,12 @@ static void expect_subs(redisContext *r, const struct h_env *e, const char *chan
                   chan != NULL ? chan : "channels of the env", w.seen, n);
 }
 
-/* The value of the unlabelled metric name from e's /metrics; -1 when absent. */
-static double metric(const struct h_env *e, const char *name)
-{
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_ge(fd, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    size_t plen = strlen(e->metrics_sock);
-    ck_assert_uint_lt(plen, sizeof sa.sun_path);
-    memcpy(sa.sun_path, e->metrics_sock, plen + 1);
-    ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect %s: %s",
-                  e->metrics_sock, strerror(errno));
-    static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
-    ck_assert_int_eq(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
-    size_t cap = 1 << 20, len = 0;
-    char *body = malloc(cap + 1);
-    ck_assert_ptr_nonnull(body);
-    ssize_t n;
-    while (len < cap && (n = read(fd, body + len, cap - len)) > 0)
-        len += (size_t)n;
-    close(fd);
-    body[len] = '\0';
-    char line[160];
-    snprintf(line, sizeof line, "\n%s ", name);
-    const char *at = strstr(body, line);
-    double v = at != NULL ? strtod(at + strlen(line), NULL) : -1;
-    free(body);
-    return v;
-}
-
 /* Acquires answered by e's daemon after more than 10 s (waits included): its latency
  * histogram's count less its bucket le="10". */
 static double slow_acquires(const struct h_env *e)
 {
-    return metric(e, "rlockd_request_duration_seconds_count{op=\"acquire\"}") -
-           metric(e, "rlockd_request_duration_seconds_bucket{op=\"acquire\",le=\"10\"}");
+    return h_metric(e, "rlockd_request_duration_seconds_count{op=\"acquire\"}") -
+           h_metric(e, "rlockd_request_duration_seconds_bucket{op=\"acquire\",le=\"10\"}");
 }
 
 /* --- a waiter on its own thread -------------------------------------------- */
@@ -270,9 +241,9 @@ START_TEST(test_counter)
     double slow_a = slow_acquires(&d.a), slow_b = slow_acquires(&d.b);
     printf("multi/counter: grants through A %.0f, through B %.0f; notices received A %.0f, "
            "B %.0f; acquires that took over 10 s: A %.0f, B %.0f\n",
-           metric(&d.a, "rlockd_grants_total"), metric(&d.b, "rlockd_grants_total"),
-           metric(&d.a, "rlockd_redis_notifications_total"),
-           metric(&d.b, "rlockd_redis_notifications_total"), slow_a, slow_b);
+           h_metric(&d.a, "rlockd_grants_total"), h_metric(&d.b, "rlockd_grants_total"),
+           h_metric(&d.a, "rlockd_redis_notifications_total"),
+           h_metric(&d.b, "rlockd_redis_notifications_total"), slow_a, slow_b);
     fflush(stdout);
     ck_assert_msg(slow_a == 0 && slow_b == 0,
                   "acquires that waited over 10 s: %.0f through A, %.0f through B", slow_a,
@@ -380,7 +351,7 @@ START_TEST(test_pubsub_killed)
     ck_assert_msg(during < PROMPT_MS && after < PROMPT_MS && again < PROMPT_MS,
                   "not prompt: %lld, %lld, %lld ms", (long long)during, (long long)after,
                   (long long)again);
-    ck_assert_msg(metric(&d.b, "rlockd_redis_pubsub_connected") == 1,
+    ck_assert_msg(h_metric(&d.b, "rlockd_redis_pubsub_connected") == 1,
                   "B's pub/sub connection not ready again");
     for (int i = 0; i < KILLED_RES; i++)
         rlock_close(bw[i]);
@@ -422,9 +393,9 @@ START_TEST(test_subscriptions)
         char chan[256];
         ck_assert_int_eq(numsub(d.r, channel(&d.a, res[i], chan, sizeof chan)), 1);
     }
-    ck_assert_msg(metric(&d.b, "rlockd_redis_subscriptions") == SUBS_RES,
-                  "B reports %.0f subscriptions", metric(&d.b, "rlockd_redis_subscriptions"));
-    ck_assert_msg(metric(&d.a, "rlockd_redis_subscriptions") == 0, "A has subscriptions");
+    ck_assert_msg(h_metric(&d.b, "rlockd_redis_subscriptions") == SUBS_RES,
+                  "B reports %.0f subscriptions", h_metric(&d.b, "rlockd_redis_subscriptions"));
+    ck_assert_msg(h_metric(&d.a, "rlockd_redis_subscriptions") == 0, "A has subscriptions");
 
     /* Granted: both waiters of the first resource, the one of the second. */
     int64_t t0 = h_now_ms();
@@ -442,8 +413,8 @@ START_TEST(test_subscriptions)
     }
     expect_subs(d.r, &d.a, NULL, 0);
     expect_stats(d.cb, 0, 0);
-    ck_assert_msg(metric(&d.b, "rlockd_redis_subscriptions") == 0, "B still reports some");
-    double notices = metric(&d.b, "rlockd_redis_notifications_total");
+    ck_assert_msg(h_metric(&d.b, "rlockd_redis_subscriptions") == 0, "B still reports some");
+    double notices = h_metric(&d.b, "rlockd_redis_notifications_total");
     printf("multi/subscriptions: B received %.0f notices\n", notices);
     fflush(stdout);
     ck_assert_msg(notices >= 2, "B received %.0f notices", notices);
@@ -496,7 +467,7 @@ START_TEST(test_notify_off)
     h_sleep_ms(300);
     ck_assert_int_eq(daemons(d.r, &d.a), 0);
     ck_assert_int_eq(channels(d.r, &d.a), 0);
-    ck_assert_msg(metric(&d.b, "rlockd_redis_pubsub_connected") == 0, "B reports pub/sub");
+    ck_assert_msg(h_metric(&d.b, "rlockd_redis_pubsub_connected") == 0, "B reports pub/sub");
     int64_t t0 = h_now_ms();
     release(d.ca, l);
     int64_t dt = waiter_granted_after(&w, t0, "notify = no");

@@ -407,12 +407,27 @@ static long long redis_time_us(redisContext *r)
 #define FENCE_TTL 3600000 /* fence_ttl of the acquires: 1 h, told apart from LONG_PX */
 
 /* acquire.lua on entry 0's resource for entry i's token (ttl LONG_PX): out[0] granted,
- * out[1] the fence or the PTTL. */
-static void acquire(struct st *t, const char *fence_key, int i, long long out[2])
+ * out[1] the fence or the PTTL; when busy, out[2] whether the holder's token is foreign. */
+static void acquire(struct st *t, const char *fence_key, int i, long long out[3])
 {
     const char *keys[] = { t->e[0].key, fence_key };
     const char *args[] = { t->e[i].token, STR(LONG_PX), STR(FENCE_TTL) };
-    int_array(eval(t->f.r, t->text, keys, 2, args, 3), out, 2);
+    redisReply *rep = eval(t->f.r, t->text, keys, 2, args, 3);
+    ck_assert_msg(rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
+                  rep->element[0]->type == REDIS_REPLY_INTEGER, "acquire.lua: reply type %d",
+                  rep->type);
+    out[2] = -1;
+    int_array(rep, out, rep->element[0]->integer == 1 ? 2 : 3);
+}
+
+/* What acquire.lua says of a key holding token: 1 foreign, 0 rlockd's (the key is taken). */
+static long long foreign_of(struct st *t, const char *fence_key, const char *token)
+{
+    redis_do(t->f.r, "SET %s %s PX " STR(LONG_PX), t->e[0].key, token);
+    long long got[3];
+    acquire(t, fence_key, 1, got);
+    ck_assert_int_eq(got[0], 0);
+    return got[2];
 }
 
 /* Assert that fence_key holds fence, written out in digits, and expires within fence_ttl. */
@@ -433,7 +448,7 @@ START_TEST(test_acquire_fence_and_expiry)
     h_fence_key(&t.f.e, t.e[0].res, fence_key, sizeof fence_key);
 
     /* A first grant: a fence from the clock, the lock key's PX, the fence key's PX. */
-    long long before = redis_time_us(r), got[2];
+    long long before = redis_time_us(r), got[3];
     acquire(&t, fence_key, 0, got);
     ck_assert_int_eq(got[0], 1);
     long long first = got[1];
@@ -445,6 +460,7 @@ START_TEST(test_acquire_fence_and_expiry)
     acquire(&t, fence_key, 1, got);
     ck_assert_int_eq(got[0], 0);
     ck_assert_msg(got[1] > 0 && got[1] <= LONG_PX, "PTTL %lld", got[1]);
+    ck_assert_int_eq(got[2], 1); /* a version 4 UUID: not a token rlockd makes */
     h_assert_key_token(r, key, t.e[0].token);
     assert_fence_key(r, fence_key, first);
 
@@ -467,6 +483,14 @@ START_TEST(test_acquire_fence_and_expiry)
     ck_assert_msg(got[1] == ahead + 1, "fence %lld, expected %lld", got[1], ahead + 1);
     assert_fence_key(r, fence_key, ahead + 1);
     assert_string(r, key, t.e[2].token, LONG_PX - SLACK_MS, LONG_PX);
+
+    /* Only rlockd's kind of token (a version 8 UUID, RFC 4122 variant) is its own. */
+    ck_assert_int_eq(foreign_of(&t, fence_key, "6f1c2b3a-4d5e-8f70-9a1b-2c3d4e5f6a7b"), 0);
+    ck_assert_int_eq(foreign_of(&t, fence_key, "6f1c2b3a-4d5e-8f70-ca1b-2c3d4e5f6a7b"), 1);
+    ck_assert_int_eq(foreign_of(&t, fence_key, "6f1c2b3a-4d5e-4f70-9a1b-2c3d4e5f6a7b"), 1);
+    ck_assert_int_eq(foreign_of(&t, fence_key, "6f1c2b3a-4d5e-8f70-9a1b-2c3d4e5f6a7b-x"), 1);
+    ck_assert_int_eq(foreign_of(&t, fence_key, "x6f1c2b3a-4d5e-8f70-9a1b-2c3d4e5f6a7b"), 1);
+    ck_assert_int_eq(foreign_of(&t, fence_key, "1733212345678-0.8571"), 1);
 
     st_stop(&t);
 }

@@ -18,22 +18,26 @@ static const struct {
     const char *resp;
     enum reply_acquire_kind kind;
     long long value; /* fence or pttl */
+    int foreign;     /* BUSY: the holder's token is not rlockd's */
 } acquires[] = {
-    {"*2\r\n:1\r\n:1796116645310293\r\n", REPLY_ACQUIRE_GRANTED, 1796116645310293},
-    {"*2\r\n:0\r\n:29950\r\n", REPLY_ACQUIRE_BUSY, 29950},
-    {"*2\r\n:0\r\n:-1\r\n", REPLY_ACQUIRE_BUSY, -1},
-    {"*2\r\n:7\r\n:5\r\n", REPLY_ACQUIRE_BUSY, 5},
-    {"-NOSCRIPT No matching script. Please use EVAL.\r\n", REPLY_ACQUIRE_ERROR, 0},
-    {"*2\r\n:1\r\n$2\r\n12\r\n", REPLY_ACQUIRE_MALFORMED, 0},
-    {"*2\r\n$1\r\n1\r\n:12\r\n", REPLY_ACQUIRE_MALFORMED, 0},
-    {"*3\r\n:1\r\n:2\r\n:3\r\n", REPLY_ACQUIRE_MALFORMED, 0},
-    {"*1\r\n:1\r\n", REPLY_ACQUIRE_MALFORMED, 0},
-    {"*0\r\n", REPLY_ACQUIRE_MALFORMED, 0},
-    {"*2\r\n*2\r\n:1\r\n:1\r\n:1\r\n", REPLY_ACQUIRE_MALFORMED, 0},
-    {"*-1\r\n", REPLY_ACQUIRE_MALFORMED, 0},
-    {"$-1\r\n", REPLY_ACQUIRE_MALFORMED, 0},
-    {":1\r\n", REPLY_ACQUIRE_MALFORMED, 0},
-    {"+OK\r\n", REPLY_ACQUIRE_MALFORMED, 0},
+    {"*2\r\n:1\r\n:1796116645310293\r\n", REPLY_ACQUIRE_GRANTED, 1796116645310293, 0},
+    {"*2\r\n:0\r\n:29950\r\n", REPLY_ACQUIRE_BUSY, 29950, 0},
+    {"*3\r\n:0\r\n:29950\r\n:1\r\n", REPLY_ACQUIRE_BUSY, 29950, 1},
+    {"*3\r\n:0\r\n:-1\r\n:0\r\n", REPLY_ACQUIRE_BUSY, -1, 0},
+    {"*3\r\n:0\r\n:5\r\n$1\r\n1\r\n", REPLY_ACQUIRE_MALFORMED, 0, 0},
+    {"*4\r\n:0\r\n:5\r\n:1\r\n:1\r\n", REPLY_ACQUIRE_MALFORMED, 0, 0},
+    {"*2\r\n:0\r\n:-1\r\n", REPLY_ACQUIRE_BUSY, -1, 0},
+    {"*2\r\n:7\r\n:5\r\n", REPLY_ACQUIRE_BUSY, 5, 0},
+    {"-NOSCRIPT No matching script. Please use EVAL.\r\n", REPLY_ACQUIRE_ERROR, 0, 0},
+    {"*2\r\n:1\r\n$2\r\n12\r\n", REPLY_ACQUIRE_MALFORMED, 0, 0},
+    {"*2\r\n$1\r\n1\r\n:12\r\n", REPLY_ACQUIRE_MALFORMED, 0, 0},
+    {"*1\r\n:1\r\n", REPLY_ACQUIRE_MALFORMED, 0, 0},
+    {"*0\r\n", REPLY_ACQUIRE_MALFORMED, 0, 0},
+    {"*2\r\n*2\r\n:1\r\n:1\r\n:1\r\n", REPLY_ACQUIRE_MALFORMED, 0, 0},
+    {"*-1\r\n", REPLY_ACQUIRE_MALFORMED, 0, 0},
+    {"$-1\r\n", REPLY_ACQUIRE_MALFORMED, 0, 0},
+    {":1\r\n", REPLY_ACQUIRE_MALFORMED, 0, 0},
+    {"+OK\r\n", REPLY_ACQUIRE_MALFORMED, 0, 0},
 };
 
 START_TEST(test_acquire)
@@ -41,11 +45,14 @@ START_TEST(test_acquire)
     redisReply *r = unit_resp(acquires[_i].resp);
     uint64_t fence = 0;
     long long pttl = 0;
-    ck_assert_int_eq(reply_acquire(r, &fence, &pttl), acquires[_i].kind);
+    int foreign = -1;
+    ck_assert_int_eq(reply_acquire(r, &fence, &pttl, &foreign), acquires[_i].kind);
     if (acquires[_i].kind == REPLY_ACQUIRE_GRANTED)
         ck_assert_uint_eq(fence, (uint64_t)acquires[_i].value);
-    if (acquires[_i].kind == REPLY_ACQUIRE_BUSY)
+    if (acquires[_i].kind == REPLY_ACQUIRE_BUSY) {
         ck_assert_int_eq(pttl, acquires[_i].value);
+        ck_assert_int_eq(foreign, acquires[_i].foreign);
+    }
     freeReplyObject(r);
 }
 END_TEST
@@ -54,7 +61,8 @@ START_TEST(test_acquire_no_reply)
 {
     uint64_t fence = 0;
     long long pttl = 0;
-    ck_assert_int_eq(reply_acquire(NULL, &fence, &pttl), REPLY_ACQUIRE_MALFORMED);
+    int foreign = 0;
+    ck_assert_int_eq(reply_acquire(NULL, &fence, &pttl, &foreign), REPLY_ACQUIRE_MALFORMED);
 }
 END_TEST
 

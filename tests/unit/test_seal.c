@@ -186,7 +186,10 @@ START_TEST(test_matches)
 }
 END_TEST
 
-/* Acquire tokens: UUID-shaped, fixed by (key, session, request id), different otherwise. */
+/*
+ * Acquire tokens: version 8 UUIDs like the random ones (acquire.lua tells rlockd's keys
+ * from the copied scripts' by that), fixed by (key, session, request id), different otherwise.
+ */
 START_TEST(test_acquire_token)
 {
     char a[UTIL_UUID_LEN + 1], b[UTIL_UUID_LEN + 1];
@@ -198,6 +201,7 @@ START_TEST(test_acquire_token)
         else
             ck_assert_msg(strchr("0123456789abcdef", a[i]) != NULL, "%s", a);
     }
+    ck_assert_msg(a[14] == '8' && strchr("89ab", a[19]) != NULL, "not a version 8 UUID: %s", a);
     seal_acquire_token(&key1, "s1", 5, b);
     ck_assert_str_eq(a, b);
     seal_acquire_token(&key1, "s1", 6, b);

@@ -66,7 +66,8 @@ START_TEST(test_hash_keyed)
 }
 END_TEST
 
-/* 600 UUIDs (more than one 4 KiB buffer of randomness): well formed, version 4, all distinct. */
+/* 600 UUIDs (more than one 4 KiB buffer of randomness): well formed, version 8 (what acquire.lua
+ * takes for rlockd's), all distinct. */
 START_TEST(test_uuid)
 {
     enum { N = 600 };
@@ -84,7 +85,7 @@ START_TEST(test_uuid)
                 ck_assert_msg((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'),
                               "uuid %s: bad character", ids[i]);
         }
-        ck_assert_int_eq(ids[i][14], '4');
+        ck_assert_int_eq(ids[i][14], '8');
         ck_assert_msg(strchr("89ab", ids[i][19]) != NULL, "uuid %s: bad variant", ids[i]);
         for (int k = 0; k < i; k++)
             ck_assert_str_ne(ids[i], ids[k]);
