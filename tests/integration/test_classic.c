@@ -15,9 +15,14 @@
  *  - own_keys_not_polled: a key holding a token of the kind rlockd makes (as
  *    another rlockd on the same Redis sets it, which does publish its
  *    releases) is not tried again: rlockd_foreign_rechecks_total stays 0
- *    while a waiter waits behind it.
+ *    while a waiter waits behind it;
+ *  - foreign_budget: 2,000 resources held by the copied code, a waiter on
+ *    each: the daemon's tries again stay within its budget (about 1,000 a
+ *    second in all; each resource alone would try every 200 ms, 10,000 a
+ *    second), and no wait is counted once their session is gone.
  */
 #include "harness.h"
+#include "harness_peer.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -240,9 +245,70 @@ START_TEST(test_classic_own_keys_not_polled)
 }
 END_TEST
 
+#define BUDGET_RESOURCES 2000
+#define BUDGET_WATCH_MS 3000
+#define BUDGET_PER_S 1000 /* lock.c FOREIGN_RECHECKS_PER_S */
+
+static int no_foreign_waits(void *arg)
+{
+    return h_metric(arg, "rlockd_foreign_waits") == 0;
+}
+
+START_TEST(test_classic_foreign_budget)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, "[session]\nmax_locks = 4000\n[limits]\nmax_wait = 1m\n");
+    char key[256], res[64];
+    for (int i = 0; i < BUDGET_RESOURCES; i++) {
+        snprintf(res, sizeof res, "budget/%d", i);
+        h_lock_key(&f.e, res, key, sizeof key);
+        ck_assert_int_eq(redisAppendCommand(f.r, "SET %s %s NX PX 120000", key, SEED_UUID_TOKEN),
+                         REDIS_OK);
+    }
+    for (int i = 0; i < BUDGET_RESOURCES; i++) {
+        redisReply *rep = NULL;
+        ck_assert_int_eq(redisGetReply(f.r, (void **)&rep), REDIS_OK);
+        ck_assert_int_eq(rep->type, REDIS_REPLY_STATUS);
+        freeReplyObject(rep);
+    }
+    struct h_peer s;
+    h_peer_open(&s, &f.e, "budget");
+    for (int i = 0; i < BUDGET_RESOURCES; i++) {
+        snprintf(res, sizeof res, "budget/%d", i);
+        struct h_acq a = {.resource = res, .ttl_ms = 10000, .wait_ms = 60000};
+        h_peer_acquire(&s, &a);
+    }
+    int64_t end = h_now_ms() + 10000;
+    while (h_metric(&f.e, "rlockd_foreign_waits") < BUDGET_RESOURCES && h_now_ms() < end)
+        h_sleep_ms(50);
+    double waits = h_metric(&f.e, "rlockd_foreign_waits");
+    ck_assert_msg(waits == BUDGET_RESOURCES, "rlockd_foreign_waits is %.0f, want %d", waits,
+                  BUDGET_RESOURCES);
+    double r0 = h_metric(&f.e, "rlockd_foreign_rechecks_total");
+    int64_t t0 = h_now_ms();
+    h_sleep_ms(BUDGET_WATCH_MS);
+    double r1 = h_metric(&f.e, "rlockd_foreign_rechecks_total");
+    int64_t took = h_now_ms() - t0;
+    double limit = 2.0 * BUDGET_PER_S * (double)took / 1000 + BUDGET_RESOURCES;
+    printf("classic: %d waiters behind the copied code's keys: %.0f tries again in %lld ms "
+           "(%.0f a second; limit %.0f in all)\n", BUDGET_RESOURCES, r1 - r0, (long long)took,
+           (r1 - r0) * 1000 / (double)took, limit);
+    ck_assert_msg(r1 - r0 <= limit, "%.0f tries again in %lld ms: past the budget (%.0f)",
+                  r1 - r0, (long long)took, limit);
+    ck_assert_msg(r1 - r0 >= 1, "no try again in %lld ms", (long long)took);
+    /* Their session ends: nobody waits, nothing counts against the budget. */
+    h_raw_close(&s.raw);
+    ck_assert_msg(h_wait_for(no_foreign_waits, &f.e, 10000),
+                  "rlockd_foreign_waits is %.0f after the waiters' session ended",
+                  h_metric(&f.e, "rlockd_foreign_waits"));
+    h_fixture_stop(&f);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = { test_classic_unlock_steals_rlockd_lock, test_classic_set_nx_blocks_rlockd,
-                             test_classic_unannounced_release, test_classic_own_keys_not_polled };
+                             test_classic_unannounced_release, test_classic_own_keys_not_polled,
+                             test_classic_foreign_budget };
     return h_run_tests("classic", 60, tests, H_LEN(tests));
 }
