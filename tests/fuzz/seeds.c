@@ -401,6 +401,8 @@ static void reply_seeds(struct corpus *c)
         {"acquire-granted", "*2\r\n:1\r\n:1796116645310293\r\n"},
         {"acquire-busy", "*2\r\n:0\r\n:29950\r\n"},
         {"acquire-busy-no-expiry", "*2\r\n:0\r\n:-1\r\n"},
+        {"acquire-busy-foreign", "*3\r\n:0\r\n:29950\r\n:1\r\n"},
+        {"acquire-busy-ours", "*3\r\n:0\r\n:29950\r\n:0\r\n"},
         {"renew-three", "*3\r\n:1\r\n:0\r\n:-1\r\n"},
         {"renew-one-stolen", "*1\r\n:-1\r\n"},
         {"renew-empty", "*0\r\n"},
