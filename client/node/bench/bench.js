@@ -5,8 +5,8 @@
 // their p50, for three ways a Node.js program takes a lock, side by side on
 // one machine and one Redis, in interleaved rounds:
 //   rlockd   this client (one session), through a private rlockd
-//   seed     the articles' ioredis code: SET key token PX ttl NX, then the
-//            compare-and-delete release script (EVAL)
+//   seed     the articles' ioredis code (test/helpers/seed-lock.js): SET key
+//            token EX seconds NX, then the compare-and-delete script (EVAL)
 //   redlock  node-redlock 5 (beta) on one ioredis connection: acquire, release
 // Each target runs C concurrent tasks for D seconds per round, each task on a
 // resource of its own. Everything goes over unix sockets.
@@ -15,22 +15,15 @@
 // (RLOCKD_BIN names the daemon, default build/bin/rlockd.) The medians over
 // the rounds are printed as a table, with each target's ratio to seed.
 
-const crypto = require('node:crypto');
 const { parseArgs } = require('node:util');
 const { performance } = require('node:perf_hooks');
 const IORedis = require('ioredis');
 const Redlock = require('redlock').default;
 const { startEnv } = require('../test/helpers/env');
+const { SeedLock } = require('../test/helpers/seed-lock');
 const { connect } = require('..');
 
 const TTL_MS = 10000;
-const RELEASE_SCRIPT = `
-if redis.call("get", KEYS[1]) == ARGV[1] then
-    return redis.call("del", KEYS[1])
-else
-    return 0
-end
-`;
 
 function median(xs) {
   const s = [...xs].sort((a, b) => a - b);
@@ -70,7 +63,7 @@ async function main() {
 
   const env = await startEnv();
   const client = await connect({ servers: [env.addr], name: 'bench' });
-  const redis = new IORedis({ path: env.redisSock });
+  const seed = new SeedLock(env.redisSock);
   const redlock = new Redlock([new IORedis({ path: env.redisSock })], { retryCount: 0 });
   const key = (target, i) => env.key(`bench:${target}:${i}`);
   const targets = {
@@ -79,9 +72,9 @@ async function main() {
       await lock.release();
     },
     seed: async (i) => {
-      const token = crypto.randomUUID();
-      if ((await redis.set(key('seed', i), token, 'PX', TTL_MS, 'NX')) !== 'OK') throw new Error('seed: taken');
-      if ((await redis.eval(RELEASE_SCRIPT, 1, key('seed', i), token)) !== 1) throw new Error('seed: not released');
+      const token = await seed.acquireLock(key('seed', i), TTL_MS / 1000);
+      if (!token) throw new Error('seed: taken');
+      if (!(await seed.releaseLock(key('seed', i), token))) throw new Error('seed: not released');
     },
     redlock: async (i) => {
       const lock = await redlock.acquire([key('redlock', i)], TTL_MS);
@@ -104,7 +97,7 @@ async function main() {
     }
   } finally {
     await client.close();
-    redis.disconnect();
+    seed.close();
     redlock.quit().catch(() => {});
     await env.stop();
   }
