@@ -207,7 +207,9 @@ $(q commands | awk -F'\t' '{ printf "%-11s %s\n", $1, $2 }')
 The raw results, one JSON object per run, are in [bench/results.jsonl](bench/results.jsonl).
 
 Measured apart, each against the build or transport it changes, interleaved in one run:
-session resume ([benchmarks-compare.md](benchmarks-compare.md)) and the cost of TLS
-(\`scripts/bench_tls\`, [benchmarks-compare.md](benchmarks-compare.md#tls)).
+session resume ([benchmarks-compare.md](benchmarks-compare.md)), the cost of TLS
+(\`scripts/bench_tls\`, [benchmarks-compare.md](benchmarks-compare.md#tls)), and the Node.js
+client against node-redlock and the articles' ioredis code
+([benchmarks-compare.md](benchmarks-compare.md#the-nodejs-client)).
 MD
 } >"$docs/benchmarks.md"
