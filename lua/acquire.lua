@@ -40,6 +40,8 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     end
     return {1, fence}
 end
-local holder = redis.call('GET', KEYS[1])
-local ours = holder and string.find(holder, '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-8%x%x%x%-[89ab]%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$')
+-- pcall: a key of another type (a list where a lock was expected) is not ours, and
+-- stays busy (SET NX leaves it alone) rather than failing the script.
+local holder = redis.pcall('GET', KEYS[1])
+local ours = type(holder) == 'string' and string.find(holder, '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-8%x%x%x%-[89ab]%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$')
 return {0, redis.call('PTTL', KEYS[1]), ours and 0 or 1}
