@@ -36,16 +36,17 @@ function rlockctlSale() {
 
 /**
  * The copied code's seller: sales until the stock is gone, each under the copied lock.
- * firstHeld: resolved once its first sale holds the lock (held holdFirstMs, so that the
- * others start while it holds it and must wait for its release).
+ * firstHeld: called once its first sale holds the lock, which it keeps until
+ * holdFirst() resolves (the others start meanwhile and must wait for its release).
  */
-async function seedSeller(seed, report, firstHeld, holdFirstMs) {
+async function seedSeller(seed, report, firstHeld, holdFirst) {
   const key = env.key(RESOURCE);
   for (let n = 0; ; n++) {
-    const token = await seed.acquireRetrying(key, 10, Date.now() + 60000);
+    // A lease of 90 s: longer than the first hold can last (it waits up to 60 s).
+    const token = await seed.acquireRetrying(key, 90, Date.now() + 60000);
     if (n === 0) {
       firstHeld();
-      await sleep(holdFirstMs);
+      await holdFirst();
     }
     let sold = false;
     const inside = Number(await env.redis.command('INCR', KEYS.inside));
@@ -74,17 +75,22 @@ test('this client, rlockctl run and the copied ioredis code exclude each other',
   await env.redis.command('DEL', KEYS.lastFence);
 
   const client = await connect({ servers: [env.addr], name: 'interop' });
+  const watcher = await connect({ servers: [env.addr], name: 'interop-watch' });
   const seed = new SeedLock(env.redisSock, { publish: true });
   const seedReport = { sold: 0, overlaps: 0 };
   const ctlCodes = [];
   let nodeReport;
   try {
-    // The copied code takes the lock first, so that it sells at least once: its retries
-    // race rlockd's queue for the rest (the queue hands the lock on at once, and wins
+    // The copied code takes the lock first and keeps it until the 4 tasks of this
+    // client and the first `rlockctl run` wait in rlockd's queue: each kind of worker
+    // then sells at least once, however slowly processes start. For the rest the
+    // copied code's retries race the queue (which hands the lock on at once, and wins
     // most of the time: docs/migrating.md §3).
     let firstHeld;
     const held = new Promise((resolve) => { firstHeld = resolve; });
-    const seedRun = seedSeller(seed, seedReport, firstHeld, 300);
+    const allQueued = () => waitFor('this client\'s 4 tasks and rlockctl waiting', async () =>
+      (await watcher.stats()).waiters >= 5, 60000, 20);
+    const seedRun = seedSeller(seed, seedReport, firstHeld, allQueued);
     await held;
     const ctlRuns = (async () => {
       // rlockctl sells until the stock is gone (its job sells nothing then).
@@ -98,6 +104,7 @@ test('this client, rlockctl run and the copied ioredis code exclude each other',
     [nodeReport] = await Promise.all([runShop(client, env.redis, 4), seedRun, ctlRuns]);
   } finally {
     await client.close();
+    await watcher.close();
     seed.close();
   }
   const byCtl = Number(await env.redis.command('GET', 'shop:sold-by-rlockctl'));
