@@ -13,9 +13,10 @@
 --          {0, pttl, foreign}
 --                      held by another token; pttl is its remaining lease in
 --                      ms (-1: the key has no expiry); foreign is 1 when that
---                      token is not one rlockd makes (a version 8 UUID), so
---                      that its release may come without a notice on the
---                      channel (the copied SET NX scripts), else 0
+--                      token is not one rlockd makes (a version 8 UUID, or
+--                      rlockd's tombstone of one), so that its release may
+--                      come without a notice on the channel (the copied SET
+--                      NX scripts), else 0
 --
 -- The fence is the Redis server time in microseconds, or the last fence + 1
 -- when that is not below it (several grants in one microsecond, or a clock
@@ -41,7 +42,15 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     return {1, fence}
 end
 -- pcall: a key of another type (a list where a lock was expected) is not ours, and
--- stays busy (SET NX leaves it alone) rather than failing the script.
+-- stays busy (SET NX leaves it alone) rather than failing the script. A tombstone
+-- of rlockd's ("tombstone:" .. token, release_many.lua) is rlockd's too: nobody
+-- releases it, it expires, and waiters sleep until then.
 local holder = redis.pcall('GET', KEYS[1])
-local ours = type(holder) == 'string' and string.find(holder, '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-8%x%x%x%-[89ab]%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$')
+local ours = false
+if type(holder) == 'string' then
+    if string.sub(holder, 1, 10) == 'tombstone:' then
+        holder = string.sub(holder, 11)
+    end
+    ours = string.find(holder, '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-8%x%x%x%-[89ab]%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$') ~= nil
+end
 return {0, redis.call('PTTL', KEYS[1]), ours and 0 or 1}

@@ -15,7 +15,7 @@
  *  - own_keys_not_polled: a key holding a token of the kind rlockd makes (as
  *    another rlockd on the same Redis sets it, which does publish its
  *    releases) is not tried again: rlockd_foreign_rechecks_total stays 0
- *    while a waiter waits behind it;
+ *    while a waiter waits behind it, nor behind rlockd's tombstone of one;
  *  - foreign_budget: 2,000 resources held by the copied code, a waiter on
  *    each: the daemon's tries again stay within its budget (about 1,000 a
  *    second in all; each resource alone would try every 200 ms, 10,000 a
@@ -241,6 +241,16 @@ START_TEST(test_classic_own_keys_not_polled)
                   "of the kind rlockd sets (whose release is announced)", rechecks);
     h_assert_key_token(f.r, key, RLOCKD_LIKE_TOKEN);
     ck_assert_int_eq(h_metric(&f.e, "rlockd_foreign_waits"), 0);
+
+    /* Nor is rlockd's tombstone of such a token (lock_delay): it only expires. */
+    h_lock_key(&f.e, "seed4t", key, sizeof key);
+    classic_take(f.r, key, "tombstone:" RLOCKD_LIKE_TOKEN);
+    rc = rlock_acquire(f.c, "seed4t", &o, 0, &l);
+    ck_assert_msg(rc == RLOCK_ERR_TIMEOUT, "a waiter behind a tombstone: %s",
+                  h_rlock_err(f.c, rc, msg, sizeof msg));
+    rechecks = h_metric(&f.e, "rlockd_foreign_rechecks_total");
+    ck_assert_msg(rechecks == 0, "rlockd_foreign_rechecks_total is %.0f behind rlockd's "
+                  "tombstone", rechecks);
     h_fixture_stop(&f);
 }
 END_TEST

@@ -491,6 +491,10 @@ START_TEST(test_acquire_fence_and_expiry)
     ck_assert_int_eq(foreign_of(&t, fence_key, "6f1c2b3a-4d5e-8f70-9a1b-2c3d4e5f6a7b-x"), 1);
     ck_assert_int_eq(foreign_of(&t, fence_key, "x6f1c2b3a-4d5e-8f70-9a1b-2c3d4e5f6a7b"), 1);
     ck_assert_int_eq(foreign_of(&t, fence_key, "1733212345678-0.8571"), 1);
+    /* rlockd's tombstone of its own token (lock_delay) is rlockd's; of another, not. */
+    ck_assert_int_eq(foreign_of(&t, fence_key, "tombstone:6f1c2b3a-4d5e-8f70-9a1b-2c3d4e5f6a7b"), 0);
+    ck_assert_int_eq(foreign_of(&t, fence_key, "tombstone:6f1c2b3a-4d5e-4f70-9a1b-2c3d4e5f6a7b"), 1);
+    ck_assert_int_eq(foreign_of(&t, fence_key, "tombstone:"), 1);
 
     st_stop(&t);
 }
