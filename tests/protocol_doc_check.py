@@ -117,6 +117,9 @@ def main():
                 problems.append("%s: the document has field %d `%s`, the schema does not" %
                                 (msg, n, f))
     checked = sum(1 for f in messages.values() if f)
+    if checked == 0:
+        problems.append("no message with fields in %s: is it the schema (arguments: PROTO DOC)?" %
+                        proto)
     print("protocol_doc_check: %d messages with fields, %d fields, %d tables" %
           (checked, sum(len(f) for f in messages.values()), len(tables)))
     for p in problems:
