@@ -243,6 +243,14 @@ void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
          */
         cleanup_add(srv, res, l->token, l->valid_until_ms,
                     l->max_expiry_ms + LEASE_CLEANUP_GRACE_MS);
+        /*
+         * MAX_HOLD comes while that promise runs (up to a ttl more). If Redis
+         * lost the key since the last renew (a restart without persistence),
+         * the next try would find it free: keep it taken till then. (EXPIRED
+         * comes when the promise is over, bar the loss margin.)
+         */
+        if (reason == RLOCK__V1__LOST_REASON__LOST_MAX_HOLD)
+            tombstone_swap(srv, res, l->token, l->valid_until_ms);
     } else if (reason == RLOCK__V1__LOST_REASON__LOST_MISSING) {
         /* Redis lost the key: keep the lock taken until the promise is over. */
         tombstone_set(srv, res, l->token, l->valid_until_ms);

@@ -23,7 +23,7 @@ struct tombstone {
     struct resource *res; /* counted reference */
     char token[UTIL_UUID_LEN + 1];
     int64_t until_ms;
-    int swap;             /* replace token (release_many.lua), else SET NX (acquire.lua) */
+    int swap;             /* this step replaces token (release_many.lua), else SET NX (acquire.lua) */
     struct event *retry_ev;
 };
 
@@ -41,7 +41,7 @@ static void tombstone_guard(struct tombstone *t)
 static void tombstone_free(struct tombstone *t)
 {
     struct server *srv = t->srv;
-    if (!t->swap && --t->res->tombstones_unsent == 0)
+    if (--t->res->tombstones_unsent == 0)
         t->res->promised_until_ms = 0; /* guarded in Redis now, or the promise is over */
     if (t->retry_ev != NULL)
         event_free(t->retry_ev);
@@ -78,10 +78,9 @@ static void reply_cb(const redisReply *reply, const char *err, void *arg)
     struct tombstone *t = arg;
     if (t->swap && answered(t, reply) && reply->element[0]->integer == 0 &&
         !t->srv->freeing) {
-        /* The grant's key was gone already (its own ttl ran out while Redis
-         * was away): set the tombstone from scratch, unless someone has the key. */
+        /* The key no longer held token (Redis lost it, or its ttl ran out while
+         * Redis was away): set the tombstone from scratch, unless someone has the key. */
         t->swap = 0;
-        tombstone_guard(t);
         tombstone_send(t);
         return;
     }
@@ -148,8 +147,7 @@ static void tombstone_start(struct server *srv, struct resource *res, const char
     snprintf(t->token, sizeof t->token, "%s", token);
     t->until_ms = until_ms;
     t->swap = swap;
-    if (!swap)
-        tombstone_guard(t);
+    tombstone_guard(t);
     srv->background++; /* shutdown waits for it, as for a release */
     tombstone_send(t);
 }

@@ -17,6 +17,11 @@
  * The lease (4.5 s) is renewed every 1.5 s: no renew is due at the 2 s
  * max_hold, so none is in Redis when the lock is lost, and the key's last
  * renewal sets its expiry at about 6 s.
+ *
+ *   key_lost the key (ttl 9 s) vanishes from Redis (as in a restart without
+ *            persistence) before MAX_HOLD and before any renew: the waiter, tried again at the
+ *            loss, must still not get the lock before the validity the
+ *            holder was given has ended (a tombstone keeps it taken).
  */
 #include "harness.h"
 
@@ -24,6 +29,7 @@
 #include <string.h>
 
 #define TTL_MS 4500u
+#define KEY_LOST_TTL_MS 9000u
 #define MAX_HOLD_MS 2000
 #define TOLERANCE_MS 500 /* never earlier than max_hold minus this */
 #define WAIT_MS 20000
@@ -75,6 +81,14 @@ static int all_lost(void *arg)
     return 1;
 }
 
+/* The key still keeps the lost lock taken: its token, or the tombstone that replaced it. */
+static int holds_lost(const char *val, const char *token)
+{
+    static const char tomb[] = "tombstone:";
+    return strcmp(val, token) == 0 ||
+           (strncmp(val, tomb, sizeof tomb - 1) == 0 && strcmp(val + sizeof tomb - 1, token) == 0);
+}
+
 /*
  * After the loss of the lock whose token is in key: its PTTL only falls
  * until the token is gone (no renewal), and the waiter gets the lock no
@@ -90,7 +104,7 @@ static void expect_expires_by_itself(struct h_fixture *f, const char *key, const
     for (;;) {
         long long pttl = h_pttl(f->r, key);
         int64_t now = h_now_ms();
-        if (h_get(f->r, key, val, sizeof val) != 1 || strcmp(val, token) != 0)
+        if (h_get(f->r, key, val, sizeof val) != 1 || !holds_lost(val, token))
             break; /* gone, or the waiter's by now: this PTTL may not be about the token */
         /* 0: less than a millisecond left (the GET may still have found it). */
         ck_assert_msg(pttl >= 0, "PTTL %lld after the loss", pttl);
@@ -209,8 +223,50 @@ START_TEST(test_max_hold_limit)
 }
 END_TEST
 
+START_TEST(test_max_hold_key_lost)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
+    struct losses ls = {.resource = {"mh-lost"}};
+    struct rlock_options co = {.on_lost = lost_cb, .on_lost_arg = &ls};
+    f.c = h_client_or_fail(&f.e, &co);
+    char key[256];
+    h_lock_key(&f.e, "mh-lost", key, sizeof key);
+
+    /* ttl 9 s: the first renew, due at 3 s, would find the key gone before MAX_HOLD. */
+    struct rlock_acquire_opts o = {.ttl_ms = KEY_LOST_TTL_MS, .max_hold_ms = MAX_HOLD_MS};
+    int64_t t0 = h_now_ms();
+    struct rlock_lock *l = h_acquire_ok(f.c, "mh-lost", &o);
+    struct h_waiter w;
+    h_waiter_start(&w, &f.e, "mh-lost", 0, WAIT_MS);
+    h_sleep_ms(300); /* the waiter is queued, asleep until the key's PTTL or a notice */
+    /* Redis loses the key; nobody publishes a release. */
+    ck_assert_int_eq(h_redis_int(f.r, "DEL %s", key), 1);
+    /* What the holder was promised, read before MAX_HOLD. A later keepalive may vouch
+     * for longer; the earliest is enough. */
+    int64_t valid_until = rlock_lock_valid_until(l);
+    ck_assert_msg(valid_until > t0 + MAX_HOLD_MS, "validity ends before max_hold");
+
+    ck_assert_msg(h_wait_for(all_lost, &ls, MAX_HOLD_MS + 3000), "no LockLost within 5 s");
+    ck_assert_int_eq(atomic_load(&ls.reason[0]), RLOCK_LOST_MAX_HOLD);
+    enum rlock_err rc = h_waiter_join(&w);
+    printf("max_hold: FIGURE key lost: LockLost at +%lld ms, the holder was valid until "
+           "+%lld ms, the waiter got the lock at +%lld ms\n",
+           (long long)(atomic_load(&ls.at_ms[0]) - t0), (long long)(valid_until - t0),
+           (long long)(w.granted_ms - t0));
+    ck_assert_msg(rc == RLOCK_OK, "the waiting session: %s", rlock_strerror(rc));
+    ck_assert_msg(w.granted_ms >= valid_until,
+                  "the waiting session got the lock %lld ms before the holder's validity "
+                  "ended (Redis had lost the key)",
+                  (long long)(valid_until - w.granted_ms));
+    h_waiter_close(&w);
+    rlock_lock_free(l);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 int main(void)
 {
-    const TTest *tests[] = {test_max_hold_ask, test_max_hold_limit};
+    const TTest *tests[] = {test_max_hold_ask, test_max_hold_limit, test_max_hold_key_lost};
     return h_run_tests("max_hold", 60, tests, H_LEN(tests));
 }
