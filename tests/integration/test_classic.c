@@ -16,6 +16,10 @@
  *    another rlockd on the same Redis sets it, which does publish its
  *    releases) is not tried again: rlockd_foreign_rechecks_total stays 0
  *    while a waiter waits behind it, nor behind rlockd's tombstone of one;
+ *  - late_release: released 4 s into the wait, the key is still seen free
+ *    within 1.5 s (the backoff is capped at 200 ms);
+ *  - no_expiry: behind a key the copied code set without PX, the tries again
+ *    stay on the backoff (about 15 in 2 s; bound 200), not one per turn;
  *  - foreign_budget: 2,000 resources held by the copied code, a waiter on
  *    each: the daemon's tries again stay within its budget (about 1,000 a
  *    second in all; each resource alone would try every 200 ms, 10,000 a
@@ -145,6 +149,7 @@ struct classic_release {
     struct h_env *e;
     const char *key;
     const char *token;
+    int held_ms;    /* 0: HELD_FOR_MS */
     int64_t at_ms;  /* when the release was answered */
     long long deleted;
 };
@@ -152,7 +157,7 @@ struct classic_release {
 static void *classic_release_fn(void *arg)
 {
     struct classic_release *c = arg;
-    h_sleep_ms(HELD_FOR_MS);
+    h_sleep_ms(c->held_ms != 0 ? c->held_ms : HELD_FOR_MS);
     redisContext *r = h_redis(c->e);
     if (r == NULL)
         return NULL;
@@ -255,6 +260,81 @@ START_TEST(test_classic_own_keys_not_polled)
 }
 END_TEST
 
+/*
+ * A waiter behind the copied code's key for 4 s has backed off to its cap
+ * (200 ms): the unannounced release is still seen within a few hundred ms
+ * (bound 1.5 s; a backoff that kept doubling would sleep seconds by then).
+ */
+#define LATE_HELD_MS 4000
+#define LATE_WITHIN_MS 1500
+
+START_TEST(test_classic_late_release)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    char key[256];
+    h_lock_key(&f.e, "seed6", key, sizeof key);
+    classic_take(f.r, key, SEED_UUID_TOKEN);
+    struct classic_release cr = {.e = &f.e, .key = key, .token = SEED_UUID_TOKEN,
+                                 .held_ms = LATE_HELD_MS};
+    struct h_thread t;
+    h_thread_start(&t, classic_release_fn, &cr);
+    struct rlock_acquire_opts o = {.ttl_ms = 10000, .wait_ms = LONG_SEED_TTL_MS * 3 / 4};
+    struct rlock_lock *l = NULL;
+    enum rlock_err rc = rlock_acquire(f.c, "seed6", &o, 0, &l);
+    int64_t granted = h_now_ms();
+    h_thread_join(&t, granted + 10000, "the classic release did not return");
+    char msg[320];
+    ck_assert_msg(rc == RLOCK_OK, "a waiter behind a key released late without a notice: %s",
+                  h_rlock_err(f.c, rc, msg, sizeof msg));
+    ck_assert_int_eq(cr.deleted, 1);
+    printf("classic: FIGURE released after %d ms without PUBLISH: granted %lld ms later\n",
+           LATE_HELD_MS, (long long)(granted - cr.at_ms));
+    ck_assert_msg(granted - cr.at_ms < LATE_WITHIN_MS,
+                  "granted %lld ms after a release %d ms into the wait (limit %d ms): the "
+                  "backoff is not capped", (long long)(granted - cr.at_ms), LATE_HELD_MS,
+                  LATE_WITHIN_MS);
+    h_release_gone(&f, f.c, l);
+    rlock_lock_free(l);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/*
+ * The copied code's key without an expiry (SET NX with no PX: PTTL -1): a
+ * waiter behind it tries again on the same backoff, not at every turn. In
+ * 2 s a capped backoff makes about 15 tries; the bound is 200.
+ */
+#define NO_EXPIRY_WAIT_MS 2000
+#define NO_EXPIRY_TRIES_MAX 200
+
+START_TEST(test_classic_no_expiry)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    char key[256];
+    h_lock_key(&f.e, "seed7", key, sizeof key);
+    redisReply *rep = redisCommand(f.r, "SET %s %s", key, SEED_UUID_TOKEN);
+    ck_assert_msg(rep != NULL && rep->type == REDIS_REPLY_STATUS, "SET without PX failed");
+    freeReplyObject(rep);
+    ck_assert_int_eq(h_pttl(f.r, key), -1);
+    struct rlock_acquire_opts o = {.ttl_ms = 10000, .wait_ms = NO_EXPIRY_WAIT_MS};
+    struct rlock_lock *l = NULL;
+    enum rlock_err rc = rlock_acquire(f.c, "seed7", &o, 0, &l);
+    char msg[320];
+    ck_assert_msg(rc == RLOCK_ERR_TIMEOUT, "a waiter behind a key without expiry: %s",
+                  h_rlock_err(f.c, rc, msg, sizeof msg));
+    double rechecks = h_metric(&f.e, "rlockd_foreign_rechecks_total");
+    printf("classic: FIGURE %d ms behind a key without expiry: %.0f tries again\n",
+           NO_EXPIRY_WAIT_MS, rechecks);
+    ck_assert_msg(rechecks >= 1, "never tried again behind a key without expiry");
+    ck_assert_msg(rechecks <= NO_EXPIRY_TRIES_MAX,
+                  "%.0f tries again in %d ms behind a key without expiry (bound %d)", rechecks,
+                  NO_EXPIRY_WAIT_MS, NO_EXPIRY_TRIES_MAX);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 #define BUDGET_RESOURCES 2000
 #define BUDGET_WATCH_MS 3000
 #define BUDGET_PER_S 1000 /* lock.c FOREIGN_RECHECKS_PER_S */
@@ -319,6 +399,7 @@ int main(void)
 {
     const TTest *tests[] = { test_classic_unlock_steals_rlockd_lock, test_classic_set_nx_blocks_rlockd,
                              test_classic_unannounced_release, test_classic_own_keys_not_polled,
-                             test_classic_foreign_budget };
+                             test_classic_foreign_budget, test_classic_late_release,
+                             test_classic_no_expiry };
     return h_run_tests("classic", 60, tests, H_LEN(tests));
 }
