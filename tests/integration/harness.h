@@ -114,6 +114,9 @@ void h_sleep_ms(int ms);
 int h_wait_for(int (*cond)(void *arg), void *arg, int timeout_ms);
 /* Read a whole small file into a malloc'd NUL-terminated buffer (NULL on error). */
 char *h_read_file(const char *path);
+/* The text of lua/NAME.lua from the source tree (the file rlockd embeds), malloc'd; fails the
+ * test when it cannot be read. */
+char *h_lua_script(const char *name);
 /* Run a suite (Check) and return the exit code for main(): non-zero if any test failed OR zero ran. */
 int h_run_suite(Suite *s);
 

@@ -47,6 +47,15 @@ int h_wait_for(int (*cond)(void *arg), void *arg, int timeout_ms)
     return v;
 }
 
+char *h_lua_script(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.lua", RLOCK_LUA_DIR, name);
+    char *text = h_read_file(path);
+    ck_assert_msg(text != NULL, "cannot read %s", path);
+    return text;
+}
+
 char *h_read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");

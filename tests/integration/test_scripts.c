@@ -31,16 +31,6 @@
 /* What a loaded machine may take between a script and the PTTL that checks it. */
 #define SLACK_MS 60000
 
-/* lua/NAME.lua, malloc'd. */
-static char *script(const char *name)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s.lua", RLOCK_LUA_DIR, name);
-    char *text = h_read_file(path);
-    ck_assert_msg(text != NULL, "cannot read %s", path);
-    return text;
-}
-
 /* Run a command given as words (no quoting issues with any value) and return its reply,
  * failing the test on a lost connection. An error reply is returned as such. */
 static redisReply *command(redisContext *r, int argc, const char **argv)
@@ -113,7 +103,7 @@ static void st_start(struct st *t, const char *name, int n)
 {
     ck_assert_int_le(n, MAX_ENTRIES);
     h_fixture_start_env(&t->f, NULL);
-    t->text = script(name);
+    t->text = h_lua_script(name);
     for (int i = 0; i < n; i++) {
         struct entry *e = &t->e[i];
         snprintf(e->res, sizeof e->res, "%s-%d", name, i);
