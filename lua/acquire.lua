@@ -7,6 +7,10 @@
 -- ARGV[1]  token      the new holder's token (a UUID string)
 -- ARGV[2]  ttl_ms     lease in milliseconds
 -- ARGV[3]  fence_ttl  how long the fence key outlives its last grant, in ms
+-- KEYS[3]  (optional) claim key  PREFIX{resource}:claim
+-- ARGV[4]  (with KEYS[3]) claim_ms: how long a claim lasts unless tried again
+--          (docs/design-kinds.md: an exclusive request waiting on shared holds
+--          claims the resource, so that no new shared hold joins them)
 --
 -- Returns  {1, fence}  granted; fence is strictly greater than every fence
 --                      handed out before for this resource
@@ -14,9 +18,9 @@
 --                      held by another token; pttl is its remaining lease in
 --                      ms (-1: the key has no expiry); foreign is 1 when that
 --                      token is not one rlockd makes (a version 8 UUID, or
---                      rlockd's tombstone of one), so that its release may
---                      come without a notice on the channel (the copied SET
---                      NX scripts), else 0
+--                      rlockd's tombstone of one, or a group of rlockd's:
+--                      "group:..."), so that its release may come without a
+--                      notice on the channel (the copied SET NX scripts), else 0
 --
 -- The fence is the Redis server time in microseconds, or the last fence + 1
 -- when that is not below it (several grants in one microsecond, or a clock
@@ -39,6 +43,9 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
         fence = last + 1
         redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[3])
     end
+    if KEYS[3] and redis.call('GET', KEYS[3]) == ARGV[1] then
+        redis.call('DEL', KEYS[3])
+    end
     return {1, fence}
 end
 -- pcall: a key of another type (a list where a lock was expected) is not ours, and
@@ -47,6 +54,18 @@ end
 -- releases it, it expires, and waiters sleep until then.
 local holder = redis.pcall('GET', KEYS[1])
 local ours = false
+if type(holder) == 'string' and string.sub(holder, 1, 6) == 'group:' then
+    -- Held by a group of rlockd's (shared holds, a semaphore), whose releases are
+    -- announced. A claim (a waiter's token, kept by whoever set it first until it
+    -- lapses) stops new shared holds joining while this request waits.
+    if KEYS[3] and holder == 'group:rw' then
+        local claimed = redis.call('GET', KEYS[3])
+        if not claimed or claimed == ARGV[1] then
+            redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[4])
+        end
+    end
+    return {0, redis.call('PTTL', KEYS[1]), 0}
+end
 if type(holder) == 'string' then
     if string.sub(holder, 1, 10) == 'tombstone:' then
         holder = string.sub(holder, 11)

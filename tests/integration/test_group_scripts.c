@@ -141,17 +141,29 @@ static long long g_release(struct g *g, const char *token, long delay_ms)
     return g_one(g, g->release, token, delay_ms, "");
 }
 
-/* acquire.lua (the exclusive grant) for token: 1 granted, 0 busy. */
-static long long excl_acquire(struct g *g, const char *token, long long *fence)
+/* acquire.lua (the exclusive grant) for token: 1 granted, 0 busy (then *fence is the PTTL and
+ * *foreign acquire.lua's foreign flag). claim_ms > 0: with the claim key and that PX. */
+static long long excl_try(struct g *g, const char *token, long claim_ms, long long *fence,
+                          long long *foreign)
 {
-    const char *keys[] = { g->marker, g->fence };
-    const char *args[] = { token, "600000", FENCE_TTL };
-    redisReply *rep = eval(g, g->excl, keys, 2, args, 3);
+    char cms[24];
+    snprintf(cms, sizeof cms, "%ld", claim_ms);
+    const char *keys[] = { g->marker, g->fence, g->claim };
+    const char *args[] = { token, "600000", FENCE_TTL, cms };
+    int with_claim = claim_ms > 0;
+    redisReply *rep = eval(g, g->excl, keys, with_claim ? 3 : 2, args, with_claim ? 4 : 3);
     long long code = rep->element[0]->integer;
     if (fence)
         *fence = rep->element[1]->integer;
+    if (foreign)
+        *foreign = code == 0 ? rep->element[2]->integer : -1;
     freeReplyObject(rep);
     return code;
+}
+
+static long long excl_acquire(struct g *g, const char *token, long long *fence)
+{
+    return excl_try(g, token, 0, fence, NULL);
 }
 
 /* The score (lease end) of token in the holders key; 0 when it has none. */
@@ -406,9 +418,51 @@ START_TEST(test_release_notices)
 }
 END_TEST
 
+/* acquire.lua on a read-write group: busy and rlockd's (a release notice will come); with
+ * the claim key it claims the resource (kept by the first claimant, refreshed by its tries),
+ * which holds back new shared holds only; its grant removes its own claim. */
+START_TEST(test_exclusive_claims)
+{
+    struct g g;
+    g_start(&g, "xclaim");
+    ck_assert_int_eq(g_acquire(&g, T1, LONG_PX, RW, 1).code, 1);
+    long long pttl, foreign;
+    ck_assert_int_eq(excl_try(&g, T4, 0, &pttl, &foreign), 0);
+    ck_assert_int_eq(foreign, 0);
+    ck_assert_int_eq(h_redis_int(g.f.r, "EXISTS %s", g.claim), 0);
+    ck_assert_int_eq(g_acquire(&g, T2, LONG_PX, RW, 1).code, 1);
+    ck_assert_int_eq(g_release(&g, T2, 0), 1);
+
+    ck_assert_int_eq(excl_try(&g, T4, 5000, &pttl, &foreign), 0);
+    ck_assert_int_eq(foreign, 0);
+    ck_assert_msg(pttl > LONG_PX - SLACK_MS, "busy PTTL %lld: the group's", pttl);
+    h_assert_key_token(g.f.r, g.claim, T4);
+    assert_pttl_in(&g, g.claim, 0, 5000);
+    /* Another exclusive waiter does not take the claim over; T4's next try refreshes it. */
+    ck_assert_int_eq(excl_try(&g, T3, 50000, NULL, NULL), 0);
+    h_assert_key_token(g.f.r, g.claim, T4);
+    ck_assert_int_eq(excl_try(&g, T4, 50000, NULL, NULL), 0);
+    assert_pttl_in(&g, g.claim, 5000, 50000);
+    /* New shared holds wait; the one in keeps its place. */
+    ck_assert_int_eq(g_acquire(&g, T2, LONG_PX, RW, 1).code, 0);
+    ck_assert_int_eq(g_acquire(&g, T1, LONG_PX, RW, 1).code, 1);
+    /* The group drains; the claimant's grant clears its claim. */
+    ck_assert_int_eq(g_release(&g, T1, 0), 1);
+    ck_assert_int_eq(excl_try(&g, T4, 50000, NULL, NULL), 1);
+    ck_assert_int_eq(h_redis_int(g.f.r, "EXISTS %s", g.claim), 0);
+    /* A semaphore is not claimed: an exclusive request there is another kind's business. */
+    ck_assert_int_eq(h_redis_int(g.f.r, "DEL %s", g.marker), 1);
+    ck_assert_int_eq(g_acquire(&g, T1, LONG_PX, SEM3, 1).code, 1);
+    ck_assert_int_eq(excl_try(&g, T4, 50000, NULL, &foreign), 0);
+    ck_assert_int_eq(foreign, 0);
+    ck_assert_int_eq(h_redis_int(g.f.r, "EXISTS %s", g.claim), 0);
+    g_stop(&g);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = { test_shared_group, test_semaphore_limit, test_leases, test_claim,
-                             test_release_notices };
+                             test_release_notices, test_exclusive_claims };
     return h_run_tests("group_scripts", 120, tests, H_LEN(tests));
 }
