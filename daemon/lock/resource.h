@@ -29,10 +29,11 @@ struct resource {
     int head_trying;            /* the head's try is in Redis */
     int wake_pending;           /* a wake-up came while that try was in Redis (lock_wake) */
     /*
-     * A holder that lost its key (MISSING) was promised the lock until
-     * promised_until_ms, and the tombstone that keeps the key taken till then
-     * is not in Redis yet (tombstone.c retries it): the key may be free there,
-     * the lock is not. Nobody of this daemon tries meanwhile (lock.c).
+     * A holder that lost its lease (its key MISSING at a renewal, or taken back
+     * at MAX_HOLD) was promised the lock until promised_until_ms, and the
+     * tombstone that keeps the key taken till then is not answered by Redis yet
+     * (tombstone.c retries it): the key may be free there, the lock is not.
+     * Nobody of this daemon tries meanwhile (lock.c).
      */
     uint32_t tombstones_unsent;
     int64_t promised_until_ms;
