@@ -71,7 +71,9 @@ static const int run_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCONT, SIG
 #define RUN_NSIGNALS (sizeof run_signals / sizeof run_signals[0])
 
 struct run {
-    const char *resource;
+    const char *resource;                        /* resources[0] */
+    const char *resources[RLOCK_ACQUIRE_ALL_MAX]; /* RESOURCE, then each --also */
+    size_t nres;
     char **argv;         /* the command */
     uint32_t ttl_ms;
     uint32_t wait_ms;
@@ -94,6 +96,11 @@ static void run_usage(FILE *f)
             "RLOCK_FENCE (decimal), RLOCK_TOKEN and RLOCK_RESOURCE in its environment; pass\n"
             "the fence to the storage you guard.\n"
             "\n"
+            "  -a, --also RESOURCE hold this lock too (up to 15 times): all are taken together\n"
+            "                      or none, in one order that cannot deadlock with another\n"
+            "                      rlockctl run naming them in another order; losing any\n"
+            "                      stops the job. RLOCK_FENCES lists every fence, RESOURCE's\n"
+            "                      first, then in the order of the --also options\n"
             "  -l, --ttl D         lease (default: the daemon's default_ttl)\n"
             "  -w, --wait D        wait up to D for the lock (default 0: try once); a daemon\n"
             "                      that cannot reach Redis is asked again meanwhile\n"
@@ -131,6 +138,7 @@ static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"ttl", required_argument, NULL, 'l'},
+        {"also", required_argument, NULL, 'a'},
         {"wait", required_argument, NULL, 'w'},
         {"grace", required_argument, NULL, 'g'},
         {"no-watchdog", no_argument, NULL, 'N'},
@@ -141,11 +149,19 @@ static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     int ch, rc;
-    while ((ch = getopt_long(argc, argv, "+:l:w:g:Nn:h" CTL_GLOBAL_SHORTOPTS, longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "+:l:a:w:g:Nn:h" CTL_GLOBAL_SHORTOPTS, longopts, NULL)) != -1) {
         switch (ch) {
         case 'l':
             if (ctl_duration("run: --ttl", optarg, &r->ttl_ms) < 0)
                 return EX_USAGE;
+            break;
+        case 'a':
+            if (r->nres + 1 >= RLOCK_ACQUIRE_ALL_MAX) {
+                ctl_err("run: at most %d resources (RESOURCE and %d --also)",
+                        RLOCK_ACQUIRE_ALL_MAX, RLOCK_ACQUIRE_ALL_MAX - 1);
+                return EX_USAGE;
+            }
+            r->resources[++r->nres] = optarg; /* [0] is RESOURCE, known after the options */
             break;
         case 'w':
             if (ctl_duration("run: --wait", optarg, &r->wait_ms) < 0)
@@ -177,7 +193,14 @@ static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
         ctl_err("run: no RESOURCE given (see rlockctl run --help)");
         return EX_USAGE;
     }
-    r->resource = argv[optind++];
+    r->resource = r->resources[0] = argv[optind++];
+    r->nres++;
+    for (size_t i = 1; i < r->nres; i++)
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(r->resources[i], r->resources[k]) == 0) {
+                ctl_err("run: '%s' is named twice", r->resources[i]);
+                return EX_USAGE;
+            }
     if (optind < argc && strcmp(argv[optind], "--") == 0)
         optind++;
     if (optind >= argc) {
@@ -295,12 +318,19 @@ static void run_exec(const struct run *r, const struct job *j, int errfd, pid_t 
     _exit(err == ENOENT || err == ENOTDIR ? CTL_EX_NOTFOUND : CTL_EX_NOEXEC);
 }
 
-static int run_export(const struct rlock_lock *l)
+/* RESOURCE's fence, token and name; with --also, every fence in RLOCK_FENCES. */
+static int run_export(struct rlock_lock *const *locks, size_t n)
 {
-    char fence[32];
-    snprintf(fence, sizeof fence, "%" PRIu64, rlock_lock_fence(l));
-    if (setenv("RLOCK_FENCE", fence, 1) < 0 || setenv("RLOCK_TOKEN", rlock_lock_token(l), 1) < 0 ||
-        setenv("RLOCK_RESOURCE", rlock_lock_resource(l), 1) < 0) {
+    char fence[32], fences[RLOCK_ACQUIRE_ALL_MAX * 21 + 1];
+    size_t used = 0;
+    snprintf(fence, sizeof fence, "%" PRIu64, rlock_lock_fence(locks[0]));
+    for (size_t i = 0; i < n; i++)
+        used += (size_t)snprintf(fences + used, sizeof fences - used, "%s%" PRIu64,
+                                 i ? " " : "", rlock_lock_fence(locks[i]));
+    if (setenv("RLOCK_FENCE", fence, 1) < 0 ||
+        setenv("RLOCK_TOKEN", rlock_lock_token(locks[0]), 1) < 0 ||
+        setenv("RLOCK_RESOURCE", rlock_lock_resource(locks[0]), 1) < 0 ||
+        (n > 1 && setenv("RLOCK_FENCES", fences, 1) < 0)) {
         ctl_err("run: setenv: %s", strerror(errno));
         return -1;
     }
@@ -410,8 +440,31 @@ struct run_sup {
     int lost;         /* the lock was lost before the job was over: exit CTL_EX_LOST */
     int stop_sig;     /* a signal passed on to the job while the command ran (0: none) */
     int64_t deadline; /* RUN_STOPPING: when to SIGKILL; RUN_KILLING: when to give up */
-    const struct rlock_lock *lock;
+    struct rlock_lock *const *locks; /* RESOURCE's, then each --also's */
+    size_t nlocks;
+    const struct rlock_lock *gone;   /* the first lock found gone */
 };
+
+/* The first of s's locks that can no longer be counted on (remembered in s->gone), or NULL. */
+static const struct rlock_lock *run_first_gone(struct run_sup *s)
+{
+    for (size_t i = 0; i < s->nlocks; i++)
+        if (run_lock_gone(s->locks[i]))
+            return s->gone = s->locks[i];
+    return NULL;
+}
+
+/* Milliseconds until the library stops vouching for the first of s's locks, or -1. */
+static int64_t run_sup_valid_for(const struct run_sup *s)
+{
+    int64_t min = -1;
+    for (size_t i = 0; i < s->nlocks; i++) {
+        int64_t v = run_valid_for(s->locks[i]);
+        if (v >= 0 && (min < 0 || v < min))
+            min = v;
+    }
+    return min;
+}
 
 static void run_enter(const struct run *r, const struct job *j, struct run_sup *s,
                       enum run_phase to)
@@ -440,15 +493,15 @@ static void run_enter(const struct run *r, const struct job *j, struct run_sup *
 static void run_lost(const struct run *r, const struct job *j, struct run_sup *s)
 {
     s->lost = 1;
-    const char *why = run_lock_why(s->lock);
+    const char *why = run_lock_why(s->gone);
+    const char *name = rlock_lock_resource(s->gone);
     if (s->phase == RUN_COMMAND)
-        ctl_err("run: lock '%s' lost (%s): stopping the job (command pid %ld)", r->resource, why,
+        ctl_err("run: lock '%s' lost (%s): stopping the job (command pid %ld)", name, why,
                 (long)j->pid);
     else if (s->phase == RUN_LEFTOVERS)
-        ctl_err("run: lock '%s' lost (%s): stopping what the command left running",
-                r->resource, why);
+        ctl_err("run: lock '%s' lost (%s): stopping what the command left running", name, why);
     else
-        ctl_err("run: lock '%s' lost (%s) while stopping the job", r->resource, why);
+        ctl_err("run: lock '%s' lost (%s) while stopping the job", name, why);
     if (s->phase < RUN_STOPPING)
         run_enter(r, j, s, RUN_STOPPING);
 }
@@ -462,7 +515,7 @@ static void run_job_stopped(const struct run *r, struct job *j, struct run_sup *
 {
     if (s->phase == RUN_COMMAND && job_stopped_by_tty(j)) {
         job_suspend(j);
-        if (run_lock_gone(s->lock))
+        if (run_first_gone(s) != NULL)
             run_lost(r, j, s);
         else
             job_continue(j);
@@ -520,8 +573,8 @@ static void run_sleep(const struct run *r, const struct job *j, struct run_sup *
     int timeout = -1;
     if (s->phase == RUN_STOPPING || s->phase == RUN_KILLING)
         timeout = run_poll_ms(s->deadline - now);
-    else if (!s->lost && run_valid_for(s->lock) >= 0)
-        timeout = run_poll_ms(run_valid_for(s->lock) + 1); /* look again once it has passed */
+    else if (!s->lost && run_sup_valid_for(s) >= 0)
+        timeout = run_poll_ms(run_sup_valid_for(s) + 1); /* look again once it has passed */
     if (s->phase == RUN_KILLING && timeout > RUN_KILL_ROUND_MS)
         timeout = RUN_KILL_ROUND_MS;
     struct pollfd p = {.fd = r->wake[0], .events = POLLIN};
@@ -545,9 +598,9 @@ static void run_sleep(const struct run *r, const struct job *j, struct run_sup *
  * the lock was lost before the job was over, else 0. The command's wait
  * status is in j once it has been reaped.
  */
-static int run_supervise(const struct run *r, struct job *j, const struct rlock_lock *l)
+static int run_supervise(const struct run *r, struct job *j, struct rlock_lock *const *locks)
 {
-    struct run_sup s = {.phase = RUN_COMMAND, .lock = l};
+    struct run_sup s = {.phase = RUN_COMMAND, .locks = locks, .nlocks = r->nres};
     for (;;) {
         int none_left = job_reap(j);
         /* The command is over: the terminal goes back to rlockctl before it says anything. */
@@ -572,7 +625,7 @@ static int run_supervise(const struct run *r, struct job *j, const struct rlock_
         if (s.phase == RUN_DONE)
             return s.lost;
         int64_t now = now_ms();
-        if (!s.lost && run_lock_gone(l))
+        if (!s.lost && run_first_gone(&s) != NULL)
             run_lost(r, j, &s);
         if (j->stop_sig)
             run_job_stopped(r, j, &s);
@@ -631,28 +684,31 @@ static enum rlock_err run_release(const struct ctl *ctl, struct rlock_lock *l)
     }
 }
 
-/* The job is over and the lock not lost on the way: release it. Returns the exit code. */
+/* The job is over and no lock lost on the way: release them. Returns the exit code. */
 static int run_settle(const struct ctl *ctl, const struct run *r, struct rlock_client *c,
-                      struct rlock_lock *l, int status)
+                      struct rlock_lock *const *locks, int status)
 {
-    if (rlock_lock_state(l) == RLOCK_LOST) {
-        /* Noticed only after the job's end: its status stands, nothing to release. */
-        ctl_err("run: note: lock '%s' found lost (%s) only after the command ended", r->resource,
-                rlock_lost_reason_str(rlock_lock_lost_reason(l)));
-    } else if (run_release(ctl, l) != RLOCK_OK) {
-        char msg[256];
-        rlock_errmsg(c, msg, sizeof msg);
-        ctl_err("run: warning: release of '%s' failed: %s (closing the session releases it)",
-                r->resource, msg);
+    for (size_t i = 0; i < r->nres; i++) {
+        struct rlock_lock *l = locks[i];
+        if (rlock_lock_state(l) == RLOCK_LOST) {
+            /* Noticed only after the job's end: its status stands, nothing to release. */
+            ctl_err("run: note: lock '%s' found lost (%s) only after the command ended",
+                    r->resources[i], rlock_lost_reason_str(rlock_lock_lost_reason(l)));
+        } else if (run_release(ctl, l) != RLOCK_OK) {
+            char msg[256];
+            rlock_errmsg(c, msg, sizeof msg);
+            ctl_err("run: warning: release of '%s' failed: %s (closing the session releases "
+                    "it)", r->resources[i], msg);
+        }
     }
     return run_exit_status(status);
 }
 
-/* With the lock held: run the job to its end and settle the lock. */
+/* With the locks held: run the job to its end and settle the locks. */
 static int run_locked(const struct ctl *ctl, struct run *r, struct rlock_client *c,
-                      struct rlock_lock *l)
+                      struct rlock_lock *const *locks)
 {
-    if (run_export(l) < 0)
+    if (run_export(locks, r->nres) < 0)
         return EX_SOFTWARE;
     if (pipe2(r->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
         ctl_err("run: pipe: %s", strerror(errno));
@@ -667,9 +723,10 @@ static int run_locked(const struct ctl *ctl, struct run *r, struct rlock_client 
         goto out;
     }
     /* Lost already (e.g. rlockctl was stopped right after the grant): never start unguarded. */
-    if (run_lock_gone(l)) {
+    struct run_sup first = {.locks = locks, .nlocks = r->nres};
+    if (run_first_gone(&first) != NULL) {
         ctl_err("run: lock '%s' lost (%s) before the command started; not running it",
-                r->resource, run_lock_why(l));
+                rlock_lock_resource(first.gone), run_lock_why(first.gone));
         rc = CTL_EX_LOST;
         goto out;
     }
@@ -679,13 +736,13 @@ static int run_locked(const struct ctl *ctl, struct run *r, struct rlock_client 
     pid_t pid = run_spawn(r, &j, &status);
     if (pid < 0)
         goto out;
-    int lost = pid > 0 ? run_supervise(r, &j, l) : 0;
+    int lost = pid > 0 ? run_supervise(r, &j, locks) : 0;
     job_fini(&j); /* the terminal back, if the job still has it, before any message */
     if (lost) {
-        ctl_err("run: lock '%s' was lost while the job ran", r->resource);
+        ctl_err("run: %s lost while the job ran", r->nres > 1 ? "a lock was" : "the lock was");
         rc = CTL_EX_LOST;
     } else {
-        rc = run_settle(ctl, r, c, l, pid > 0 ? j.status : status);
+        rc = run_settle(ctl, r, c, locks, pid > 0 ? j.status : status);
     }
 out:
     /* Before the signal mask is restored: taking the terminal back needs SIGTTOU blocked. */
@@ -702,7 +759,7 @@ out:
  * grant it.
  */
 static enum rlock_err run_acquire(const struct ctl *ctl, const struct run *r,
-                                  struct rlock_client *c, struct rlock_lock **l)
+                                  struct rlock_client *c, struct rlock_lock **locks)
 {
     int64_t end = now_ms() + r->wait_ms;
     for (;;) {
@@ -710,7 +767,9 @@ static enum rlock_err run_acquire(const struct ctl *ctl, const struct run *r,
         struct rlock_acquire_opts ao = {.ttl_ms = r->ttl_ms,
                                         .wait_ms = left > 0 ? (uint32_t)left : 0,
                                         .watchdog_off = r->no_watchdog};
-        enum rlock_err e = rlock_acquire(c, r->resource, &ao, ctl->timeout_ms, l);
+        enum rlock_err e =
+            r->nres == 1 ? rlock_acquire(c, r->resource, &ao, ctl->timeout_ms, &locks[0])
+                         : rlock_acquire_all(c, r->resources, r->nres, &ao, ctl->timeout_ms, locks);
         if (e != RLOCK_ERR_UNAVAILABLE || r->wait_ms == 0)
             return e;
         if (run_pause_retry(end, 250) < 0)
@@ -729,27 +788,30 @@ int ctl_run(struct ctl *ctl, int argc, char **argv)
     rc = ctl_connect(ctl, &opts, &c);
     if (rc != 0)
         return rc;
-    struct rlock_lock *l = NULL;
-    enum rlock_err e = run_acquire(ctl, &r, c, &l);
+    struct rlock_lock *locks[RLOCK_ACQUIRE_ALL_MAX] = {NULL};
+    enum rlock_err e = run_acquire(ctl, &r, c, locks);
     if (e == RLOCK_OK) {
         /* How long the lease lasts is the library's to say (rlock_lock_valid_until). */
-        rc = run_locked(ctl, &r, c, l);
+        rc = run_locked(ctl, &r, c, locks);
     } else {
-        char msg[256];
+        char msg[256], what[160];
         rlock_errmsg(c, msg, sizeof msg);
-        if (e == RLOCK_ERR_NOT_ACQUIRED)
-            ctl_err("run: lock '%s' not acquired: it is held elsewhere (%s)", r.resource, msg);
-        else if (e == RLOCK_ERR_TIMEOUT)
-            ctl_err("run: lock '%s' not acquired within %" PRIu32 " ms (%s)", r.resource,
-                    r.wait_ms, msg);
-        else if (e == RLOCK_ERR_LIMIT_EXCEEDED)
-            ctl_err("run: lock '%s' not acquired: a limit of the daemon was reached (%s)",
-                    r.resource, msg);
+        if (r.nres == 1)
+            snprintf(what, sizeof what, "lock '%.120s'", r.resource);
         else
-            ctl_err("run: acquire '%s': %s", r.resource, msg);
+            snprintf(what, sizeof what, "locks '%.120s' and %zu more", r.resource, r.nres - 1);
+        if (e == RLOCK_ERR_NOT_ACQUIRED)
+            ctl_err("run: %s not acquired: held elsewhere (%s)", what, msg);
+        else if (e == RLOCK_ERR_TIMEOUT)
+            ctl_err("run: %s not acquired within %" PRIu32 " ms (%s)", what, r.wait_ms, msg);
+        else if (e == RLOCK_ERR_LIMIT_EXCEEDED)
+            ctl_err("run: %s not acquired: a limit of the daemon was reached (%s)", what, msg);
+        else
+            ctl_err("run: acquire of %s: %s", what, msg);
         rc = ctl_exit_code(e);
     }
-    rlock_lock_free(l);
+    for (size_t i = 0; i < r.nres; i++)
+        rlock_lock_free(locks[i]);
     rlock_close(c);
     /* No handler and no callback is left to write to the pipe now. */
     atomic_store(&run_wake_fd, -1);

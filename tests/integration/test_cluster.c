@@ -774,6 +774,85 @@ START_TEST(test_move_kill9)
 }
 END_TEST
 
+/*
+ * rlock_acquire_all with one resource on each master: 3 clients on their own threads take
+ * the three in rotated orders, 40 times each, with a wait. None fails (no deadlock across
+ * masters), each round's counter is incremented by one holder of all three at a time.
+ */
+struct spread {
+    struct cl_env *ce;
+    const char *names[NODES];
+    int index;
+    int *counter; /* read-sleep-write, shared by the takers, guarded by the three locks */
+    atomic_int *inside;
+    atomic_int *bad;
+    enum rlock_err rc;
+    struct h_thread t;
+};
+
+static void *spread_run(void *arg)
+{
+    struct spread *sp = arg;
+    struct rlock_client *c = h_client(&sp->ce->e, NULL);
+    if (c == NULL) {
+        sp->rc = RLOCK_ERR_CONNECT;
+        return NULL;
+    }
+    int *counter = sp->counter;
+    for (int i = 0; i < 40 && sp->rc == RLOCK_OK; i++) {
+        const char *names[NODES];
+        for (int k = 0; k < NODES; k++)
+            names[k] = sp->names[(k + sp->index + i) % NODES];
+        struct rlock_lock *out[NODES];
+        struct rlock_acquire_opts o = {.wait_ms = 30000};
+        sp->rc = rlock_acquire_all(c, names, NODES, &o, 5000, out);
+        if (sp->rc != RLOCK_OK)
+            break;
+        if (atomic_fetch_add(sp->inside, 1) != 0)
+            atomic_fetch_add(sp->bad, 1);
+        int v = *counter;
+        h_sleep_ms(1);
+        *counter = v + 1;
+        atomic_fetch_sub(sp->inside, 1);
+        for (int k = 0; k < NODES; k++) {
+            if (rlock_release(out[k], 5000) != RLOCK_OK)
+                sp->rc = RLOCK_ERR_INTERNAL;
+            rlock_lock_free(out[k]);
+        }
+    }
+    rlock_close(c);
+    return NULL;
+}
+
+START_TEST(test_acquire_all_masters)
+{
+    struct cl_env ce;
+    cl_start(&ce);
+    char res[NODES][32];
+    for (int n = 0; n < NODES; n++)
+        resource_on(&ce, n, "spread", res[n], sizeof res[n]);
+    atomic_int inside = 0, bad = 0;
+    int counter = 0;
+    struct spread sp[NODES];
+    for (int i = 0; i < NODES; i++) {
+        sp[i] = (struct spread){.ce = &ce, .index = i, .counter = &counter, .inside = &inside,
+                                .bad = &bad};
+        for (int n = 0; n < NODES; n++)
+            sp[i].names[n] = res[n];
+    }
+    for (int i = 0; i < NODES; i++)
+        h_thread_start(&sp[i].t, spread_run, &sp[i]);
+    for (int i = 0; i < NODES; i++)
+        h_thread_join(&sp[i].t, h_now_ms() + 240000, "a taker did not finish");
+    for (int i = 0; i < NODES; i++)
+        ck_assert_msg(sp[i].rc == RLOCK_OK, "taker %d: %d", i, (int)sp[i].rc);
+    ck_assert_int_eq(atomic_load(&bad), 0);
+    ck_assert_int_eq(counter, NODES * 40);
+    printf("acquire_all over %d masters: %d sets taken, none inside twice\n", NODES, counter);
+    cl_stop(&ce);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster");
@@ -792,6 +871,7 @@ int main(void)
     tcase_set_timeout(lk, 120);
     tcase_add_test(lk, test_migrating_acquire);
     tcase_add_test(lk, test_ask_extend);
+    tcase_add_test(lk, test_acquire_all_masters);
     suite_add_tcase(s, lk);
     return h_run_suite(s);
 }

@@ -257,6 +257,28 @@ enum rlock_err rlock_acquire(struct rlock_client *c, const char *resource,
                              const struct rlock_acquire_opts *opts, uint32_t timeout_ms,
                              struct rlock_lock **out);
 
+/* The most resources rlock_acquire_all takes at once. */
+#define RLOCK_ACQUIRE_ALL_MAX 16
+
+/*
+ * Acquire every one of resources[0..n-1] (1 <= n <= RLOCK_ACQUIRE_ALL_MAX, no
+ * name twice), or none. The locks are taken one at a time in the byte order of
+ * their names, each waiting in its own queue, within one budget of
+ * opts->wait_ms for the whole set (timeout_ms applies to each request, as for
+ * rlock_acquire); the other options apply to each lock. Because every caller
+ * takes them in that one order, two programs naming the same resources in
+ * different orders never deadlock. On RLOCK_OK, out[i] is the handle of
+ * resources[i] (each an ordinary lock: renewed, fenced, released on its own).
+ * On failure every lock taken on the way has been released again, out[] is
+ * all NULL, and rlock_last_error() names the resource that stopped it; a lock
+ * lost while later ones were awaited fails the call with
+ * RLOCK_ERR_NOT_ACQUIRED. On a Redis Cluster the resources may live on any
+ * masters.
+ */
+enum rlock_err rlock_acquire_all(struct rlock_client *c, const char *const *resources, size_t n,
+                                 const struct rlock_acquire_opts *opts, uint32_t timeout_ms,
+                                 struct rlock_lock **out);
+
 /* Release one hold of the lock. The handle stays valid (state RELEASED) until freed. */
 enum rlock_err rlock_release(struct rlock_lock *l, uint32_t timeout_ms);
 

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * multi.c — rlock_acquire_all: several locks, all or none (rlock.h).
+ *
+ * The locks are taken one at a time in one global order, the byte order of
+ * their names, each through its own queue on the daemon. Ordered acquisition
+ * is what keeps two callers naming {A, B} and {B, A} from each holding one and
+ * waiting for the other: both wait for A first. It needs nothing of the daemon
+ * or of Redis beyond the exclusive lock, so it works on every topology (on a
+ * Redis Cluster the names live on any masters) and every lock keeps what a
+ * lock has: the daemon's renewals, its fence, FIFO waiting, release at the
+ * session's end. A failure part-way releases what was taken, in reverse, so
+ * the caller never holds part of the set. docs/design-kinds.md says why this
+ * rather than one script over every key.
+ */
+#include "rlock_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* qsort over indexes into the caller's names (qsort passes no argument through). */
+static _Thread_local const char *const *tls_sort_names;
+
+static int by_name(const void *a, const void *b)
+{
+    const char *const *names = tls_sort_names;
+    return strcmp(names[*(const size_t *)a], names[*(const size_t *)b]);
+}
+
+/* Release what was taken (order[0..taken-1]), last first, keeping the caller's error. */
+static void roll_back(struct rlock_lock **out, const size_t *order, size_t taken,
+                      uint32_t timeout_ms)
+{
+    struct rlock_error kept = *rlock_last_error();
+    while (taken > 0) {
+        struct rlock_lock *l = out[order[--taken]];
+        /* The daemon answers a release at once, Redis or not (protocol.md §6.3); a release
+         * that fails here ended the session (RLOCK_ERR_DEADLINE, CLOSED), which frees
+         * every lock anyway. */
+        (void)rlock_release(l, timeout_ms);
+        rlock_lock_free(l);
+        out[order[taken]] = NULL;
+    }
+    rlk_fail_with(&kept);
+}
+
+/* Prefix the thread's last error with the resource it was about. */
+static enum rlock_err about(const char *resource, enum rlock_err e)
+{
+    struct rlock_error err = *rlock_last_error();
+    char msg[sizeof err.message];
+    snprintf(msg, sizeof msg, "'%.64s': %.180s", resource, err.message);
+    memcpy(err.message, msg, sizeof msg);
+    err.code = e;
+    return rlk_fail_with(&err);
+}
+
+RLOCK_API enum rlock_err rlock_acquire_all(struct rlock_client *c, const char *const *resources,
+                                           size_t n, const struct rlock_acquire_opts *opts,
+                                           uint32_t timeout_ms, struct rlock_lock **out)
+{
+    if (out == NULL || resources == NULL)
+        return rlk_fail(RLOCK_ERR_ARG, "resources and out must not be NULL");
+    if (n == 0 || n > RLOCK_ACQUIRE_ALL_MAX)
+        return rlk_fail(RLOCK_ERR_ARG, "between 1 and %d resources, not %zu",
+                        RLOCK_ACQUIRE_ALL_MAX, n);
+    size_t order[RLOCK_ACQUIRE_ALL_MAX];
+    for (size_t i = 0; i < n; i++) {
+        out[i] = NULL;
+        if (resources[i] == NULL || resources[i][0] == '\0')
+            return rlk_fail(RLOCK_ERR_ARG, "resource %zu: the name is empty", i);
+        order[i] = i;
+    }
+    tls_sort_names = resources;
+    qsort(order, n, sizeof order[0], by_name);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(resources[order[i - 1]], resources[order[i]]) == 0)
+            return rlk_fail(RLOCK_ERR_ARG, "'%.64s' is named twice", resources[order[i]]);
+
+    struct rlock_acquire_opts one = {0};
+    if (opts != NULL)
+        one = *opts;
+    uint32_t wait = one.wait_ms;
+    int64_t deadline = mono_ms() + wait;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = order[k];
+        if (wait > 0) {
+            /* One budget for the whole set; a spent one still asks (a free lock is
+             * granted), with the shortest wait, so that a busy one times out. */
+            int64_t left = deadline - mono_ms();
+            one.wait_ms = left > 1 ? (uint32_t)left : 1;
+        }
+        enum rlock_err e = rlock_acquire(c, resources[i], &one, timeout_ms, &out[i]);
+        if (e != RLOCK_OK) {
+            about(resources[i], e);
+            roll_back(out, order, k, timeout_ms);
+            return e;
+        }
+    }
+    /* A lock taken early may have been lost while a later one was awaited. */
+    for (size_t k = 0; k < n; k++) {
+        struct rlock_lock *l = out[order[k]];
+        if (rlock_lock_state(l) == RLOCK_LOST) {
+            rlk_fail(RLOCK_ERR_NOT_ACQUIRED,
+                     "'%.64s' was lost while the others were awaited (reason %d)",
+                     resources[order[k]], (int)rlock_lock_lost_reason(l));
+            roll_back(out, order, n, timeout_ms);
+            return RLOCK_ERR_NOT_ACQUIRED;
+        }
+    }
+    return RLOCK_OK;
+}
