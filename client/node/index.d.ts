@@ -32,7 +32,7 @@ export class RlockError extends Error {
   readonly retryAfter?: number;
   /** With code LOCK_LOST: why. */
   readonly lostReason?: LostReason;
-  /** With LOCK_LOST and UNCERTAIN: the lock's resource. */
+  /** With LOCK_LOST and UNCERTAIN: the lock's resource; from acquireAll: the lock that stopped it. */
   readonly resource?: string;
 }
 
@@ -258,6 +258,17 @@ export class Client extends EventEmitter {
    */
   using<T>(resource: string, opts: AcquireOptions, fn: (signal: AbortSignal, lock: Lock) => T | Promise<T>): Promise<T>;
   using<T>(resource: string, fn: (signal: AbortSignal, lock: Lock) => T | Promise<T>): Promise<T>;
+  /**
+   * Acquires every one of `resources` (1 to 16 different names) or none, in the
+   * byte order of their names so that callers naming them in other orders never
+   * deadlock; `wait` is one budget for the set, one owner holds them all.
+   * Resolves with the locks in the order given; on failure what was taken has
+   * been released again.
+   */
+  acquireAll(resources: readonly string[], opts?: AcquireOptions): Promise<Lock[]>;
+  /** using() for several locks (acquireAll): `signal` aborts when any of them is lost or uncertain. */
+  usingAll<T>(resources: readonly string[], opts: AcquireOptions, fn: (signal: AbortSignal, locks: Lock[]) => T | Promise<T>): Promise<T>;
+  usingAll<T>(resources: readonly string[], fn: (signal: AbortSignal, locks: Lock[]) => T | Promise<T>): Promise<T>;
   ping(opts?: CallOptions): Promise<PingResult>;
   stats(opts?: CallOptions): Promise<Stats>;
   /** Says Goodbye (the daemon releases every lock at once); resolves when the socket is closed. */

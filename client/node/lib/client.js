@@ -24,6 +24,8 @@ const DEFAULT_CLOSE_TIMEOUT_MS = 5000;
 // Owners the client picks itself carry the top bit; an explicit owner must be
 // below it, so the two kinds never meet.
 const AUTO_OWNER_BIT = 1n << 63n;
+// The most resources acquireAll takes at once (RLOCK_ACQUIRE_ALL_MAX of the C client).
+const ACQUIRE_ALL_MAX = 16;
 
 function defaultName() {
   const script = process.argv[1] ? path.basename(process.argv[1]) : 'node';
@@ -111,7 +113,7 @@ class Client extends EventEmitter {
    * Takes a lock. Resolves with a Lock (one hold); rejects with an RlockError
    * (NOT_ACQUIRED, TIMEOUT, ...), or an abort error when opts.signal fired.
    */
-  acquire(resource, opts = {}) {
+  acquire(resource, opts = {}, setOwner = undefined) {
     return new Promise((resolve, reject) => {
       if (typeof resource !== 'string' || resource === '') {
         throw new TypeError('resource must be a non-empty string');
@@ -124,7 +126,8 @@ class Client extends EventEmitter {
       checkMs('wait', wait);
       checkMs('maxHold', maxHold);
       checkMs('lockDelay', lockDelay);
-      const owner = opts.owner !== undefined ? checkOwner(opts.owner) : this.nextOwner();
+      // setOwner: acquireAll's one owner for the set, checked there (it may be the client's own).
+      const owner = setOwner ?? (opts.owner !== undefined ? checkOwner(opts.owner) : this.nextOwner());
       const { signal } = opts;
       if (signal && signal.aborted) throw abortError(signal, resource);
       const e = this._engine;
@@ -226,6 +229,116 @@ class Client extends EventEmitter {
   }
 
   /**
+   * Acquires every one of `resources` (1 to 16 different names) or none:
+   * taken one at a time in the byte order of their names (the C client's
+   * order too), so that callers naming them in other orders never deadlock.
+   * opts.wait is one budget for the set; the other options apply to each
+   * lock, with one owner for all of them. Resolves with the locks in the
+   * order of `resources`. On failure what was taken is released again and the
+   * error (its `resource` names the lock that stopped it) is thrown; a lock
+   * lost while a later one was awaited fails the call with NOT_ACQUIRED.
+   */
+  async acquireAll(resources, opts = {}) {
+    if (!Array.isArray(resources) || resources.length < 1 || resources.length > ACQUIRE_ALL_MAX) {
+      throw new TypeError(`acquireAll: between 1 and ${ACQUIRE_ALL_MAX} resources`);
+    }
+    for (const r of resources) {
+      if (typeof r !== 'string' || r === '') throw new TypeError('resource must be a non-empty string');
+    }
+    const order = resources.map((r, i) => i)
+      .sort((x, y) => Buffer.compare(Buffer.from(resources[x]), Buffer.from(resources[y])));
+    for (let k = 1; k < order.length; k++) {
+      if (resources[order[k]] === resources[order[k - 1]]) {
+        throw new TypeError(`acquireAll: '${resources[order[k]]}' is named twice`);
+      }
+    }
+    const wait = opts.wait ?? 0;
+    checkMs('wait', wait);
+    const owner = opts.owner !== undefined ? checkOwner(opts.owner) : this.nextOwner();
+    const deadline = now() + wait;
+    const out = new Array(resources.length).fill(null);
+    const taken = [];
+    const rollBack = async () => {
+      for (const i of taken.reverse()) await this.releaseFinally(out[i]);
+    };
+    try {
+      for (const i of order) {
+        // A spent budget still asks (a free lock is granted) with the shortest wait.
+        const left = wait > 0 ? Math.max(1, Math.ceil(deadline - now())) : 0;
+        try {
+          out[i] = await this.acquire(resources[i], { ...opts, wait: left }, owner);
+        } catch (err) {
+          if (err instanceof RlockError && err.resource === undefined) err.resource = resources[i];
+          throw err;
+        }
+        taken.push(i);
+      }
+    } catch (err) {
+      await rollBack();
+      throw err;
+    }
+    const lost = out.find((l) => l.state === 'lost');
+    if (lost) {
+      await rollBack();
+      throw new RlockError('NOT_ACQUIRED',
+        `lock ${lost.resource} was lost while the others were awaited`, { resource: lost.resource });
+    }
+    return out;
+  }
+
+  /**
+   * Runs fn(signal, arg) on locks already taken, releases them (even when fn
+   * throws) and returns what fn returned. `signal` aborts when a lock is lost
+   * or becomes uncertain (or opts.signal aborts); its reason says why. If
+   * that happened while fn ran, it rejects with that reason even when fn
+   * returned: its work was not protected throughout.
+   */
+  async guarded(locks, opts, fn, arg) {
+    // The frame that granted a lock may have been followed, in the same read,
+    // by one that took it away or made it uncertain: fn runs only on locks
+    // held when it starts.
+    const notHeld = locks.find((l) => l.state !== 'held');
+    if (notHeld) {
+      const g = notHeld._grant;
+      const err = notHeld.state === 'lost' ? g.lostError(g.lostReason, 'before the function could start')
+        : new RlockError('UNCERTAIN', `lock ${notHeld.resource} was uncertain before the function could start`,
+          { resource: notHeld.resource });
+      let releaseError = null;
+      for (const l of [...locks].reverse()) releaseError = (await this.releaseFinally(l)) || releaseError;
+      throw releaseError || err;
+    }
+    const ac = new AbortController();
+    let trouble = null;
+    const watch = (kind, err) => {
+      if (!trouble) trouble = err;
+      ac.abort(err);
+    };
+    for (const l of locks) l._grant.watchers.add(watch);
+    const outer = opts.signal;
+    const onOuter = () => ac.abort(outer.reason);
+    if (outer) outer.addEventListener('abort', onOuter, { once: true });
+
+    let result;
+    let failed = false;
+    let error;
+    try {
+      result = await fn(ac.signal, arg);
+    } catch (e) {
+      failed = true;
+      error = e;
+    } finally {
+      for (const l of locks) l._grant.watchers.delete(watch);
+      if (outer) outer.removeEventListener('abort', onOuter);
+    }
+    let releaseError = null;
+    for (const l of [...locks].reverse()) releaseError = (await this.releaseFinally(l)) || releaseError;
+    if (failed) throw error;
+    if (trouble) throw trouble;
+    if (releaseError) throw releaseError;
+    return result;
+  }
+
+  /**
    * Acquires `resource`, runs fn(signal, lock), releases the lock (even when
    * fn throws) and returns what fn returned. `signal` aborts when the lock is
    * lost or becomes uncertain (or opts.signal aborts); its reason says why.
@@ -239,45 +352,18 @@ class Client extends EventEmitter {
     }
     if (typeof fn !== 'function') throw new TypeError('using(resource, [opts], fn): fn must be a function');
     const lock = await this.acquire(resource, opts);
-    const g = lock._grant;
-    // The frame that granted the lock may have been followed, in the same
-    // read, by one that took it away or made it uncertain: fn runs only on a
-    // lock held when it starts.
-    const start = lock.state;
-    if (start !== 'held') {
-      const err = start === 'lost' ? g.lostError(g.lostReason, 'before the function could start')
-        : new RlockError('UNCERTAIN', `lock ${resource} was uncertain before the function could start`, { resource });
-      const releaseError = await this.releaseFinally(lock);
-      throw releaseError || err;
-    }
-    const ac = new AbortController();
-    let trouble = null;
-    const watch = (kind, err) => {
-      if (!trouble) trouble = err;
-      ac.abort(err);
-    };
-    g.watchers.add(watch);
-    const outer = opts.signal;
-    const onOuter = () => ac.abort(outer.reason);
-    if (outer) outer.addEventListener('abort', onOuter, { once: true });
+    return this.guarded([lock], opts, fn, lock);
+  }
 
-    let result;
-    let failed = false;
-    let error;
-    try {
-      result = await fn(ac.signal, lock);
-    } catch (e) {
-      failed = true;
-      error = e;
-    } finally {
-      g.watchers.delete(watch);
-      if (outer) outer.removeEventListener('abort', onOuter);
+  /** using() for several locks at once (acquireAll): fn(signal, locks), locks in the order given. */
+  async usingAll(resources, opts, fn) {
+    if (typeof opts === 'function') {
+      fn = opts;
+      opts = {};
     }
-    const releaseError = await this.releaseFinally(lock);
-    if (failed) throw error;
-    if (trouble) throw trouble;
-    if (releaseError) throw releaseError;
-    return result;
+    if (typeof fn !== 'function') throw new TypeError('usingAll(resources, [opts], fn): fn must be a function');
+    const locks = await this.acquireAll(resources, opts);
+    return this.guarded(locks, opts, fn, locks);
   }
 
   // --- the session ------------------------------------------------------------------

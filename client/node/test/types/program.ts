@@ -23,6 +23,8 @@ async function main(): Promise<void> {
     return l.fence > fence;
   });
   const n: number = await client.using('x', () => 1);
+  const both: Lock[] = await client.acquireAll(['acct/1', 'acct/2'], { wait: 1000 });
+  const moved: bigint = await client.usingAll(['acct/1', 'acct/2'], async (signal, ls) => ls[0].fence + ls[1].fence);
   try {
     await client.acquire('y');
   } catch (e) {
