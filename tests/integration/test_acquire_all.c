@@ -13,6 +13,8 @@
  *    another client takes it without a wait); out[] is all NULL;
  *  - a lock lost while the next is awaited (its key deleted in Redis) fails
  *    the call, and the one granted after it is released;
+ *  - one wait budget for the set: A freed 2 s into a 3 s wait, B never: the call
+ *    times out at about 3 s, not 2 s + 3 s;
  *  - bad arguments: no resources, too many, a name twice, an empty name;
  *  - rlockctl run --also: 4 processes, half naming A then B, half B then A,
  *    each 15 jobs of read-sleep-write on one counter per resource: both end
@@ -244,6 +246,50 @@ START_TEST(test_lost_while_waiting)
 }
 END_TEST
 
+struct later_release {
+    struct rlock_lock *l;
+    int after_ms;
+    enum rlock_err rc;
+    struct h_thread t;
+};
+
+static void *later_release_run(void *arg)
+{
+    struct later_release *lr = arg;
+    h_sleep_ms(lr->after_ms);
+    lr->rc = rlock_release(lr->l, CALL_TIMEOUT_MS);
+    return NULL;
+}
+
+START_TEST(test_one_budget)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct rlock_client *other = h_client_or_fail(&f.e, NULL);
+    struct later_release lr = {.l = h_acquire_ok(other, "budget/A", NULL), .after_ms = 2000};
+    struct rlock_lock *b = h_acquire_ok(other, "budget/B", NULL);
+    const char *names[] = { "budget/A", "budget/B" };
+    struct rlock_lock *out[2];
+    struct rlock_acquire_opts o = {.wait_ms = 3000};
+    int64_t t0 = h_now_ms();
+    h_thread_start(&lr.t, later_release_run, &lr);
+    enum rlock_err e = rlock_acquire_all(f.c, names, 2, &o, CALL_TIMEOUT_MS, out);
+    int64_t took = h_now_ms() - t0;
+    printf("one_budget: timed out after %lld ms of a 3000 ms budget (A freed at 2000 ms): %s\n",
+           (long long)took, rlock_last_error()->message);
+    ck_assert_int_eq(e, RLOCK_ERR_TIMEOUT);
+    /* 5000 ms would be a budget per lock; 1.5 s of room for a loaded machine. */
+    ck_assert_msg(took >= 2900 && took < 4500, "timed out after %lld ms", (long long)took);
+    h_thread_join(&lr.t, h_now_ms() + 10000, "the release thread did not end");
+    ck_assert_msg(lr.rc == RLOCK_OK, "the release of A failed: %d", (int)lr.rc);
+    rlock_lock_free(lr.l);
+    rlock_release(b, CALL_TIMEOUT_MS);
+    rlock_lock_free(b);
+    rlock_close(other);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 START_TEST(test_bad_arguments)
 {
     struct h_fixture f;
@@ -364,6 +410,6 @@ END_TEST
 int main(void)
 {
     const TTest *tests[] = { test_opposite_orders, test_all_or_nothing, test_lost_while_waiting,
-                             test_bad_arguments, test_rlockctl_also };
+                             test_one_budget, test_bad_arguments, test_rlockctl_also };
     return h_run_tests("acquire_all", 360, tests, H_LEN(tests));
 }
