@@ -100,7 +100,8 @@ static void run_usage(FILE *f)
             "                      or none, in one order that cannot deadlock with another\n"
             "                      rlockctl run naming them in another order; losing any\n"
             "                      stops the job. RLOCK_FENCES lists every fence, RESOURCE's\n"
-            "                      first, then in the order of the --also options\n"
+            "                      first, then in the order of the --also options (without\n"
+            "                      --also: RLOCK_FENCE alone)\n"
             "  -l, --ttl D         lease (default: the daemon's default_ttl)\n"
             "  -w, --wait D        wait up to D for the lock (default 0: try once); a daemon\n"
             "                      that cannot reach Redis is asked again meanwhile\n"
@@ -318,7 +319,8 @@ static void run_exec(const struct run *r, const struct job *j, int errfd, pid_t 
     _exit(err == ENOENT || err == ENOTDIR ? CTL_EX_NOTFOUND : CTL_EX_NOEXEC);
 }
 
-/* RESOURCE's fence, token and name; with --also, every fence in RLOCK_FENCES. */
+/* RESOURCE's fence, token and name; every fence in RLOCK_FENCES (always set: a run nested in
+ * a run with --also must not inherit the outer one's list). */
 static int run_export(struct rlock_lock *const *locks, size_t n)
 {
     char fence[32], fences[RLOCK_ACQUIRE_ALL_MAX * 21 + 1];
@@ -330,7 +332,7 @@ static int run_export(struct rlock_lock *const *locks, size_t n)
     if (setenv("RLOCK_FENCE", fence, 1) < 0 ||
         setenv("RLOCK_TOKEN", rlock_lock_token(locks[0]), 1) < 0 ||
         setenv("RLOCK_RESOURCE", rlock_lock_resource(locks[0]), 1) < 0 ||
-        (n > 1 && setenv("RLOCK_FENCES", fences, 1) < 0)) {
+        setenv("RLOCK_FENCES", fences, 1) < 0) {
         ctl_err("run: setenv: %s", strerror(errno));
         return -1;
     }

@@ -387,6 +387,28 @@ START_TEST(test_rlockctl_also)
     fclose(fp);
     ck_assert_int_eq(lines, CTL_PROCS * CTL_JOBS);
 
+    /* A run without --also nested in one with it: its RLOCK_FENCES is its own fence, not the
+     * outer run's list. */
+    snprintf(script, sizeof script,
+             "'%s' --server '%s' run --also nest/B nest/A -- '%s' --server '%s' run nest/C -- "
+             "sh -c 'echo \"$RLOCK_FENCE|$RLOCK_FENCES\" > %s/nested'",
+             ctl, f.e.rlockd_addr, ctl, f.e.rlockd_addr, dir);
+    char *nest_argv[] = { "/bin/sh", "-c", script, NULL };
+    snprintf(err, sizeof err, "%s/nested.err", dir);
+    pid_t np = h_spawn_io(nest_argv, NULL, err);
+    int nstatus;
+    ck_assert_msg(h_wait_exit(np, 30000, &nstatus) == 0 && WIFEXITED(nstatus) &&
+                      WEXITSTATUS(nstatus) == 0, "the nested runs failed");
+    snprintf(path, sizeof path, "%s/nested", dir);
+    char *nested = h_read_file(path);
+    ck_assert_ptr_nonnull(nested);
+    char *bar = strchr(nested, '|');
+    ck_assert_ptr_nonnull(bar);
+    *bar = '\0';
+    ck_assert_msg(strncmp(nested, bar + 1, strlen(nested)) == 0 && bar[1 + strlen(nested)] == '\n',
+                  "inner RLOCK_FENCE %s, RLOCK_FENCES %s", nested, bar + 1);
+    free(nested);
+
     /* The --also lock lost (its key deleted): the job is stopped, and the message names it. */
     snprintf(err, sizeof err, "%s/lost.err", dir);
     char *argv[] = { ctl, "--server", f.e.rlockd_addr, "run", "--ttl", "3s", "--also",
