@@ -113,7 +113,12 @@ class Client extends EventEmitter {
    * Takes a lock. Resolves with a Lock (one hold); rejects with an RlockError
    * (NOT_ACQUIRED, TIMEOUT, ...), or an abort error when opts.signal fired.
    */
-  acquire(resource, opts = {}, setOwner = undefined) {
+  acquire(resource, opts = {}) {
+    return this.acquireAs(resource, opts, undefined);
+  }
+
+  /** acquire() with the owner set (acquireAll's one owner for the set); undefined: as acquire. */
+  acquireAs(resource, opts, setOwner) {
     return new Promise((resolve, reject) => {
       if (typeof resource !== 'string' || resource === '') {
         throw new TypeError('resource must be a non-empty string');
@@ -266,7 +271,7 @@ class Client extends EventEmitter {
         // A spent budget still asks (a free lock is granted) with the shortest wait.
         const left = wait > 0 ? Math.max(1, Math.ceil(deadline - now())) : 0;
         try {
-          out[i] = await this.acquire(resources[i], { ...opts, wait: left }, owner);
+          out[i] = await this.acquireAs(resources[i], { ...opts, wait: left }, owner);
         } catch (err) {
           if (err instanceof RlockError && err.resource === undefined) err.resource = resources[i];
           throw err;

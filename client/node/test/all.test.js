@@ -116,6 +116,17 @@ test('usingAll: the loss of any lock aborts the signal, and usingAll rejects wit
   }
 });
 
+test('acquire() takes no owner from a third argument (Array.prototype.map passes one)', async () => {
+  const client = await connect({ servers: [env.addr] });
+  try {
+    const locks = await Promise.all(['map:a', 'map:b'].map(client.acquire, client));
+    assert.deepEqual(locks.map((l) => l.resource), ['map:a', 'map:b']);
+    for (const l of locks) await l.release();
+  } finally {
+    await client.close();
+  }
+});
+
 test('bad arguments', async () => {
   const client = await connect({ servers: [env.addr] });
   try {
