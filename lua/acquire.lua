@@ -9,6 +9,8 @@
 -- ARGV[3]  fence_ttl  how long the fence key outlives its last grant, in ms
 -- KEYS[3]  (optional) claim key  PREFIX{resource}:claim
 -- ARGV[4]  (with KEYS[3]) claim_ms: how long a claim lasts unless tried again
+-- ARGV[5]  (optional) the claimant: one id for every try of a request, each of
+--          which has a fresh token (default: the token)
 --          (docs/design-kinds.md: an exclusive request waiting on shared holds
 --          claims the resource, so that no new shared hold joins them)
 --
@@ -43,7 +45,7 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
         fence = last + 1
         redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[3])
     end
-    if KEYS[3] and redis.call('GET', KEYS[3]) == ARGV[1] then
+    if KEYS[3] and redis.call('GET', KEYS[3]) == (ARGV[5] or ARGV[1]) then
         redis.call('DEL', KEYS[3])
     end
     return {1, fence}
@@ -56,12 +58,13 @@ local holder = redis.pcall('GET', KEYS[1])
 local ours = false
 if type(holder) == 'string' and string.sub(holder, 1, 6) == 'group:' then
     -- Held by a group of rlockd's (shared holds, a semaphore), whose releases are
-    -- announced. A claim (a waiter's token, kept by whoever set it first until it
+    -- announced. A claim (a waiter's id, kept by whoever set it first until it
     -- lapses) stops new shared holds joining while this request waits.
     if KEYS[3] and holder == 'group:rw' then
         local claimed = redis.call('GET', KEYS[3])
-        if not claimed or claimed == ARGV[1] then
-            redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[4])
+        local claimant = ARGV[5] or ARGV[1]
+        if not claimed or claimed == claimant then
+            redis.call('SET', KEYS[3], claimant, 'PX', ARGV[4])
         end
     end
     return {0, redis.call('PTTL', KEYS[1]), 0}

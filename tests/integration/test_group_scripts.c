@@ -143,15 +143,16 @@ static long long g_release(struct g *g, const char *token, long delay_ms)
 
 /* acquire.lua (the exclusive grant) for token: 1 granted, 0 busy (then *fence is the PTTL and
  * *foreign acquire.lua's foreign flag). claim_ms > 0: with the claim key and that PX. */
-static long long excl_try(struct g *g, const char *token, long claim_ms, long long *fence,
-                          long long *foreign)
+static long long excl_claimant(struct g *g, const char *token, long claim_ms,
+                               const char *claimant, long long *fence, long long *foreign)
 {
     char cms[24];
     snprintf(cms, sizeof cms, "%ld", claim_ms);
     const char *keys[] = { g->marker, g->fence, g->claim };
-    const char *args[] = { token, "600000", FENCE_TTL, cms };
+    const char *args[] = { token, "600000", FENCE_TTL, cms, claimant };
     int with_claim = claim_ms > 0;
-    redisReply *rep = eval(g, g->excl, keys, with_claim ? 3 : 2, args, with_claim ? 4 : 3);
+    int nargs = !with_claim ? 3 : claimant ? 5 : 4;
+    redisReply *rep = eval(g, g->excl, keys, with_claim ? 3 : 2, args, nargs);
     long long code = rep->element[0]->integer;
     if (fence)
         *fence = rep->element[1]->integer;
@@ -159,6 +160,12 @@ static long long excl_try(struct g *g, const char *token, long claim_ms, long lo
         *foreign = code == 0 ? rep->element[2]->integer : -1;
     freeReplyObject(rep);
     return code;
+}
+
+static long long excl_try(struct g *g, const char *token, long claim_ms, long long *fence,
+                          long long *foreign)
+{
+    return excl_claimant(g, token, claim_ms, NULL, fence, foreign);
 }
 
 static long long excl_acquire(struct g *g, const char *token, long long *fence)
@@ -450,6 +457,18 @@ START_TEST(test_exclusive_claims)
     ck_assert_int_eq(g_release(&g, T1, 0), 1);
     ck_assert_int_eq(excl_try(&g, T4, 50000, NULL, NULL), 1);
     ck_assert_int_eq(h_redis_int(g.f.r, "EXISTS %s", g.claim), 0);
+    /* The daemon's tries of one request have fresh tokens and one claimant id: each try
+     * refreshes the request's claim, and the grant of any of them clears it. */
+    ck_assert_int_eq(h_redis_int(g.f.r, "DEL %s", g.marker), 1);
+    ck_assert_int_eq(g_acquire(&g, T1, LONG_PX, RW, 1).code, 1);
+    ck_assert_int_eq(excl_claimant(&g, T3, 5000, "request-7", NULL, NULL), 0);
+    h_assert_key_token(g.f.r, g.claim, "request-7");
+    ck_assert_int_eq(excl_claimant(&g, T4, 50000, "request-7", NULL, NULL), 0);
+    assert_pttl_in(&g, g.claim, 5000, 50000);
+    ck_assert_int_eq(g_release(&g, T1, 0), 1);
+    ck_assert_int_eq(excl_claimant(&g, T2, 50000, "request-7", NULL, NULL), 1);
+    ck_assert_int_eq(h_redis_int(g.f.r, "EXISTS %s", g.claim), 0);
+
     /* A semaphore is not claimed: an exclusive request there is another kind's business. */
     ck_assert_int_eq(h_redis_int(g.f.r, "DEL %s", g.marker), 1);
     ck_assert_int_eq(g_acquire(&g, T1, LONG_PX, SEM3, 1).code, 1);
