@@ -15,6 +15,7 @@
  */
 #include "rlock_internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,17 +37,41 @@ static int by_name(const void *a, const void *b)
     return strcmp(names[*(const size_t *)a], names[*(const size_t *)b]);
 }
 
+/*
+ * Release l for roll_back. While the session moves to another daemon (its daemon
+ * died, restarted or handed it over) calls are refused UNAVAILABLE until it has
+ * resumed there, and the lock moves with it: ask again until the move is over
+ * (a resume, or the session's end, which frees the lock anyway) or until end.
+ */
+static void release_settled(struct rlock_lock *l, uint32_t timeout_ms, int64_t end)
+{
+    for (;;) {
+        enum rlock_err e = rlock_release(l, timeout_ms);
+        if (e != RLOCK_ERR_UNAVAILABLE || rlock_lock_state(l) == RLOCK_LOST || mono_ms() >= end)
+            return;
+        uint32_t pause = rlock_last_error()->retry_after_ms;
+        if (pause == 0 || pause > 200)
+            pause = 50;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)pause * 1000000L};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+            ;
+    }
+}
+
 /* Release what was taken (order[0..taken-1]), last first, keeping the caller's error. */
-static void roll_back(struct rlock_lock **out, const size_t *order, size_t taken,
-                      uint32_t timeout_ms)
+static void roll_back(struct rlock_client *c, struct rlock_lock **out, const size_t *order,
+                      size_t taken, uint32_t timeout_ms)
 {
     struct rlock_error kept = *rlock_last_error();
+    /* A move ends within a session timeout: resumed, or the session is over. */
+    int64_t st = rlock_session_timeout_ms(c);
+    int64_t end = mono_ms() + (st > 5000 ? 2 * st : 10000);
     while (taken > 0) {
         struct rlock_lock *l = out[order[--taken]];
-        /* The daemon answers a release at once, Redis or not (protocol.md §6.3); a release
-         * that fails here ended the session (RLOCK_ERR_DEADLINE, CLOSED), which frees
+        /* The daemon answers a release at once, Redis or not (protocol.md §6.3); one that
+         * fails here for good ended the session (RLOCK_ERR_DEADLINE, CLOSED), which frees
          * every lock anyway. */
-        (void)rlock_release(l, timeout_ms);
+        release_settled(l, timeout_ms, end);
         rlock_lock_free(l);
         out[order[taken]] = NULL;
     }
@@ -102,7 +127,7 @@ RLOCK_API enum rlock_err rlock_acquire_all(struct rlock_client *c, const char *c
         enum rlock_err e = rlock_acquire(c, resources[i], &one, timeout_ms, &out[i]);
         if (e != RLOCK_OK) {
             about(resources[i], e);
-            roll_back(out, order, k, timeout_ms);
+            roll_back(c, out, order, k, timeout_ms);
             return e;
         }
     }
@@ -113,7 +138,7 @@ RLOCK_API enum rlock_err rlock_acquire_all(struct rlock_client *c, const char *c
             rlk_fail(RLOCK_ERR_NOT_ACQUIRED,
                      "'%.64s' was lost while the others were awaited (reason %d)",
                      resources[order[k]], (int)rlock_lock_lost_reason(l));
-            roll_back(out, order, n, timeout_ms);
+            roll_back(c, out, order, n, timeout_ms);
             return RLOCK_ERR_NOT_ACQUIRED;
         }
     }

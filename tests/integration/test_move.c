@@ -227,6 +227,67 @@ START_TEST(test_inflight_acquire)
 }
 END_TEST
 
+/* --- rlock_acquire_all across a move --------------------------------------------------------------- */
+
+struct all_call {
+    struct rlock_client *c;
+    enum rlock_err rc;
+    char msg[256];
+};
+
+static void *all_main(void *arg)
+{
+    struct all_call *a = arg;
+    const char *names[] = { "mall/A", "mall/B" };
+    struct rlock_lock *out[2];
+    a->rc = rlock_acquire_all(a->c, names, 2, &(struct rlock_acquire_opts){.wait_ms = 30000},
+                              0, out);
+    snprintf(a->msg, sizeof a->msg, "%s", rlock_last_error()->message);
+    return NULL;
+}
+
+/*
+ * rlock_acquire_all holds mall/A and waits for mall/B when its daemon dies: the wait is
+ * answered UNAVAILABLE, and the release of mall/A is refused while the session moves. The
+ * call gives mall/A back once the session has resumed on B, before it returns: B holds
+ * nothing for the client, and mall/A's key is gone (not adopted and renewed for ever).
+ */
+START_TEST(test_acquire_all_rollback)
+{
+    struct pair p;
+    pair_start(&p, NULL);
+    kill9(&p.b, "B");
+    struct h_lost lost = {0};
+    struct rlock_client *holder = h_client_or_fail(&p.a, NULL);
+    struct rlock_lock *busy = h_acquire_ok(holder, "mall/B",
+                                           &(struct rlock_acquire_opts){.ttl_ms = 30000});
+    struct rlock_client *c = connect_list(p.list, &lost, 0);
+    struct all_call a = {.c = c};
+    struct h_thread t;
+    h_thread_start(&t, all_main, &a);
+    ck_assert_msg(h_wait_stats(&p.a, 2, 1, 10000, NULL) == 0, "mall/A not held, mall/B not awaited");
+    ck_assert_int_eq(h_rlockd_start(&p.b), 0);
+    kill9(&p.a, "A");
+    h_thread_join(&t, h_now_ms() + 30000, "rlock_acquire_all did not return");
+    ck_assert_msg(a.rc == RLOCK_ERR_UNAVAILABLE, "rlock_acquire_all: %s: %s",
+                  rlock_strerror(a.rc), a.msg);
+    ck_assert_int_eq(rlock_session_resumes(c), 1);
+    struct rlock_stats st;
+    h_stats_or_fail(&p.b, &st);
+    ck_assert_msg(st.held_locks == 0, "B holds %llu locks for the client after the call failed",
+                  (unsigned long long)st.held_locks);
+    redisContext *r = h_redis(&p.b);
+    char key[200];
+    h_lock_key(&p.b, "mall/A", key, sizeof key);
+    ck_assert_int_eq(h_redis_int(r, "EXISTS %s", key), 0);
+    redisFree(r);
+    rlock_lock_free(busy);
+    rlock_close(holder);
+    rlock_close(c);
+    pair_stop(&p);
+}
+END_TEST
+
 /* --- a grant whose answer never came -------------------------------------------------------------- */
 
 struct granted_call {
@@ -578,7 +639,7 @@ END_TEST
 int main(void)
 {
     const TTest *tests[] = {test_kill9_moves,      test_term_moves,          test_counter_across_kill,
-                            test_inflight_acquire,
+                            test_inflight_acquire, test_acquire_all_rollback,
                             test_unanswered_grant, test_restart_in_place,    test_zombie,
                             test_too_late,         test_async_moves};
     return h_run_tests("move", 120, tests, H_LEN(tests));
