@@ -117,6 +117,10 @@ char *h_read_file(const char *path);
 /* The text of lua/NAME.lua from the source tree (the file rlockd embeds), malloc'd; fails the
  * test when it cannot be read. */
 char *h_lua_script(const char *name);
+/* EVAL text with keys[n] then args[m] (n + m <= 64) on r: the reply, an error reply
+ * included; fails the test when the connection is lost. */
+redisReply *h_eval(redisContext *r, const char *text, const char *const *keys, int n,
+                   const char *const *args, int m);
 /* Run a suite (Check) and return the exit code for main(): non-zero if any test failed OR zero ran. */
 int h_run_suite(Suite *s);
 

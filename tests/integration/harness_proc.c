@@ -56,6 +56,23 @@ char *h_lua_script(const char *name)
     return text;
 }
 
+redisReply *h_eval(redisContext *r, const char *text, const char *const *keys, int n,
+                   const char *const *args, int m)
+{
+    const char *argv[3 + 64];
+    ck_assert_int_le(n + m, 64);
+    char nkeys[16];
+    snprintf(nkeys, sizeof nkeys, "%d", n);
+    argv[0] = "EVAL", argv[1] = text, argv[2] = nkeys;
+    for (int i = 0; i < n; i++)
+        argv[3 + i] = keys[i];
+    for (int i = 0; i < m; i++)
+        argv[3 + n + i] = args[i];
+    redisReply *rep = redisCommandArgv(r, 3 + n + m, argv, NULL);
+    ck_assert_msg(rep != NULL, "EVAL: %s", r->errstr);
+    return rep;
+}
+
 char *h_read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");

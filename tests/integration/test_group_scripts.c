@@ -65,17 +65,7 @@ static void g_stop(struct g *g)
 static redisReply *eval(struct g *g, const char *text, const char **keys, int n,
                         const char **args, int m)
 {
-    const char *argv[32];
-    char nkeys[16];
-    ck_assert_int_le(3 + n + m, 32);
-    snprintf(nkeys, sizeof nkeys, "%d", n);
-    argv[0] = "EVAL", argv[1] = text, argv[2] = nkeys;
-    for (int i = 0; i < n; i++)
-        argv[3 + i] = keys[i];
-    for (int i = 0; i < m; i++)
-        argv[3 + n + i] = args[i];
-    redisReply *rep = redisCommandArgv(g->f.r, 3 + n + m, argv, NULL);
-    ck_assert_msg(rep != NULL, "EVAL: %s", g->f.r->errstr);
+    redisReply *rep = h_eval(g->f.r, text, keys, n, args, m);
     ck_assert_msg(rep->type != REDIS_REPLY_ERROR, "EVAL: %s", rep->str);
     return rep;
 }

@@ -53,16 +53,8 @@ static void redis_do(redisContext *r, const char *fmt, const char *key, const ch
 static redisReply *eval(redisContext *r, const char *text, const char **keys, int n,
                         const char **args, int m)
 {
-    const char *argv[3 + 3 * MAX_ENTRIES];
     ck_assert_int_le(n + m, 3 * MAX_ENTRIES);
-    char nkeys[16];
-    snprintf(nkeys, sizeof nkeys, "%d", n);
-    argv[0] = "EVAL", argv[1] = text, argv[2] = nkeys;
-    for (int i = 0; i < n; i++)
-        argv[3 + i] = keys[i];
-    for (int i = 0; i < m; i++)
-        argv[3 + n + i] = args[i];
-    return command(r, 3 + n + m, argv);
+    return h_eval(r, text, keys, n, args, m);
 }
 
 /* Assert that rep is an array of n integers; copy them to out and free rep. */
