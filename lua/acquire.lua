@@ -20,9 +20,11 @@
 --                      held by another token; pttl is its remaining lease in
 --                      ms (-1: the key has no expiry); foreign is 1 when that
 --                      token is not one rlockd makes (a version 8 UUID, or
---                      rlockd's tombstone of one, or a group of rlockd's:
---                      "group:..."), so that its release may come without a
---                      notice on the channel (the copied SET NX scripts), else 0
+--                      rlockd's tombstone of one), so that its release may
+--                      come without a notice on the channel (the copied SET NX
+--                      scripts); 2 when a group of rlockd's holds it
+--                      ("group:...": its releases are announced, and a waiter
+--                      with a claim tries again before the claim lapses); else 0
 --
 -- The fence is the Redis server time in microseconds, or the last fence + 1
 -- when that is not below it (several grants in one microsecond, or a clock
@@ -67,7 +69,7 @@ if type(holder) == 'string' and string.sub(holder, 1, 6) == 'group:' then
             redis.call('SET', KEYS[3], claimant, 'PX', ARGV[4])
         end
     end
-    return {0, redis.call('PTTL', KEYS[1]), 0}
+    return {0, redis.call('PTTL', KEYS[1]), 2}
 end
 if type(holder) == 'string' then
     if string.sub(holder, 1, 10) == 'tombstone:' then

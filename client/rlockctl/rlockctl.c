@@ -66,6 +66,8 @@ int ctl_exit_code(enum rlock_err e)
         return EX_USAGE;
     case RLOCK_ERR_NOT_FOUND:
         return EX_NOINPUT;
+    case RLOCK_ERR_WRONG_KIND:
+        return EX_DATAERR;
     case RLOCK_ERR_UNAUTHENTICATED:
     case RLOCK_ERR_PERMISSION_DENIED:
         return EX_NOPERM;

@@ -45,7 +45,7 @@ static int64_t adopt_key_life_end(uint32_t ttl_ms)
  */
 static void adopt_let_go(struct request *req, int64_t max_expiry_ms)
 {
-    relq_add(req->srv, req->res, req->token, req->lock_delay_ms, max_expiry_ms);
+    relq_add(req->srv, req->res, req->token, 0, req->lock_delay_ms, max_expiry_ms);
 }
 
 static void adopt_reply_cb(const redisReply *reply, const char *err, void *arg)

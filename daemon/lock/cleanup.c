@@ -7,6 +7,7 @@
 
 #include <event2/event.h>
 
+#include "calls.h"
 #include "lock.h"
 #include "log.h"
 #include "pubsub.h"
@@ -28,7 +29,8 @@ struct cleanup {
     int64_t give_up_ms;
     int64_t answered_ms; /* when Redis first answered an attempt; 0 = not yet */
     uint32_t backoff_ms;
-    int sending;         /* a call is in flight; its callback owns the entry */
+    uint8_t shared;      /* a place among the shared holders, not the key */
+    uint8_t sending;     /* a call is in flight; its callback owns the entry */
     struct theap_node timer;
 };
 
@@ -120,7 +122,7 @@ static void entry_at(struct cleanup_list *cl, struct cleanup *e, int64_t at)
     }
 }
 
-void cleanup_add(struct server *srv, struct resource *res, const char *token,
+void cleanup_add(struct server *srv, struct resource *res, const char *token, int shared,
                  int64_t not_before_ms, int64_t give_up_ms)
 {
     struct cleanup_list *cl = srv->cleanups;
@@ -142,6 +144,7 @@ void cleanup_add(struct server *srv, struct resource *res, const char *token,
     resource_ref(res);
     snprintf(e->token, sizeof e->token, "%s", token);
     e->give_up_ms = give_up_ms;
+    e->shared = shared != 0;
     e->backoff_ms = CLEANUP_FIRST_MS;
     e->list = cl;
     entries_changed(cl, 1);
@@ -270,13 +273,8 @@ static void cleanup_fire(evutil_socket_t fd, short what, void *arg)
             entry_at(cl, e, now + e->backoff_ms);
             continue;
         }
-        /* A delete that takes the key tells the other daemons' waiters, as a release does. */
-        char channel[res->key_len + sizeof PUBSUB_CHANNEL_SUFFIX];
-        size_t clen = pubsub_channel(srv, res, channel, sizeof channel);
-        const char *args[3] = {res->key, e->token, channel};
-        size_t lens[3] = {res->key_len, strlen(e->token), clen};
         e->sending = 1;
-        rpool_eval(srv->pool, res->route, SCRIPT_RELEASE, 1, 3, args, lens, cleanup_reply_cb, e);
+        calls_release(srv, res, e->token, e->shared, cleanup_reply_cb, e);
     }
     cleanup_rearm(cl);
     if (cl->stopping)

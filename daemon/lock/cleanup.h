@@ -35,13 +35,14 @@ void cleanup_free(struct cleanup_list *cl);
 uint32_t cleanup_count(const struct cleanup_list *cl);
 
 /*
- * Delete res's key if it holds token, from not_before_ms on (util_now_ms()
+ * Delete res's key if it holds token (shared: give up token's place among
+ * res's shared holders, group_release.lua), from not_before_ms on (util_now_ms()
  * clock), until Redis confirms after the settle time or give_up_ms passes;
  * a delete that took the key wakes res's local waiters. The entry keeps a
  * reference to res. Entries past a fixed bound are dropped with a warning:
  * their keys expire by their ttl.
  */
-void cleanup_add(struct server *srv, struct resource *res, const char *token,
+void cleanup_add(struct server *srv, struct resource *res, const char *token, int shared,
                  int64_t not_before_ms, int64_t give_up_ms);
 /*
  * The daemon is shutting down and exits by deadline_ms: entries due by then

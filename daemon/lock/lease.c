@@ -50,18 +50,26 @@ static void lease_track_validity(struct lease *l)
         l->sess->valid_heap_broken = 1;
 }
 
+/*
+ * Redis just granted g on res, so the places of local leases that grant
+ * excludes are gone (deleted behind our back, expired earlier than our clock
+ * said, lost with a Redis restart): an exclusive grant found the key free, a
+ * shared one found no exclusive token there. Two holds that exclude each
+ * other are never held here at once.
+ */
+static void lease_lose_excluded(struct resource *res, int shared)
+{
+    static const char why[] = "the key was found free by another acquire";
+    if (res->holder != NULL)
+        lease_lose(res->holder, RLOCK__V1__LOST_REASON__LOST_MISSING, why);
+    while (!shared && !LIST_EMPTY(&res->shared))
+        lease_lose(LIST_FIRST(&res->shared), RLOCK__V1__LOST_REASON__LOST_MISSING, why);
+}
+
 struct lease *lease_new(struct session *s, struct resource *res, const struct lease_grant *g)
 {
-    if (res->holder != NULL) {
-        /*
-         * Redis just let acquire.lua set the key, so the key of the lease we
-         * believed in was gone: deleted behind our back, or expired earlier
-         * than our clock said. Two leases of one resource are never held.
-         */
-        lease_lose(res->holder, RLOCK__V1__LOST_REASON__LOST_MISSING,
-                   "the key was found free by another acquire");
-    }
-    assert(res->holder == NULL);
+    lease_lose_excluded(res, g->shared);
+    assert(res->holder == NULL && (g->shared || res->nshared == 0));
     struct lease *l = calloc(1, sizeof *l);
     if (l == NULL)
         return NULL;
@@ -76,6 +84,7 @@ struct lease *lease_new(struct session *s, struct resource *res, const struct le
     l->holds = g->holds != 0 ? g->holds : 1;
     l->watchdog = g->watchdog;
     l->lock_delay_ms = g->lock_delay_ms;
+    l->shared = g->shared != 0;
     l->refs = 1;
     l->granted_ms = now;
     uint32_t key_ttl = g->key_ttl_ms != 0 ? g->key_ttl_ms : g->ttl_ms;
@@ -97,7 +106,12 @@ struct lease *lease_new(struct session *s, struct resource *res, const struct le
         s->quota->locks++;
     lease_track_validity(l);
     s->srv->nleases++;
-    res->holder = l;
+    if (l->shared) {
+        LIST_INSERT_HEAD(&res->shared, l, res_link);
+        res->nshared++;
+    } else {
+        res->holder = l;
+    }
     lease_schedule(l);
     return l;
 }
@@ -182,8 +196,12 @@ void lease_forget(struct lease *l)
     if (l->sess->quota != NULL)
         l->sess->quota->locks--;
     l->res->srv->nleases--;
-    if (l->res->holder == l)
+    if (l->shared) {
+        LIST_REMOVE(l, res_link);
+        l->res->nshared--;
+    } else if (l->res->holder == l) {
         l->res->holder = NULL;
+    }
     l->sess = NULL;
     lease_unref(l);
 }
@@ -233,7 +251,7 @@ void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
          * the same Redis connection, so that try finds the key gone (behind a
          * backlog of releases, the confirmed delete wakes the waiter again).
          */
-        lock_release_token(srv, res, l->token, l->max_expiry_ms);
+        lock_release_token(srv, res, l->token, l->shared, l->max_expiry_ms);
     } else if (reason == RLOCK__V1__LOST_REASON__LOST_EXPIRED ||
                reason == RLOCK__V1__LOST_REASON__LOST_MAX_HOLD) {
         /*
@@ -241,7 +259,7 @@ void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
          * renew whose answer never came did run. Delete it by token, but not
          * before the validity its holder was promised is over.
          */
-        cleanup_add(srv, res, l->token, l->valid_until_ms,
+        cleanup_add(srv, res, l->token, l->shared, l->valid_until_ms,
                     l->max_expiry_ms + LEASE_CLEANUP_GRACE_MS);
         /*
          * MAX_HOLD comes while that promise runs (up to a ttl more). If Redis

@@ -61,6 +61,8 @@ struct lease {
     uint8_t extending; /* an Extend is in Redis (one at a time bounds a client's Redis load) */
     uint8_t forgotten; /* released or lost; only in-flight renews still point here */
     uint8_t verify;    /* the master moved: confirm the key is still ours (watchdog.c) */
+    uint8_t shared;    /* a shared hold: a place in the holders ZSET (group_*.lua), not the key */
+    uint8_t owners_mixed; /* shared: owners other than `owner` added holds */
     uint64_t fence;
     uint64_t owner;       /* who in the session holds it (Acquire.owner) */
     uint32_t ttl_ms;      /* the lease renewals carry */
@@ -77,6 +79,7 @@ struct lease {
     struct theap_node vnode; /* in sess->valid_heap (watchdog on) */
     TAILQ_ENTRY(lease) renew_link; /* on its connection's renew queue (watchdog.c) */
     TAILQ_ENTRY(lease) sess_link;
+    LIST_ENTRY(lease) res_link; /* on res->shared (shared only) */
 };
 
 /* What a new lease is made of: a grant Redis confirmed. */
@@ -93,12 +96,15 @@ struct lease_grant {
     uint32_t holds;             /* 0 = 1 */
     uint64_t max_hold_wall_ms;  /* its max_hold deadline (wall clock); then max_hold_ms is 0 */
     uint32_t key_ttl_ms;        /* the key's PTTL Redis answered (0: ttl_ms, a grant's) */
+    int shared;                 /* a shared hold (group_acquire.lua granted it) */
 };
 
 /*
- * A new lease of session s on res, now its holder. A lease the daemon still
- * believed valid there is lost first (MISSING): Redis just found the key
- * free. NULL when out of memory.
+ * A new lease of session s on res, now its holder (or one of its shared
+ * holders). Leases the daemon still believed valid there that this grant
+ * excludes are lost first (MISSING): an exclusive grant means Redis found
+ * the key free, so every local place is gone; a shared one, that no
+ * exclusive token is there. NULL when out of memory.
  */
 struct lease *lease_new(struct session *s, struct resource *res, const struct lease_grant *g);
 

@@ -20,6 +20,7 @@
 #include <event2/event.h>
 
 #include "auth.h"
+#include "calls.h"
 #include "cleanup.h"
 #include "config.h"
 #include "log.h"
@@ -44,6 +45,15 @@
 #define FOREIGN_RECHECK_MIN_MS 10
 #define FOREIGN_RECHECK_MAX_MS 200
 #define FOREIGN_RECHECKS_PER_S 1000u
+/*
+ * An exclusive head waiting behind shared holds claims the resource (no new
+ * shared holds join them: docs/design-kinds.md) and tries again every
+ * CLAIM_REFRESH_MS, or later when many resources wait so (the same bound on
+ * tries as foreign waits), with a claim lasting CLAIM_LIFE_FACTOR tries: one
+ * late try does not let it lapse, and a daemon that dies leaves it for seconds.
+ */
+#define CLAIM_REFRESH_MS 1000
+#define CLAIM_LIFE_FACTOR 3
 /*
  * How long past a key's longest possible life a delete by token is still
  * retried while Redis stays unreachable (cleanup.h): a command stuck in a
@@ -78,6 +88,7 @@ static void answer_acquired(struct session *s, uint64_t id, const struct lease *
     a.seal = seal;
     a.max_hold_until_ms = l->max_hold_wall_ms;
     a.lock_delay_ms = l->lock_delay_ms;
+    a.mode = l->shared ? RLOCK__V1__LOCK_MODE__MODE_SHARED : RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE;
     s->srv->ctr.grants++;
     counters_acquire_answered(s->srv, RLOCK__V1__STATUS__STATUS_OK);
     session_respond(s, id, RLOCK__V1__STATUS__STATUS_OK, NULL,
@@ -129,12 +140,35 @@ uint32_t lock_session_valid_ms(const struct session *s, int64_t from_ms)
     return min;
 }
 
+/*
+ * s's lease on res, exclusive or shared, or NULL. A resource's shared holders
+ * and a session's leases may each be many: the shorter list is walked.
+ */
+static struct lease *session_hold(const struct session *s, const struct resource *res)
+{
+    if (res->holder != NULL && res->holder->sess == s)
+        return res->holder;
+    if (res->nshared == 0)
+        return NULL;
+    struct lease *l;
+    if (res->nshared <= s->nleases) {
+        LIST_FOREACH(l, &res->shared, res_link)
+            if (l->sess == s)
+                return l;
+    } else {
+        TAILQ_FOREACH(l, &s->leases, sess_link)
+            if (l->res == res)
+                return l->shared ? l : NULL;
+    }
+    return NULL;
+}
+
 struct lease *lock_session_lease(struct session *s, const char *name)
 {
     struct resource *res = resource_find(s->srv, name, strlen(name));
-    if (res == NULL || res->holder == NULL || res->holder->sess != s)
+    struct lease *l = res != NULL ? session_hold(s, res) : NULL;
+    if (l == NULL)
         return NULL;
-    struct lease *l = res->holder;
     if (lease_expired(l, util_now_ms())) {
         /* Its timer is about to say so: never answer for a lease past its validity. */
         lease_lose(l, RLOCK__V1__LOST_REASON__LOST_EXPIRED,
@@ -202,12 +236,57 @@ void lock_request_done(struct request *req)
 
 static void acquire_try(struct request *req);
 
+/*
+ * An acquire by owner (shared or not) of the session that holds l: 1 when it
+ * is granted on l at once (a re-entry, or one more shared hold). 0 with
+ * *refusal set when it is refused (*st); 0 with *refusal NULL when it waits
+ * for another owner of the session to let go.
+ *
+ * In one session a resource is one lock (Release and Extend name the
+ * resource): shared acquires of every owner add holds to the session's one
+ * shared lease; the stronger exclusive hold covers its owner's shared
+ * acquires. An exclusive acquire by an owner holding it shared is refused:
+ * two upgraders waiting for each other to leave is the classic deadlock.
+ * Once several owners share the lease, who holds it is no longer known, so
+ * every exclusive acquire of the session is refused alike.
+ */
+static int lock_joins(const struct lease *l, uint64_t owner, int shared, int no_reentry,
+                      Rlock__V1__Status *st, const char **refusal)
+{
+    *refusal = NULL;
+    if (l->shared && !shared) {
+        if (l->owner == owner || l->owners_mixed) {
+            *st = RLOCK__V1__STATUS__STATUS_WRONG_KIND;
+            *refusal = "held shared by this owner: no upgrade to exclusive (release the shared "
+                       "hold, then acquire exclusive)";
+        }
+        return 0;
+    }
+    if (!l->shared && l->owner != owner)
+        return 0;
+    if (no_reentry && l->owner == owner) {
+        *st = RLOCK__V1__STATUS__STATUS_ALREADY_HELD;
+        *refusal = "this owner already holds the lock (re-entry refused)";
+        return 0;
+    }
+    return 1;
+}
+
+/* Grant one more hold on l to owner (lock_joins said so) and answer request id. */
+static void lock_join(struct lease *l, uint64_t owner, struct session *s, uint64_t id,
+                      int64_t arrival_ms)
+{
+    l->holds++;
+    if (l->owner != owner)
+        l->owners_mixed = 1;
+    answer_acquired(s, id, l, arrival_ms);
+}
+
 void lock_kick(struct resource *res)
 {
     struct request *head;
     resource_ref(res); /* dropping waiters below must not free res under us */
     while ((head = TAILQ_FIRST(&res->waiters)) != NULL && !res->head_trying) {
-        struct lease *l = res->holder;
         if (head->sess != NULL && head->sess->state == SESSION_CLOSING) {
             /* Its session is ending (and dropping its waiters): not worth a try. */
             request_set_state(head, REQUEST_DONE);
@@ -216,23 +295,23 @@ void lock_kick(struct resource *res)
             resource_unref(res);
             continue;
         }
-        if (l == NULL || head->sess == NULL || l->sess != head->sess) {
+        struct lease *l = head->sess != NULL ? session_hold(head->sess, res) : NULL;
+        if (l == NULL) {
             if (res->wake_ev != NULL)
                 evtimer_del(res->wake_ev);
             acquire_try(head);
             break;
         }
-        /* Held by another owner of the head's own session: its release or loss kicks us. */
-        if (l->owner != head->owner)
-            break;
-        /* The same owner's earlier acquire was granted meanwhile: a re-entry. */
-        if (head->no_reentry) {
-            answer_error(head, RLOCK__V1__STATUS__STATUS_ALREADY_HELD,
-                        "this owner already holds the lock (re-entry refused)");
-        } else {
-            l->holds++;
-            answer_acquired(head->sess, head->id, l, head->arrival_ms);
-        }
+        /* The head's own session holds res (another owner's hold, or granted meanwhile). */
+        const char *refusal = NULL;
+        Rlock__V1__Status st = RLOCK__V1__STATUS__STATUS_OK;
+        int joins = lock_joins(l, head->owner, head->shared, head->no_reentry, &st, &refusal);
+        if (!joins && refusal == NULL)
+            break; /* another owner's hold: its release or loss kicks us */
+        if (refusal != NULL)
+            answer_error(head, st, refusal);
+        else
+            lock_join(l, head->owner, head->sess, head->id, head->arrival_ms);
         request_set_state(head, REQUEST_DONE);
         waitq_remove(head);
         request_free(head);
@@ -261,8 +340,12 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
     lock_kick(arg);
 }
 
-/* The next try of res's head, which found its key held outside rlockd (pttl: its PTTL). */
-static int64_t foreign_delay(struct resource *res, long long pttl)
+/*
+ * The next try of res's head, which found its key held outside rlockd, or
+ * (claim) is exclusive and found shared holds it must keep claiming the
+ * resource from (pttl: the key's PTTL).
+ */
+static int64_t foreign_delay(struct resource *res, long long pttl, int claim)
 {
     struct server *srv = res->srv;
     if (!res->foreign_wait) {
@@ -270,12 +353,13 @@ static int64_t foreign_delay(struct resource *res, long long pttl)
         res->recheck_ms = FOREIGN_RECHECK_MIN_MS;
         srv->foreign_waits++;
     } else {
-        srv->mx.foreign_rechecks++; /* this busy answer was of a try again */
+        if (!claim)
+            srv->mx.foreign_rechecks++; /* this busy answer was of a try again */
         res->recheck_ms = res->recheck_ms * 2 < FOREIGN_RECHECK_MAX_MS
                               ? (uint16_t)(res->recheck_ms * 2)
                               : FOREIGN_RECHECK_MAX_MS;
     }
-    int64_t delay = res->recheck_ms;
+    int64_t delay = claim ? CLAIM_REFRESH_MS : res->recheck_ms;
     int64_t fair = (int64_t)(srv->foreign_waits * 1000u / FOREIGN_RECHECKS_PER_S);
     if (fair > delay)
         delay = fair;
@@ -325,7 +409,7 @@ static void release_reply_cb(const redisReply *reply, const char *err, void *arg
         log_warn("release of %s not confirmed: %s", req->res->name,
                  reply == NULL ? err : reply_error_text(reply));
     if (!confirmed)
-        cleanup_add(req->srv, req->res, req->token,
+        cleanup_add(req->srv, req->res, req->token, req->shared,
                     util_now_ms(), req->max_expiry_ms + LOCK_CLEANUP_GRACE_MS);
     struct resource *res = req->res;
     resource_ref(res);
@@ -335,28 +419,22 @@ static void release_reply_cb(const redisReply *reply, const char *err, void *arg
 }
 
 /*
- * Send release.lua for token; req is answered (if it has a session) and freed
- * by the callback. max_expiry_ms bounds how long the key could outlive an
- * unconfirmed release, for the cleanup retries.
+ * Release token (req->shared: its shared place); req is answered (if it has a
+ * session) and freed by the callback. max_expiry_ms bounds how long the key
+ * could outlive an unconfirmed release, for the cleanup retries.
  */
 static void release_send(struct request *req, const char *token, int64_t max_expiry_ms)
 {
     req->max_expiry_ms = max_expiry_ms;
-    struct resource *res = req->res;
-    char channel[res->key_len + sizeof PUBSUB_CHANNEL_SUFFIX];
-    size_t clen = pubsub_channel(req->srv, res, channel, sizeof channel);
-    const char *args[3] = {res->key, token, channel};
-    size_t lens[3] = {res->key_len, strlen(token), clen};
     memcpy(req->token, token, sizeof req->token);
     request_set_state(req, REQUEST_IN_REDIS);
-    rpool_eval(req->srv->pool, res->route, SCRIPT_RELEASE, 1, 3, args, lens, release_reply_cb,
-               req);
+    calls_release(req->srv, req->res, token, req->shared, release_reply_cb, req);
 }
 
-void lock_release_token(struct server *srv, struct resource *res, const char *token,
+void lock_release_token(struct server *srv, struct resource *res, const char *token, int shared,
                         int64_t max_expiry_ms)
 {
-    relq_add(srv, res, token, 0, max_expiry_ms);
+    relq_add(srv, res, token, shared, 0, max_expiry_ms);
 }
 
 /* The longest a key set now by a command with ttl_ms may live (Redis's clock may be fast). */
@@ -368,18 +446,40 @@ static int64_t key_life_end(uint32_t ttl_ms)
 /* --- acquire ---------------------------------------------------------------- */
 
 static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg);
-static void acquire_busy(struct request *req, long long pttl, int foreign);
+static void acquire_busy(struct request *req, long long pttl, int held_by);
+
+/*
+ * group_acquire.lua for a shared hold: marker, holders, permits, fence and
+ * claim keys; token, ttl, fence_ttl, marker, 1 permit.
+ */
+static void acquire_send_shared(struct request *req, const char *ttl, size_t ttl_len,
+                                const char *fence_ttl, size_t fence_ttl_len)
+{
+    struct resource *res = req->res;
+    char sub[4][res->key_len + RESOURCE_SUBKEY_MAX + 1];
+    static const char *const suffixes[4] = {RESOURCE_HOLDERS_SUFFIX, RESOURCE_PERMITS_SUFFIX,
+                                            RESOURCE_FENCE_SUFFIX, RESOURCE_CLAIM_SUFFIX};
+    const char *args[10] = {res->key, sub[0], sub[1], sub[2], sub[3],
+                            req->token, ttl, fence_ttl, "group:rw", "1"};
+    size_t lens[10] = {res->key_len, 0, 0, 0, 0, UTIL_UUID_LEN, ttl_len, fence_ttl_len, 8, 1};
+    for (int i = 0; i < 4; i++)
+        lens[1 + i] = resource_subkey(res, suffixes[i], sub[i], sizeof sub[i]);
+    rpool_eval(req->srv->pool, res->route, SCRIPT_GROUP_ACQUIRE, 5, 10, args, lens,
+               acquire_reply_cb, req);
+}
 
 static void acquire_try(struct request *req)
 {
     struct resource *res = req->res;
-    char ttl[16], fence_ttl[16];
-    char fence_key[res->key_len + sizeof RESOURCE_FENCE_SUFFIX];
-    const char *args[5] = {res->key, fence_key, req->token, ttl, fence_ttl};
-    size_t lens[5] = {res->key_len, resource_fence_key(res, fence_key, sizeof fence_key),
-                      UTIL_UUID_LEN, 0, 0};
-    lens[3] = (size_t)snprintf(ttl, sizeof ttl, "%u", req->ttl_ms);
-    lens[4] = (size_t)snprintf(fence_ttl, sizeof fence_ttl, "%u", req->srv->cfg->fence_ttl_ms);
+    char ttl[16], fence_ttl[16], claim_ms[16];
+    char fence_key[res->key_len + RESOURCE_SUBKEY_MAX + 1];
+    char claim_key[res->key_len + RESOURCE_SUBKEY_MAX + 1];
+    /* KEYS lock, fence (and claim); ARGV token, ttl, fence_ttl (and claim_ms). */
+    const char *args[7] = {res->key, fence_key, claim_key, req->token, ttl, fence_ttl, claim_ms};
+    size_t lens[7] = {res->key_len, resource_fence_key(res, fence_key, sizeof fence_key),
+                      0, UTIL_UUID_LEN, 0, 0, 0};
+    lens[4] = (size_t)snprintf(ttl, sizeof ttl, "%u", req->ttl_ms);
+    lens[5] = (size_t)snprintf(fence_ttl, sizeof fence_ttl, "%u", req->srv->cfg->fence_ttl_ms);
     if (req->in_queue) {
         res->head_trying = 1;
         res->wake_pending = 0; /* this try sees whatever woke the queue before */
@@ -392,7 +492,23 @@ static void acquire_try(struct request *req)
         acquire_busy(req, res->promised_until_ms - req->sent_ms, 0);
         return;
     }
-    rpool_eval(req->srv->pool, res->route, SCRIPT_ACQUIRE, 2, 5, args, lens, acquire_reply_cb,
+    if (req->shared) {
+        acquire_send_shared(req, ttl, lens[4], fence_ttl, lens[5]);
+        return;
+    }
+    if (!req->claiming) {
+        /* Without the claim key: acquire.lua as the copied scripts' SET NX, nothing more. */
+        const char *plain[5] = {args[0], args[1], args[3], args[4], args[5]};
+        size_t plain_lens[5] = {lens[0], lens[1], lens[3], lens[4], lens[5]};
+        rpool_eval(req->srv->pool, res->route, SCRIPT_ACQUIRE, 2, 5, plain, plain_lens,
+                   acquire_reply_cb, req);
+        return;
+    }
+    /* Waiting behind shared holds: claim the resource (the claimant is the token, the
+     * same for every try of this request). */
+    lens[2] = resource_subkey(res, RESOURCE_CLAIM_SUFFIX, claim_key, sizeof claim_key);
+    lens[6] = (size_t)snprintf(claim_ms, sizeof claim_ms, "%u", req->claim_ms);
+    rpool_eval(req->srv->pool, res->route, SCRIPT_ACQUIRE, 3, 7, args, lens, acquire_reply_cb,
                req);
 }
 
@@ -410,9 +526,12 @@ static void acquire_try(struct request *req)
 static int acquire_found_lost_key(struct request *req)
 {
     struct resource *res = req->res;
-    if (res->holder != NULL) /* sets the guard below, the promise still running */
-        lease_lose(res->holder, RLOCK__V1__LOST_REASON__LOST_MISSING,
-                   "Redis lost the lock's key: another acquire found it free");
+    /* Each sets the guard below, the promise still running. */
+    static const char why[] = "Redis lost the lock's key: another acquire found it free";
+    if (res->holder != NULL)
+        lease_lose(res->holder, RLOCK__V1__LOST_REASON__LOST_MISSING, why);
+    while (!req->shared && !LIST_EMPTY(&res->shared))
+        lease_lose(LIST_FIRST(&res->shared), RLOCK__V1__LOST_REASON__LOST_MISSING, why);
     /* A lost holder's tombstone not yet in Redis: this grant took the key it was for. */
     if (res->tombstones_unsent == 0)
         return 0;
@@ -423,8 +542,12 @@ static int acquire_found_lost_key(struct request *req)
     log_warn("%s: granted while this daemon's lease there was still valid for %lld ms (Redis "
              "lost its key): kept as a tombstone until then", res->name, (long long)left);
     /* Straight to the pool, not the paced release queue: it must be in place
-     * before the grant's own ttl could run out. */
-    tombstone_swap(req->srv, res, req->token, until);
+     * before the grant's own ttl could run out. A shared place is given back: the
+     * tombstone, once in, keeps the resource taken. */
+    if (req->shared)
+        lock_release_token(req->srv, res, req->token, 1, key_life_end(req->ttl_ms));
+    else
+        tombstone_swap(req->srv, res, req->token, until);
     acquire_busy(req, left + LEASE_DRIFT_MS(left), 0);
     return 1;
 }
@@ -436,15 +559,26 @@ static void acquire_granted(struct request *req, uint64_t fence)
     foreign_end(res);
     if (s == NULL || s->state == SESSION_CLOSING) {
         log_debug("granted %s to a session that has ended; releasing", res->name);
-        lock_release_token(req->srv, res, req->token, key_life_end(req->ttl_ms));
+        lock_release_token(req->srv, res, req->token, req->shared, key_life_end(req->ttl_ms));
         lock_request_done(req);
         return;
     }
-    if ((res->holder != NULL || res->tombstones_unsent > 0) && acquire_found_lost_key(req))
+    if ((res->holder != NULL || (!req->shared && res->nshared > 0) ||
+         res->tombstones_unsent > 0) &&
+        acquire_found_lost_key(req))
         return;
+    struct lease *mine = req->shared ? session_hold(s, res) : NULL;
+    if (mine != NULL && mine->shared) {
+        /* Two shared tries of one session were granted (tries without a wait run side by
+         * side): one lock per session, so this place is given back and the hold joins. */
+        lock_release_token(req->srv, res, req->token, 1, key_life_end(req->ttl_ms));
+        lock_join(mine, req->owner, s, req->id, req->arrival_ms);
+        lock_request_done(req);
+        return;
+    }
     if (util_now_ms() + LEASE_MARGIN_MS(req->ttl_ms) >= req->sent_ms + req->ttl_ms) {
         /* Redis answered so late that the lease may already have run out. */
-        lock_release_token(req->srv, res, req->token, key_life_end(req->ttl_ms));
+        lock_release_token(req->srv, res, req->token, req->shared, key_life_end(req->ttl_ms));
         answer_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE,
                     "redis answered after the lease had run out");
         lock_request_done(req);
@@ -459,10 +593,11 @@ static void acquire_granted(struct request *req, uint64_t fence)
         .sent_ms = req->sent_ms,
         .max_hold_ms = req->max_hold_ms,
         .lock_delay_ms = req->lock_delay_ms,
+        .shared = req->shared,
     };
     struct lease *l = lease_new(s, res, &g);
     if (l == NULL) {
-        lock_release_token(req->srv, res, req->token, key_life_end(req->ttl_ms));
+        lock_release_token(req->srv, res, req->token, req->shared, key_life_end(req->ttl_ms));
         answer_error(req, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
     } else {
         answer_acquired(s, req->id, l, req->arrival_ms);
@@ -473,7 +608,7 @@ static void acquire_granted(struct request *req, uint64_t fence)
     resource_unref(res);
 }
 
-static void acquire_busy(struct request *req, long long pttl, int foreign)
+static void acquire_busy(struct request *req, long long pttl, int held_by)
 {
     struct resource *res = req->res;
     if (req->deadline_ms == 0) {
@@ -489,9 +624,9 @@ static void acquire_busy(struct request *req, long long pttl, int foreign)
     /* Only the head of the queue tries, so this is the head: wait for a wake-up. */
     res->head_trying = 0;
     request_set_state(req, REQUEST_WAITING);
-    if (res->holder != NULL && res->holder->sess == req->sess) {
-        /* Busy because this session's own earlier acquire won: a re-entry for the same
-         * owner, else a wait for that owner's release. */
+    if (session_hold(req->sess, res) != NULL) {
+        /* Busy because this session's own earlier acquire won: a re-entry or a join, a
+         * refusal, or a wait for that owner's release (lock_kick decides). */
         lock_kick(res);
         return;
     }
@@ -501,8 +636,17 @@ static void acquire_busy(struct request *req, long long pttl, int foreign)
         lock_kick(res); /* a notice came during the try, perhaps of a release it missed */
         return;
     }
-    if (foreign) {
-        waitq_arm(res, foreign_delay(res, pttl));
+    if (held_by == REPLY_HELD_BY_FOREIGN) {
+        waitq_arm(res, foreign_delay(res, pttl, 0));
+        return;
+    }
+    if (held_by == REPLY_HELD_BY_GROUP && !req->shared) {
+        /* Claim the resource from the next try on, and try again before the claim lapses. */
+        int64_t delay = foreign_delay(res, pttl, 1);
+        req->claiming = 1;
+        req->claim_ms = (uint32_t)(CLAIM_LIFE_FACTOR * (delay > CLAIM_REFRESH_MS ? delay
+                                                                              : CLAIM_REFRESH_MS));
+        waitq_arm(res, delay);
         return;
     }
     foreign_end(res);
@@ -513,7 +657,7 @@ static void acquire_busy(struct request *req, long long pttl, int foreign)
 static void acquire_cancelled(struct request *req, enum reply_acquire_kind kind)
 {
     if (kind != REPLY_ACQUIRE_BUSY)
-        lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
+        lock_release_token(req->srv, req->res, req->token, req->shared, key_life_end(req->ttl_ms));
     answer_error(req, RLOCK__V1__STATUS__STATUS_CANCELLED, "acquire cancelled");
     lock_request_done(req);
 }
@@ -547,7 +691,7 @@ static void wait_reply_cb(const redisReply *reply, const char *err, void *arg)
                  acked, cfg->min_replicas_acked);
     log_warn("acquire %s: %s; released", req->res->name, why);
     req->srv->mx.replica_ack_failures++;
-    lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
+    lock_release_token(req->srv, req->res, req->token, req->shared, key_life_end(req->ttl_ms));
     answer_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE, why);
     lock_request_done(req);
 }
@@ -569,15 +713,15 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
     struct request *req = arg;
     uint64_t fence = 0;
     long long pttl = 0;
-    int foreign = 0;
-    enum reply_acquire_kind kind = reply_acquire(reply, &fence, &pttl, &foreign);
+    int held_by = REPLY_HELD_BY_RLOCKD;
+    enum reply_acquire_kind kind = reply_acquire(reply, &fence, &pttl, &held_by);
     if (req->cancelled) {
         acquire_cancelled(req, kind);
         return;
     }
     if (reply == NULL) {
         /* The outcome is unknown: a compare-and-delete of our fresh token is always safe. */
-        lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
+        lock_release_token(req->srv, req->res, req->token, req->shared, key_life_end(req->ttl_ms));
         answer_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE, err);
         lock_request_done(req);
         return;
@@ -587,7 +731,7 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
         log_error("acquire %s: unexpected reply from Redis%s%s", req->res->name,
                   text != NULL ? ": " : "", text != NULL ? text : "");
         /* A script error may come after its SET: delete by token whatever happened. */
-        lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
+        lock_release_token(req->srv, req->res, req->token, req->shared, key_life_end(req->ttl_ms));
         answer_error(req, RLOCK__V1__STATUS__STATUS_INTERNAL,
                     text != NULL
                         ? "redis refused the acquire script (does the lock's key or its "
@@ -596,12 +740,19 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
         lock_request_done(req);
         return;
     }
+    if (kind == REPLY_ACQUIRE_WRONG_KIND) {
+        /* Nothing was set: the resource is a semaphore (group_acquire.lua's answer). */
+        answer_error(req, RLOCK__V1__STATUS__STATUS_WRONG_KIND,
+                     "the resource is held as a semaphore, not as a read-write lock");
+        lock_request_done(req);
+        return;
+    }
     if (kind == REPLY_ACQUIRE_GRANTED && req->srv->cfg->min_replicas_acked > 0)
         acquire_wait_replicas(req, fence);
     else if (kind == REPLY_ACQUIRE_GRANTED)
         acquire_granted(req, fence);
     else
-        acquire_busy(req, pttl, foreign);
+        acquire_busy(req, pttl, held_by);
 }
 
 /* Resource names go to Redis only as keys; still, only printable UTF-8 within bounds. */
@@ -671,16 +822,25 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         return 0;
     }
 
+    if (a->mode != RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE &&
+        a->mode != RLOCK__V1__LOCK_MODE__MODE_SHARED) {
+        acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_INVALID,
+                      "mode must be EXCLUSIVE (0) or SHARED (1)");
+        return 0;
+    }
+    int shared = a->mode == RLOCK__V1__LOCK_MODE__MODE_SHARED;
     struct lease *held = lock_session_lease(s, a->resource);
-    if (held != NULL && held->owner == a->owner) { /* re-entry: no Redis round trip */
-        if (a->no_reentry) {
-            acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_ALREADY_HELD,
-                          "this owner already holds the lock (re-entry refused)");
+    if (held != NULL) { /* a re-entry or join needs no Redis round trip */
+        const char *refusal;
+        Rlock__V1__Status st;
+        if (lock_joins(held, a->owner, shared, a->no_reentry, &st, &refusal)) {
+            lock_join(held, a->owner, s, id, s->last_frame_ms);
             return 0;
         }
-        held->holds++;
-        answer_acquired(s, id, held, s->last_frame_ms);
-        return 0;
+        if (refusal != NULL) {
+            acquire_refuse(s, id, st, refusal);
+            return 0;
+        }
     }
     if (held != NULL && a->wait_ms == 0) { /* another owner of this session holds it */
         acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED,
@@ -731,6 +891,7 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
     req->watchdog = !a->watchdog_off;
     req->owner = a->owner;
     req->no_reentry = a->no_reentry;
+    req->shared = (uint8_t)shared;
     req->max_hold_ms = effective_max_hold(cfg, a->max_hold_ms);
     req->lock_delay_ms = effective_lock_delay(cfg, a->lock_delay_ms);
     req->arrival_ms = s->last_frame_ms;
@@ -793,8 +954,10 @@ static int release_unanswered(struct session *s, uint64_t id, const Rlock__V1__R
         session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
         return 0;
     }
-    /* Any ttl the acquire may have asked for: at most max_ttl (limits can only have grown). */
-    lock_release_token(srv, res, token, key_life_end(srv->cfg->max_ttl_ms));
+    /* Any ttl the acquire may have asked for: at most max_ttl (limits can only have grown);
+     * either mode: its token is released as a key and as a shared place. */
+    lock_release_token(srv, res, token, 0, key_life_end(srv->cfg->max_ttl_ms));
+    lock_release_token(srv, res, token, 1, key_life_end(srv->cfg->max_ttl_ms));
     resource_unref(res);
     answer_released(s, id, 0, NULL);
     return 0;
@@ -822,6 +985,7 @@ int lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r)
         return 0;
     }
     req->res = l->res;
+    req->shared = l->shared;
     resource_ref(l->res);
     char token[UTIL_UUID_LEN + 1];
     memcpy(token, l->token, sizeof token);
@@ -836,8 +1000,8 @@ int lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r)
 static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
 {
     struct request *req = arg;
-    struct lease *l = req->res->holder;
-    if (l != NULL && (l->sess != req->sess || strcmp(l->token, req->token) != 0))
+    struct lease *l = req->sess != NULL ? session_hold(req->sess, req->res) : NULL;
+    if (l != NULL && strcmp(l->token, req->token) != 0)
         l = NULL;
     if (l != NULL)
         l->extending = 0;
@@ -847,12 +1011,12 @@ static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
         if (l != NULL)
             lease_unconfirmed(l, req->ttl_ms);
         else
-            lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
+            lock_release_token(req->srv, req->res, req->token, req->shared, key_life_end(req->ttl_ms));
         answer_error(req, RLOCK__V1__STATUS__STATUS_UNAVAILABLE,
                     reply == NULL ? err : "unexpected reply from Redis");
     } else if (v != REPLY_RENEW_OK || l == NULL) {
         if (l == NULL && v == REPLY_RENEW_OK) /* released meanwhile */
-            lock_release_token(req->srv, req->res, req->token, key_life_end(req->ttl_ms));
+            lock_release_token(req->srv, req->res, req->token, req->shared, key_life_end(req->ttl_ms));
         if (l != NULL)
             lease_lose(l,
                        v == REPLY_RENEW_MISSING ? RLOCK__V1__LOST_REASON__LOST_MISSING
@@ -901,17 +1065,13 @@ int lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e)
     req->res = l->res;
     resource_ref(l->res);
     req->ttl_ms = ttl;
+    req->shared = l->shared;
     req->arrival_ms = s->last_frame_ms;
     memcpy(req->token, l->token, sizeof req->token);
-    char ttl_text[16];
-    const char *args[3] = {l->res->key, l->token, ttl_text};
-    size_t lens[3] = {l->res->key_len, UTIL_UUID_LEN, 0};
-    lens[2] = (size_t)snprintf(ttl_text, sizeof ttl_text, "%u", ttl);
     request_set_state(req, REQUEST_IN_REDIS);
     req->sent_ms = util_now_ms();
     l->extending = 1;
-    rpool_eval(s->srv->pool, l->res->route, SCRIPT_RENEW, 1, 3, args, lens, extend_reply_cb,
-               req);
+    calls_renew(s->srv, &l, &ttl, 1, extend_reply_cb, req);
     return 1;
 }
 
@@ -957,13 +1117,14 @@ uint32_t lock_session_end(struct session *s, int clean, uint32_t *budget)
         char token[UTIL_UUID_LEN + 1];
         uint32_t delay = clean ? 0 : l->lock_delay_ms;
         int64_t max_expiry = l->max_expiry_ms;
+        int shared = l->shared;
         memcpy(token, l->token, sizeof token);
         resource_ref(res);
         lease_forget(l);
         /* Batched and paced: a session may hold a hundred thousand locks. A moved
          * session's keys are left as they are: its client adopts them elsewhere. */
         if (!s->moved)
-            relq_add(s->srv, res, token, delay, max_expiry);
+            relq_add(s->srv, res, token, shared, delay, max_expiry);
         resource_unref(res);
     }
     return s->nleases;

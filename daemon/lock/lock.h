@@ -96,12 +96,12 @@ void lock_kick(struct resource *res);
 void lock_wake(struct resource *res);
 
 /*
- * Compare-and-delete token on res with nobody to answer (session end,
- * reconciliation). If Redis does not confirm, the delete is retried (see
- * cleanup.h) until the key, whose longest possible life ends at
+ * Compare-and-delete token on res (shared: give up its shared place) with
+ * nobody to answer (session end, reconciliation). If Redis does not confirm,
+ * the delete is retried (see cleanup.h) until the key, whose longest possible life ends at
  * max_expiry_ms, surely cannot hold the token any more.
  */
-void lock_release_token(struct server *srv, struct resource *res, const char *token,
+void lock_release_token(struct server *srv, struct resource *res, const char *token, int shared,
                         int64_t max_expiry_ms);
 
 #endif

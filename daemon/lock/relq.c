@@ -22,6 +22,7 @@
 struct relq_item {
     struct resource *res; /* counted reference */
     char token[UTIL_UUID_LEN + 1];
+    uint8_t shared;
     uint32_t delay_ms;
     int64_t max_expiry_ms;
     TAILQ_ENTRY(relq_item) link;
@@ -43,6 +44,7 @@ struct relq_batch {
 };
 
 static void relq_pump(struct relq *q);
+static void batch_send(struct relq_batch *b);
 
 /* An item is done (its key freed, or handed to the cleanup list). */
 static void item_done(struct server *srv, struct relq_item *it)
@@ -74,7 +76,7 @@ static void batch_reply_cb(const redisReply *reply, const char *err, void *arg)
         if (!confirmed) {
             /* It may still hold the token: delete it by token, after the delay if any. */
             struct resource *res = it->res;
-            cleanup_add(srv, res, it->token, now + it->delay_ms,
+            cleanup_add(srv, res, it->token, it->shared, now + it->delay_ms,
                         it->max_expiry_ms + RELQ_CLEANUP_GRACE_MS);
         }
         item_done(srv, it);
@@ -94,51 +96,85 @@ static void relq_pump(struct relq *q)
         if (b == NULL)
             return; /* the next answer, or the next add, tries again */
         b->q = q;
-        const char *args[RELQ_BATCH_MAX * 3 + 1];
-        size_t lens[RELQ_BATCH_MAX * 3 + 1];
-        char delays[RELQ_BATCH_MAX][16];
         struct relq_item *it;
         while (b->n < RELQ_BATCH_MAX && (it = TAILQ_FIRST(&q->waiting)) != NULL) {
-            /* One call, one hash slot: a Redis Cluster refuses others (CROSSSLOT). */
-            if (b->n > 0 && rpool_route_slot(srv->pool, it->res->route) !=
-                                rpool_route_slot(srv->pool, b->items[0]->res->route))
+            /* One call, one hash slot: a Redis Cluster refuses others (CROSSSLOT). One
+             * script: exclusive keys and shared places are released differently. */
+            if (b->n > 0 && (rpool_route_slot(srv->pool, it->res->route) !=
+                                 rpool_route_slot(srv->pool, b->items[0]->res->route) ||
+                             it->shared != b->items[0]->shared))
                 break;
             TAILQ_REMOVE(&q->waiting, it, link);
             b->items[b->n++] = it;
         }
-        for (uint32_t i = 0; i < b->n; i++) {
-            it = b->items[i];
-            args[i] = it->res->key;
-            lens[i] = it->res->key_len;
-            args[b->n + 2 * i] = it->token;
-            lens[b->n + 2 * i] = strlen(it->token);
-            lens[b->n + 2 * i + 1] =
-                (size_t)snprintf(delays[i], sizeof delays[i], "%u", it->delay_ms);
-            args[b->n + 2 * i + 1] = delays[i];
-        }
-        /* Each key freed (or tombstoned) is announced on its channel: key .. suffix. */
-        args[3 * b->n] = pubsub_suffix(srv);
-        lens[3 * b->n] = strlen(args[3 * b->n]);
         q->inflight++;
-        /* A connection that is down answers at once with an error: the keys go to cleanup. */
-        rpool_eval(srv->pool, b->items[0]->res->route, SCRIPT_RELEASE_MANY, (int)b->n,
-                   (int)(b->n * 3 + 1), args, lens, batch_reply_cb, b);
+        batch_send(b);
     }
 }
 
-void relq_add(struct server *srv, struct resource *res, const char *token, uint32_t delay_ms,
-              int64_t max_expiry_ms)
+/*
+ * release_many.lua: KEYS one per lock, ARGV (token, delay) pairs and the
+ * channel suffix. group_release.lua: KEYS in threes (marker, holders,
+ * permits), the same ARGV.
+ */
+static void batch_send(struct relq_batch *b)
+{
+    struct server *srv = b->q->srv;
+    const uint32_t per = b->items[0]->shared ? 3 : 1; /* keys per item */
+    const char *args[RELQ_BATCH_MAX * 5 + 1];
+    size_t lens[RELQ_BATCH_MAX * 5 + 1];
+    char delays[RELQ_BATCH_MAX][16];
+    const uint32_t nkeys = b->n * per;
+    /* The holders and permits keys of a shared batch, built in one buffer. */
+    size_t room = 0;
+    for (uint32_t i = 0; per == 3 && i < b->n; i++)
+        room += 2 * (b->items[i]->res->key_len + RESOURCE_SUBKEY_MAX + 1);
+    char *subkeys = room > 0 ? malloc(room) : NULL, *at = subkeys;
+    if (room > 0 && subkeys == NULL) {
+        /* No call: every item goes to the cleanup list, as if Redis had not answered. */
+        batch_reply_cb(NULL, "out of memory", b);
+        return;
+    }
+    for (uint32_t i = 0; i < b->n; i++) {
+        const struct relq_item *it = b->items[i];
+        args[per * i] = it->res->key;
+        lens[per * i] = it->res->key_len;
+        for (uint32_t k = 1; k < per; k++) {
+            size_t cap = it->res->key_len + RESOURCE_SUBKEY_MAX + 1;
+            lens[per * i + k] = resource_subkey(
+                it->res, k == 1 ? RESOURCE_HOLDERS_SUFFIX : RESOURCE_PERMITS_SUFFIX, at, cap);
+            args[per * i + k] = at;
+            at += cap;
+        }
+        args[nkeys + 2 * i] = it->token;
+        lens[nkeys + 2 * i] = strlen(it->token);
+        lens[nkeys + 2 * i + 1] = (size_t)snprintf(delays[i], sizeof delays[i], "%u", it->delay_ms);
+        args[nkeys + 2 * i + 1] = delays[i];
+    }
+    /* Each key freed (or tombstoned) is announced on its channel: key .. suffix. */
+    args[nkeys + 2 * b->n] = pubsub_suffix(srv);
+    lens[nkeys + 2 * b->n] = strlen(args[nkeys + 2 * b->n]);
+    /* A connection that is down answers at once with an error: the keys go to cleanup. */
+    rpool_eval(srv->pool, b->items[0]->res->route,
+               per == 3 ? SCRIPT_GROUP_RELEASE : SCRIPT_RELEASE_MANY, (int)nkeys,
+               (int)(nkeys + b->n * 2 + 1), args, lens, batch_reply_cb, b);
+    free(subkeys);
+}
+
+void relq_add(struct server *srv, struct resource *res, const char *token, int shared,
+              uint32_t delay_ms, int64_t max_expiry_ms)
 {
     struct relq *q = &srv->relqs[res->route % srv->nrelqs];
     struct relq_item *it = calloc(1, sizeof *it);
     if (it == NULL) {
-        cleanup_add(srv, res, token,
-                    util_now_ms() + delay_ms, max_expiry_ms + RELQ_CLEANUP_GRACE_MS);
+        cleanup_add(srv, res, token, shared, util_now_ms() + delay_ms,
+                    max_expiry_ms + RELQ_CLEANUP_GRACE_MS);
         return;
     }
     it->res = res;
     resource_ref(res);
     snprintf(it->token, sizeof it->token, "%s", token);
+    it->shared = shared != 0;
     it->delay_ms = delay_ms;
     it->max_expiry_ms = max_expiry_ms;
     TAILQ_INSERT_TAIL(&q->waiting, it, link);

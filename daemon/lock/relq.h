@@ -7,8 +7,8 @@
  * is unknown. A session may hold a hundred thousand locks: sent one script
  * call each, all at once, they would flood its Redis connections past the
  * command deadline, and the releases would end unconfirmed. Here they wait
- * in a queue per Redis connection and leave in release_many.lua calls of up
- * to RELQ_BATCH_MAX keys, with at most RELQ_INFLIGHT_MAX calls in flight per
+ * in a queue per Redis connection and leave in release_many.lua (or
+ * group_release.lua) calls of up to RELQ_BATCH_MAX keys, with at most RELQ_INFLIGHT_MAX calls in flight per
  * connection; each answer sends the next batch. A key whose release Redis did
  * not confirm goes to the cleanup list. Until the queue is empty, shutdown
  * waits (srv->background counts every key queued or in flight).
@@ -31,11 +31,13 @@ void relq_free(struct server *srv);
 
 /*
  * Free res's key if it holds token: delete it (delay_ms 0), or replace the
- * token by a tombstone for delay_ms. max_expiry_ms bounds the key's life, for
- * the cleanup retries if Redis does not confirm.
+ * token by a tombstone for delay_ms. shared: give up token's place among the
+ * shared holders instead (group_release.lua), or keep it for delay_ms. A batch
+ * holds one of the two kinds. max_expiry_ms bounds the key's life, for the
+ * cleanup retries if Redis does not confirm.
  */
-void relq_add(struct server *srv, struct resource *res, const char *token, uint32_t delay_ms,
-              int64_t max_expiry_ms);
+void relq_add(struct server *srv, struct resource *res, const char *token, int shared,
+              uint32_t delay_ms, int64_t max_expiry_ms);
 
 /* Keys queued or in flight, for Stats and logs. */
 uint64_t relq_pending(const struct server *srv);

@@ -35,6 +35,9 @@ struct request {
     int watchdog;
     uint64_t owner;      /* acquire: who in the session asks (re-entry is per owner) */
     int no_reentry;      /* acquire: refuse rather than re-enter */
+    uint8_t shared;      /* acquire, release: a shared hold (group_*.lua) */
+    uint8_t claiming;    /* acquire: exclusive, behind shared holds: claim the resource */
+    uint32_t claim_ms;   /* acquire: the claim's PX, from the last busy answer */
     int cancelled;       /* acquire: withdrawn by a Cancel while its try was in Redis */
     uint32_t max_hold_ms;   /* acquire: the lease's max_hold (0 = none) */
     uint32_t lock_delay_ms; /* acquire: the lease's lock_delay; tombstone: its delay */

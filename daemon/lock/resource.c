@@ -165,7 +165,12 @@ struct resource *resource_find(struct server *srv, const char *name, size_t len)
 
 size_t resource_fence_key(const struct resource *r, char *buf, size_t cap)
 {
-    int n = snprintf(buf, cap, "%s" RESOURCE_FENCE_SUFFIX, r->key);
+    return resource_subkey(r, RESOURCE_FENCE_SUFFIX, buf, cap);
+}
+
+size_t resource_subkey(const struct resource *r, const char *suffix, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, "%s%s", r->key, suffix);
     return n < 0 ? 0 : (size_t)n;
 }
 
@@ -195,6 +200,7 @@ struct resource *resource_get(struct server *srv, const char *name, size_t len)
     r->name_len = len;
     r->route = rpool_route(srv->pool, r->key, r->key_len);
     TAILQ_INIT(&r->waiters);
+    LIST_INIT(&r->shared);
     r->refs = 1;
 
     struct restable *t = srv->resources;

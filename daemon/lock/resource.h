@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "request.h"
 
@@ -23,7 +24,10 @@ struct resource {
     char *key;   /* PREFIX{name}; likewise */
     size_t key_len;
     uint32_t route;             /* Redis connection for both keys */
-    struct lease *holder;       /* held by a session of this daemon, or NULL */
+    struct lease *holder;       /* held exclusive by a session of this daemon, or NULL */
+    /* Held shared by sessions of this daemon (one lease per session; lease.h). */
+    LIST_HEAD(, lease) shared;
+    uint32_t nshared;
     struct request_list waiters; /* FIFO; only the head tries */
     uint32_t nwaiters;
     int head_trying;            /* the head's try is in Redis */
@@ -80,6 +84,19 @@ struct resource *resource_get(struct server *srv, const char *name, size_t len);
 #define RESOURCE_FENCE_SUFFIX ":fence"
 /* Write r's fence key into buf (cap >= r->key_len + sizeof RESOURCE_FENCE_SUFFIX); its length. */
 size_t resource_fence_key(const struct resource *r, char *buf, size_t cap);
+/*
+ * The keys of shared holds (docs/protocol.md §6.8), in the same slot: the
+ * holders ZSET, the permits HASH and an exclusive waiter's claim. Each is the
+ * lock key and its suffix, at most RESOURCE_SUBKEY_MAX bytes longer.
+ */
+#define RESOURCE_HOLDERS_SUFFIX ":holders"
+#define RESOURCE_PERMITS_SUFFIX ":permits"
+#define RESOURCE_CLAIM_SUFFIX ":claim"
+#define RESOURCE_SUBKEY_MAX 8
+/* Write r's key and suffix into buf (cap >= r->key_len + RESOURCE_SUBKEY_MAX + 1); its length. */
+size_t resource_subkey(const struct resource *r, const char *suffix, char *buf, size_t cap);
+/* 1 when r is held (exclusive or shared) by a session of this daemon. */
+#define RESOURCE_HELD_HERE(r) ((r)->holder != NULL || (r)->nshared > 0)
 /* Find without creating or referencing. */
 struct resource *resource_find(struct server *srv, const char *name, size_t len);
 /* Take / drop a reference; the last drop frees it. */

@@ -10,6 +10,7 @@
 
 #include <event2/event.h>
 
+#include "calls.h"
 #include "lease.h"
 #include "log.h"
 #include "pool.h"
@@ -84,23 +85,9 @@ static void renew_reply_cb(const redisReply *reply, const char *err, void *arg)
 
 static void batch_send(struct renew_batch *b)
 {
-    uint32_t nargs = b->n * 3;
-    const char *args[WATCHDOG_BATCH_MAX * 3];
-    size_t lens[WATCHDOG_BATCH_MAX * 3];
-    char ttls[WATCHDOG_BATCH_MAX][16];
-    for (uint32_t i = 0; i < b->n; i++) {
-        const struct lease *l = b->leases[i];
-        args[i] = l->res->key;
-        lens[i] = l->res->key_len;
-        args[b->n + 2 * i] = l->token;
-        lens[b->n + 2 * i] = UTIL_UUID_LEN;
-        lens[b->n + 2 * i + 1] = (size_t)snprintf(ttls[i], sizeof ttls[i], "%u", b->ttls[i]);
-        args[b->n + 2 * i + 1] = ttls[i];
-    }
     b->sent_ms = util_now_ms();
     b->q->inflight++;
-    rpool_eval(b->q->srv->pool, b->leases[0]->res->route, SCRIPT_RENEW, (int)b->n, (int)nargs,
-               args, lens, renew_reply_cb, b);
+    calls_renew(b->q->srv, b->leases, b->ttls, b->n, renew_reply_cb, b);
 }
 
 /* Send the queue's leases in batches, as far as the in-flight bound allows. */
@@ -117,9 +104,11 @@ static void renewq_pump(struct renewq *q)
         struct lease *l;
         struct rpool *pool = q->srv->pool;
         while (b->n < WATCHDOG_BATCH_MAX && (l = TAILQ_FIRST(&q->due)) != NULL) {
-            /* One call, one hash slot: a Redis Cluster refuses others (CROSSSLOT). */
-            if (b->n > 0 && rpool_route_slot(pool, l->res->route) !=
-                                rpool_route_slot(pool, b->leases[0]->res->route))
+            /* One call, one hash slot: a Redis Cluster refuses others (CROSSSLOT). One
+             * script: exclusive keys and shared places are renewed differently. */
+            if (b->n > 0 && (rpool_route_slot(pool, l->res->route) !=
+                                 rpool_route_slot(pool, b->leases[0]->res->route) ||
+                             l->shared != b->leases[0]->shared))
                 break;
             TAILQ_REMOVE(&q->due, l, renew_link);
             if (l->forgotten || !rpool_route_ready(pool, l->res->route)) {

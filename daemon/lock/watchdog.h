@@ -9,7 +9,8 @@
  * as it goes. A lease whose loss is due is lost (EXPIRED, or MAX_HOLD); a
  * watchdog lease due for renewal (a third of its ttl after the send time of
  * its last confirmed renew) joins a batch for its Redis connection, and each
- * batch is one renew.lua call of up to WATCHDOG_BATCH_MAX keys.
+ * batch is one renew.lua call (group_renew.lua for shared holds: a batch is
+ * of one kind) of up to WATCHDOG_BATCH_MAX locks (calls.h).
  */
 #ifndef RLOCKD_WATCHDOG_H
 #define RLOCKD_WATCHDOG_H

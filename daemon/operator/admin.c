@@ -56,6 +56,27 @@ void admin_force_release(struct session *s, uint64_t id, const Rlock__V1__ForceR
     }
     struct resource *res = resource_find(s->srv, q->resource, strlen(q->resource));
     struct lease *l = res != NULL ? res->holder : NULL;
+    if (l == NULL && res != NULL && res->nshared > 0) {
+        /* Held shared: the token names the holder, needed when there are several. */
+        if (q->token[0] == '\0' && res->nshared > 1) {
+            char msg[128];
+            snprintf(msg, sizeof msg,
+                     "held shared by %u sessions of this daemon: name the lock's token "
+                     "(ListLocks shows each)", res->nshared);
+            session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID, msg);
+            return;
+        }
+        l = LIST_FIRST(&res->shared);
+        if (q->token[0] != '\0')
+            LIST_FOREACH(l, &res->shared, res_link)
+                if (strcmp(q->token, l->token) == 0)
+                    break;
+        if (l == NULL) {
+            session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
+                          "held shared here, but by no holder with that token");
+            return;
+        }
+    }
     if (l == NULL) {
         session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
                       "no session of this daemon holds it (if its key exists, another daemon "

@@ -13,9 +13,11 @@
  * page takes whole buckets, so that nothing in a bucket is split between
  * pages; only when one bucket alone holds more matches than fit in a page
  * are its matches sorted by hash and the page ends inside it, with the
- * cursor "b<C>.<H>.<B>": resume at bucket C with the hashes above H, if the
- * table still has B buckets (if it grew, the bucket is read again whole,
- * which may repeat a lock but never skips one). A request visits at most
+ * cursor "b<C>.<H>.<B>.<S>": resume at bucket C after hash H and, within it,
+ * after the holder of session serial S (a resource held shared is listed once
+ * per holding session, in serial order), if the table still has B buckets
+ * (if it grew, the bucket is read again whole, which may repeat a lock but
+ * never skips one). A request visits at most
  * ADMIN_SCAN_BUCKETS buckets, however little its filters match: a page may
  * then be empty with a cursor to go on from.
  */
@@ -38,8 +40,8 @@
 /* A repeated field's tag and length in front of each entry, at most. */
 #define ENTRY_OVERHEAD 6
 
-/* Parse "<tag><hex>[.<hex>.<hex>]" into up to three numbers; how many, or -1. */
-static int cursor_parse(const char *text, char tag, uint64_t out[3])
+/* Parse "<tag><hex>[.<hex>.<hex>[.<hex>]]" into up to four numbers; how many, or -1. */
+static int cursor_parse(const char *text, char tag, uint64_t out[4])
 {
     if (text[0] != tag || text[1] == '\0')
         return -1;
@@ -56,7 +58,7 @@ static int cursor_parse(const char *text, char tag, uint64_t out[3])
                 return -1;
             v = v << 4 | (uint64_t)d;
         }
-        if (digits == 0 || n == 3)
+        if (digits == 0 || n == 4)
             return -1;
         out[n++] = v;
         if (*p == '\0')
@@ -108,7 +110,7 @@ static void session_info(const struct session *t, Rlock__V1__SessionInfo *info, 
 void admin_list_sessions(struct session *s, uint64_t id, const Rlock__V1__ListSessions *q)
 {
     struct server *srv = s->srv;
-    uint64_t after[3] = {0, 0, 0};
+    uint64_t after[4] = {0, 0, 0, 0};
     if (q->cursor[0] != '\0' && cursor_parse(q->cursor, 's', after) != 1) {
         session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID,
                       "cursor is not one of ListSessions (pass next_cursor back as it came)");
@@ -158,8 +160,10 @@ void admin_list_sessions(struct session *s, uint64_t id, const Rlock__V1__ListSe
 /* --- locks ------------------------------------------------------------------------ */
 
 struct match {
-    struct resource *res;
+    const struct resource *res;
+    const struct lease *l;
     uint64_t hash;
+    uint64_t serial; /* of the holding session: the order among a resource's shared holders */
 };
 
 /* What a ListLocks request looks for, and the matches of the bucket at hand. */
@@ -172,12 +176,10 @@ struct lock_scan {
     int nomem;
 };
 
-static void scan_visit(struct resource *res, uint64_t hash, void *arg)
+static void scan_add(struct lock_scan *sc, const struct resource *res, const struct lease *l,
+                     uint64_t hash)
 {
-    struct lock_scan *sc = arg;
-    const struct lease *l = res->holder;
-    if (l == NULL || (sc->only != NULL && l->sess != sc->only) || res->name_len < sc->prefix_len ||
-        memcmp(res->name, sc->prefix, sc->prefix_len) != 0)
+    if (sc->nomem || (sc->only != NULL && l->sess != sc->only))
         return;
     if (sc->nfound == sc->cap) {
         size_t cap = sc->cap ? sc->cap * 2 : 16;
@@ -189,20 +191,35 @@ static void scan_visit(struct resource *res, uint64_t hash, void *arg)
         sc->found = m;
         sc->cap = cap;
     }
-    sc->found[sc->nfound].res = res;
-    sc->found[sc->nfound].hash = hash;
+    sc->found[sc->nfound] = (struct match){res, l, hash, l->sess->serial};
     sc->nfound++;
+}
+
+static void scan_visit(struct resource *res, uint64_t hash, void *arg)
+{
+    struct lock_scan *sc = arg;
+    if (!RESOURCE_HELD_HERE(res) || res->name_len < sc->prefix_len ||
+        memcmp(res->name, sc->prefix, sc->prefix_len) != 0)
+        return;
+    if (res->holder != NULL)
+        scan_add(sc, res, res->holder, hash);
+    const struct lease *l;
+    LIST_FOREACH(l, &res->shared, res_link)
+        scan_add(sc, res, l, hash);
 }
 
 static int match_cmp(const void *a, const void *b)
 {
-    uint64_t x = ((const struct match *)a)->hash, y = ((const struct match *)b)->hash;
-    return x < y ? -1 : x > y;
+    const struct match *x = a, *y = b;
+    if (x->hash != y->hash)
+        return x->hash < y->hash ? -1 : 1;
+    return x->serial < y->serial ? -1 : x->serial > y->serial;
 }
 
-static void lock_info(const struct resource *res, Rlock__V1__LockInfo *info, int64_t now)
+static void lock_info(const struct match *m, Rlock__V1__LockInfo *info, int64_t now)
 {
-    const struct lease *l = res->holder;
+    const struct resource *res = m->res;
+    const struct lease *l = m->l;
     rlock__v1__lock_info__init(info);
     info->resource = res->name;
     info->session_id = (char *)l->sess->id;
@@ -216,6 +233,7 @@ static void lock_info(const struct resource *res, Rlock__V1__LockInfo *info, int
     info->watchdog = l->watchdog != 0;
     info->hold_count = l->holds;
     info->waiters = res->nwaiters;
+    info->mode = l->shared ? RLOCK__V1__LOCK_MODE__MODE_SHARED : RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE;
 }
 
 /* The page being built. */
@@ -226,12 +244,12 @@ struct lock_page {
     int64_t now;
 };
 
-/* Add res if the page has room (always when it is empty); 1 if added. */
-static int page_add(struct lock_page *p, const struct resource *res)
+/* Add m if the page has room (always when it is empty); 1 if added. */
+static int page_add(struct lock_page *p, const struct match *m)
 {
     if (p->n == p->limit)
         return 0;
-    lock_info(res, &p->infos[p->n], p->now);
+    lock_info(m, &p->infos[p->n], p->now);
     size_t size = rlock__v1__lock_info__get_packed_size(&p->infos[p->n]) + ENTRY_OVERHEAD;
     if (p->n > 0 && p->used + size > p->bytes)
         return 0;
@@ -249,7 +267,7 @@ static int page_fits(const struct lock_page *p, const struct match *found, size_
     size_t used = p->used;
     for (size_t i = 0; i < n; i++) {
         Rlock__V1__LockInfo info;
-        lock_info(found[i].res, &info, p->now);
+        lock_info(&found[i], &info, p->now);
         used += rlock__v1__lock_info__get_packed_size(&info) + ENTRY_OVERHEAD;
     }
     return used <= p->bytes;
@@ -261,8 +279,8 @@ static int page_fits(const struct lock_page *p, const struct match *found, size_
  * cursor ("" at the end). 0, or -1 when out of memory.
  */
 static int scan_locks(struct server *srv, struct lock_scan *sc, struct lock_page *p,
-                      uint64_t cursor, int has_resume, uint64_t resume_after, char *next,
-                      size_t next_len)
+                      uint64_t cursor, int has_resume, uint64_t resume_after,
+                      uint64_t resume_serial, char *next, size_t next_len)
 {
     const struct restable *t = srv->resources;
     next[0] = '\0';
@@ -279,7 +297,10 @@ static int scan_locks(struct server *srv, struct lock_scan *sc, struct lock_page
         if (has_resume || (p->n == 0 && !page_fits(p, sc->found, sc->nfound))) {
             /* Only a bucket read in part is taken in hash order. */
             qsort(sc->found, sc->nfound, sizeof *sc->found, match_cmp);
-            while (has_resume && skip < sc->nfound && sc->found[skip].hash <= resume_after)
+            while (has_resume && skip < sc->nfound &&
+                   (sc->found[skip].hash < resume_after ||
+                    (sc->found[skip].hash == resume_after &&
+                     sc->found[skip].serial <= resume_serial)))
                 skip++;
             has_resume = 0;
         }
@@ -289,14 +310,14 @@ static int scan_locks(struct server *srv, struct lock_scan *sc, struct lock_page
                 return 0;
             }
             size_t i = skip;
-            while (i < sc->nfound && page_add(p, sc->found[i].res))
+            while (i < sc->nfound && page_add(p, &sc->found[i]))
                 i++;
-            snprintf(next, next_len, "b%" PRIx64 ".%" PRIx64 ".%" PRIx64, cursor,
-                     sc->found[i - 1].hash, restable_buckets(t));
+            snprintf(next, next_len, "b%" PRIx64 ".%" PRIx64 ".%" PRIx64 ".%" PRIx64, cursor,
+                     sc->found[i - 1].hash, restable_buckets(t), sc->found[i - 1].serial);
             return 0;
         }
         for (size_t i = skip; i < sc->nfound; i++)
-            page_add(p, sc->found[i].res);
+            page_add(p, &sc->found[i]);
         cursor = restable_scan_next(t, cursor);
         if (cursor == 0)
             return 0;
@@ -306,9 +327,10 @@ static int scan_locks(struct server *srv, struct lock_scan *sc, struct lock_page
 void admin_list_locks(struct session *s, uint64_t id, const Rlock__V1__ListLocks *q)
 {
     struct server *srv = s->srv;
-    uint64_t cur[3] = {0, 0, 0};
+    /* Three parts: a cursor of a version that listed one holder per resource. */
+    uint64_t cur[4] = {0, 0, 0, UINT64_MAX};
     int parts = q->cursor[0] == '\0' ? 1 : cursor_parse(q->cursor, 'b', cur);
-    if (parts != 1 && parts != 3) {
+    if (parts != 1 && parts != 3 && parts != 4) {
         session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID,
                       "cursor is not one of ListLocks (pass next_cursor back as it came)");
         return;
@@ -328,8 +350,8 @@ void admin_list_locks(struct session *s, uint64_t id, const Rlock__V1__ListLocks
     int rc = -1;
     if (p.infos != NULL && p.ptrs != NULL)
         rc = scan ? scan_locks(srv, &sc, &p, cur[0] & (restable_buckets(srv->resources) - 1),
-                               parts == 3 && cur[2] == restable_buckets(srv->resources), cur[1],
-                               next, sizeof next)
+                               parts >= 3 && cur[2] == restable_buckets(srv->resources), cur[1],
+                               cur[3], next, sizeof next)
                   : 0;
     if (rc != 0) {
         session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");

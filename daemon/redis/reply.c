@@ -12,7 +12,7 @@ static const redisReply *int_element(const redisReply *r, size_t i)
 }
 
 enum reply_acquire_kind reply_acquire(const redisReply *r, uint64_t *fence, long long *pttl,
-                                      int *foreign)
+                                      int *held_by)
 {
     if (r == NULL)
         return REPLY_ACQUIRE_MALFORMED;
@@ -20,7 +20,11 @@ enum reply_acquire_kind reply_acquire(const redisReply *r, uint64_t *fence, long
         return REPLY_ACQUIRE_ERROR;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3)
         return REPLY_ACQUIRE_MALFORMED;
-    const redisReply *granted = int_element(r, 0), *value = int_element(r, 1);
+    const redisReply *granted = int_element(r, 0);
+    if (granted != NULL && granted->integer == -1 && r->elements == 2 &&
+        r->element[1] != NULL && r->element[1]->type == REDIS_REPLY_STRING)
+        return REPLY_ACQUIRE_WRONG_KIND;
+    const redisReply *value = int_element(r, 1);
     const redisReply *kind = r->elements == 3 ? int_element(r, 2) : NULL;
     if (granted == NULL || value == NULL || (r->elements == 3 && kind == NULL))
         return REPLY_ACQUIRE_MALFORMED;
@@ -29,7 +33,10 @@ enum reply_acquire_kind reply_acquire(const redisReply *r, uint64_t *fence, long
         return REPLY_ACQUIRE_GRANTED;
     }
     *pttl = value->integer;
-    *foreign = kind != NULL && kind->integer == 1;
+    *held_by = kind == NULL ? REPLY_HELD_BY_RLOCKD
+               : kind->integer == REPLY_HELD_BY_RLOCKD || kind->integer == REPLY_HELD_BY_GROUP
+                   ? (int)kind->integer
+                   : REPLY_HELD_BY_FOREIGN;
     return REPLY_ACQUIRE_BUSY;
 }
 
@@ -65,6 +72,8 @@ int reply_adopt(const redisReply *r, long long *pttl)
 
 enum reply_delete_kind reply_delete(const redisReply *r)
 {
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 1)
+        r = r->element[0]; /* group_release.lua's answer for one place */
     if (r == NULL || r->type != REDIS_REPLY_INTEGER)
         return REPLY_DELETE_UNKNOWN;
     return r->integer == 1 ? REPLY_DELETE_DONE : REPLY_DELETE_ABSENT;

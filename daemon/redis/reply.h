@@ -19,24 +19,36 @@
 
 #include <hiredis/hiredis.h>
 
-/* The answer to acquire.lua: {1, fence} or {0, pttl, foreign}. */
+/*
+ * The answer to acquire.lua or group_acquire.lua: {1, fence}, {0, pttl, held_by}
+ * or (group_acquire.lua) {-1, what holds it}.
+ */
 enum reply_acquire_kind {
     REPLY_ACQUIRE_GRANTED,   /* the key was set: *fence is the new fence */
     REPLY_ACQUIRE_BUSY,      /* held by another token: *pttl is its PTTL (-1: no expiry);
-                              * *foreign: that token is not rlockd's (acquire.lua) */
+                              * *held_by: REPLY_HELD_BY_* */
+    REPLY_ACQUIRE_WRONG_KIND, /* held as another kind (a semaphore): nothing was set */
     REPLY_ACQUIRE_ERROR,     /* Redis answered an error (reply_error_text); the SET may have run */
     REPLY_ACQUIRE_MALFORMED, /* no reply, or one of another shape; the SET may have run */
 };
 
+/* Who holds a busy key (acquire.lua's third element). */
+enum reply_held_by {
+    REPLY_HELD_BY_RLOCKD = 0,  /* a token or tombstone of rlockd's: its release is announced */
+    REPLY_HELD_BY_FOREIGN = 1, /* a value rlockd did not make (the copied SET NX scripts) */
+    REPLY_HELD_BY_GROUP = 2,   /* shared holders of rlockd's (a waiter's claim needs refreshing) */
+};
+
 /*
  * Interpret r. GRANTED and BUSY need an array of two or three integers, the
- * first 1 (granted) or anything else (busy); *fence or *pttl is set from the
- * second and the other is left alone. *foreign is set on BUSY: 1 when the third is 1,
- * else 0 (a two-element answer is of a script that does not tell: the holder is taken
- * for rlockd's, whose release is published).
+ * first 1 (granted) or anything else (busy); *fence or *pttl is set from the second and
+ * the other is left alone. *held_by is set on BUSY from the third (an unknown
+ * value counts as FOREIGN: polled, never slept on; a two-element answer is of
+ * a script that does not tell: the holder is taken for rlockd's, whose release
+ * is published). WRONG_KIND is {-1, a string}.
  */
 enum reply_acquire_kind reply_acquire(const redisReply *r, uint64_t *fence, long long *pttl,
-                                      int *foreign);
+                                      int *held_by);
 
 /* Per key, the answer to renew.lua (and to an Extend, which renews one key). */
 enum reply_renew_result {
@@ -54,7 +66,8 @@ enum reply_renew_result {
  */
 int reply_renew(const redisReply *r, uint32_t n, int8_t out[]);
 
-/* The answer to a compare-and-delete (release.lua) or to tombstone.lua. */
+/* The answer to a compare-and-delete (release.lua; group_release.lua for one place: an array of
+ * one such integer) or to tombstone.lua. */
 enum reply_delete_kind {
     REPLY_DELETE_DONE,    /* 1: the key held the token and was deleted (or tombstoned) */
     REPLY_DELETE_ABSENT,  /* another integer (the scripts say 0): the key did not hold it */

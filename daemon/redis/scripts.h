@@ -11,7 +11,10 @@
     X(RELEASE, release)                                                                         \
     X(RENEW, renew)                                                                             \
     X(RELEASE_MANY, release_many)                                                               \
-    X(ADOPT, adopt)
+    X(ADOPT, adopt)                                                                             \
+    X(GROUP_ACQUIRE, group_acquire)                                                             \
+    X(GROUP_RENEW, group_renew)                                                                 \
+    X(GROUP_RELEASE, group_release)
 
 enum script_id {
 #define SCRIPT_ENUM(id, name) SCRIPT_##id,

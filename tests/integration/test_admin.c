@@ -624,7 +624,7 @@ START_TEST(test_admin_protocol)
     h_raw_free(m);
 
     /* Cursors the daemon did not issue, or of the other listing. */
-    const char *bad[] = {"x", "b", "bzz", "b1.2", "b1.2.3.4", "s12", "b12345678901234567", ""};
+    const char *bad[] = {"x", "b", "bzz", "b1.2", "b1.2.3.4.5", "s12", "b12345678901234567", ""};
     for (int i = 0; bad[i][0] != '\0'; i++) {
         ll.cursor = (char *)bad[i];
         req.id = 10 + (uint64_t)i;

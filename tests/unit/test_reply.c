@@ -18,7 +18,7 @@ static const struct {
     const char *resp;
     enum reply_acquire_kind kind;
     long long value; /* fence or pttl */
-    int foreign;     /* BUSY: the holder's token is not rlockd's */
+    int foreign;     /* BUSY: who holds it (enum reply_held_by) */
 } acquires[] = {
     {"*2\r\n:1\r\n:1796116645310293\r\n", REPLY_ACQUIRE_GRANTED, 1796116645310293, 0},
     {"*2\r\n:0\r\n:29950\r\n", REPLY_ACQUIRE_BUSY, 29950, 0},
@@ -28,6 +28,11 @@ static const struct {
     {"*4\r\n:0\r\n:5\r\n:1\r\n:1\r\n", REPLY_ACQUIRE_MALFORMED, 0, 0},
     {"*2\r\n:0\r\n:-1\r\n", REPLY_ACQUIRE_BUSY, -1, 0},
     {"*2\r\n:7\r\n:5\r\n", REPLY_ACQUIRE_BUSY, 5, 0},
+    {"*3\r\n:0\r\n:900\r\n:2\r\n", REPLY_ACQUIRE_BUSY, 900, REPLY_HELD_BY_GROUP},
+    {"*3\r\n:0\r\n:900\r\n:7\r\n", REPLY_ACQUIRE_BUSY, 900, REPLY_HELD_BY_FOREIGN},
+    {"*2\r\n:-1\r\n$11\r\ngroup:sem:3\r\n", REPLY_ACQUIRE_WRONG_KIND, 0, 0},
+    {"*3\r\n:-1\r\n$9\r\nexclusive\r\n:0\r\n", REPLY_ACQUIRE_MALFORMED, 0, 0},
+    {"*2\r\n:-1\r\n:5\r\n", REPLY_ACQUIRE_BUSY, 5, 0},
     {"-NOSCRIPT No matching script. Please use EVAL.\r\n", REPLY_ACQUIRE_ERROR, 0, 0},
     {"*2\r\n:1\r\n$2\r\n12\r\n", REPLY_ACQUIRE_MALFORMED, 0, 0},
     {"*2\r\n$1\r\n1\r\n:12\r\n", REPLY_ACQUIRE_MALFORMED, 0, 0},
@@ -124,7 +129,11 @@ static const struct {
     {"+OK\r\n", REPLY_DELETE_UNKNOWN, NULL},
     {"$1\r\n1\r\n", REPLY_DELETE_UNKNOWN, NULL},
     {"$-1\r\n", REPLY_DELETE_UNKNOWN, NULL},
-    {"*1\r\n:1\r\n", REPLY_DELETE_UNKNOWN, NULL},
+    /* group_release.lua's answer for one place */
+    {"*1\r\n:1\r\n", REPLY_DELETE_DONE, NULL},
+    {"*1\r\n:0\r\n", REPLY_DELETE_ABSENT, NULL},
+    {"*2\r\n:1\r\n:1\r\n", REPLY_DELETE_UNKNOWN, NULL},
+    {"*1\r\n$1\r\n1\r\n", REPLY_DELETE_UNKNOWN, NULL},
 };
 
 START_TEST(test_delete)

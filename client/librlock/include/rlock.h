@@ -87,6 +87,7 @@ enum rlock_err {
     RLOCK_ERR_CANCELLED = 11,        /* the acquire was cancelled (rlock_cancel) */
     RLOCK_ERR_ALREADY_HELD = 12,     /* no_reentry: this owner holds the lock already */
     RLOCK_ERR_NOT_FOUND = 13,        /* rlock_kill_session: no such session */
+    RLOCK_ERR_WRONG_KIND = 14,       /* exclusive asked by an owner holding it shared (no upgrade) */
     RLOCK_ERR_ARG = 100,             /* bad argument to a library call */
     RLOCK_ERR_NOMEM = 101,
     RLOCK_ERR_CONNECT = 102,         /* could not connect or say Hello */
@@ -168,6 +169,12 @@ struct rlock_acquire_opts {
                                not; 0 = the daemon's max_hold (none by default) */
     uint32_t lock_delay_ms; /* if the session ends uncleanly (crash, timeout), nobody gets the
                                lock for this long; 0 = the daemon's lock_delay (0 by default) */
+    int shared;             /* 1: a shared (read) hold: any number at once, none while an
+                               exclusive one is held; FIFO with exclusive waiters (no writer
+                               starvation). In one client a resource is one lock: a shared
+                               acquire while it holds the lock shared adds a hold, whatever the
+                               owner; an exclusive acquire by an owner holding it shared gets
+                               RLOCK_ERR_WRONG_KIND (no upgrade: release, then acquire) */
 };
 
 struct rlock_stats {

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* calls.c — see calls.h. */
+#include "calls.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lease.h"
+#include "pubsub.h"
+#include "resource.h"
+#include "server.h"
+#include "util.h"
+#include "watchdog.h"
+
+/* The marker of a read-write lock's shared holds (group_acquire.lua). */
+#define CALLS_RW_MARKER "group:rw"
+
+/* The holders and permits keys of res into at (room for both); advances nothing. */
+static size_t group_subkeys(const struct resource *res, char *at, const char **keys,
+                            size_t *lens)
+{
+    size_t cap = res->key_len + RESOURCE_SUBKEY_MAX + 1;
+    lens[0] = resource_subkey(res, RESOURCE_HOLDERS_SUFFIX, at, cap);
+    keys[0] = at;
+    lens[1] = resource_subkey(res, RESOURCE_PERMITS_SUFFIX, at + cap, cap);
+    keys[1] = at + cap;
+    return 2 * cap;
+}
+
+void calls_renew(struct server *srv, struct lease *const *leases, const uint32_t *ttls,
+                 uint32_t n, rpool_cb *cb, void *arg)
+{
+    /* renew.lua: KEYS one per lease, ARGV (token, ttl) pairs. group_renew.lua: KEYS in
+     * threes (marker, holders, permits), ARGV in threes (token, ttl, marker). */
+    const int shared = leases[0]->shared;
+    const uint32_t per = shared ? 3 : 1, nargv = shared ? 3 : 2;
+    const char *args[WATCHDOG_BATCH_MAX * 6];
+    size_t lens[WATCHDOG_BATCH_MAX * 6];
+    char ttl_text[WATCHDOG_BATCH_MAX][16];
+    size_t room = 0;
+    for (uint32_t i = 0; shared && i < n; i++)
+        room += 2 * (leases[i]->res->key_len + RESOURCE_SUBKEY_MAX + 1);
+    char *subkeys = room > 0 ? malloc(room) : NULL, *at = subkeys;
+    if (room > 0 && subkeys == NULL) {
+        cb(NULL, "out of memory", arg);
+        return;
+    }
+    const uint32_t nkeys = n * per;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct lease *l = leases[i];
+        args[per * i] = l->res->key;
+        lens[per * i] = l->res->key_len;
+        if (shared)
+            at += group_subkeys(l->res, at, &args[per * i + 1], &lens[per * i + 1]);
+        const uint32_t a = nkeys + nargv * i;
+        args[a] = l->token;
+        lens[a] = UTIL_UUID_LEN;
+        lens[a + 1] = (size_t)snprintf(ttl_text[i], sizeof ttl_text[i], "%u", ttls[i]);
+        args[a + 1] = ttl_text[i];
+        if (shared) {
+            args[a + 2] = CALLS_RW_MARKER;
+            lens[a + 2] = sizeof CALLS_RW_MARKER - 1;
+        }
+    }
+    rpool_eval(srv->pool, leases[0]->res->route, shared ? SCRIPT_GROUP_RENEW : SCRIPT_RENEW,
+               (int)nkeys, (int)(nkeys + nargv * n), args, lens, cb, arg);
+    free(subkeys);
+}
+
+void calls_release(struct server *srv, struct resource *res, const char *token, int shared,
+                   rpool_cb *cb, void *arg)
+{
+    char channel[res->key_len + sizeof PUBSUB_CHANNEL_SUFFIX];
+    size_t clen = pubsub_channel(srv, res, channel, sizeof channel);
+    if (!shared) {
+        const char *args[3] = {res->key, token, channel};
+        size_t lens[3] = {res->key_len, strlen(token), clen};
+        rpool_eval(srv->pool, res->route, SCRIPT_RELEASE, 1, 3, args, lens, cb, arg);
+        return;
+    }
+    /* group_release.lua for one place: marker, holders, permits; token, delay 0, suffix. */
+    char sub[2 * (res->key_len + RESOURCE_SUBKEY_MAX + 1)];
+    const char *suffix = pubsub_suffix(srv);
+    const char *args[6] = {res->key, NULL, NULL, token, "0", suffix};
+    size_t lens[6] = {res->key_len, 0, 0, strlen(token), 1, strlen(suffix)};
+    group_subkeys(res, sub, &args[1], &lens[1]);
+    rpool_eval(srv->pool, res->route, SCRIPT_GROUP_RELEASE, 3, 6, args, lens, cb, arg);
+}
