@@ -10,7 +10,7 @@ import type { ConnectionOptions } from 'node:tls';
 export type StatusCode =
   | 'NOT_ACQUIRED' | 'TIMEOUT' | 'NOT_HELD' | 'INVALID' | 'UNAUTHENTICATED'
   | 'PERMISSION_DENIED' | 'LIMIT_EXCEEDED' | 'UNAVAILABLE' | 'SHUTTING_DOWN' | 'INTERNAL'
-  | 'CANCELLED' | 'ALREADY_HELD' | 'NOT_FOUND';
+  | 'CANCELLED' | 'ALREADY_HELD' | 'NOT_FOUND' | 'WRONG_KIND';
 
 /** Codes the client raises itself. */
 export type ClientCode = 'CLOSED' | 'DEADLINE' | 'PROTOCOL' | 'CONNECT' | 'LOCK_LOST' | 'UNCERTAIN';
@@ -94,6 +94,15 @@ export interface AcquireOptions extends CallOptions {
   owner?: number | bigint;
   /** false: an acquire by the owner already holding the lock fails ALREADY_HELD. Default true. */
   reentry?: boolean;
+  /**
+   * true: take the lock shared (a read lock): any number of shared holders at
+   * once, or one exclusive holder. Default false (exclusive). In one client a
+   * resource is one lock: a shared acquire while the client holds it shared adds
+   * a hold whatever its owner; an exclusive acquire by an owner holding it shared
+   * fails WRONG_KIND (no upgrade); a shared acquire by the owner holding it
+   * exclusive re-enters the exclusive lock.
+   */
+  shared?: boolean;
   /** Withdraws the acquire (Cancel); the promise then rejects with an RlockAbortError. */
   signal?: AbortSignal;
 }
@@ -115,6 +124,8 @@ export class Lock extends EventEmitter {
   readonly holdCount: number;
   readonly ttl: number;
   readonly watchdog: boolean;
+  /** true: held shared; false: exclusive (also a shared acquire that re-entered its owner's exclusive hold). */
+  readonly shared: boolean;
   readonly state: LockState;
   /** performance.now() time (ms) until which the lock is surely held; 0 when not held. */
   readonly validUntil: number;
@@ -188,6 +199,8 @@ export interface LockInfo {
   watchdog: boolean;
   holdCount: number;
   waiters: number;
+  /** One of the resource's shared holders (a resource held shared is listed once per holding session). */
+  shared: boolean;
 }
 
 /** ServerInfoReply, camelCased; uint64 counters as numbers. */
@@ -263,7 +276,7 @@ export class Client extends EventEmitter {
    * byte order of their names so that callers naming them in other orders never
    * deadlock; `wait` is one budget for the set, one owner holds them all.
    * Resolves with the locks in the order given; on failure what was taken has
-   * been released again.
+   * been released again. `shared` takes every one of them shared.
    */
   acquireAll(resources: readonly string[], opts?: AcquireOptions): Promise<Lock[]>;
   /** using() for several locks (acquireAll): `signal` aborts when any of them is lost or uncertain. */

@@ -42,6 +42,7 @@ function lockInfo(l) {
     watchdog: l.watchdog,
     holdCount: l.hold_count,
     waiters: l.waiters,
+    shared: l.mode === 1, // LockInfo.mode MODE_SHARED: one of the resource's shared holders
   };
 }
 

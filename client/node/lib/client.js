@@ -26,6 +26,9 @@ const DEFAULT_CLOSE_TIMEOUT_MS = 5000;
 const AUTO_OWNER_BIT = 1n << 63n;
 // The most resources acquireAll takes at once (RLOCK_ACQUIRE_ALL_MAX of the C client).
 const ACQUIRE_ALL_MAX = 16;
+// rlock.v1.LockMode: Acquire.mode, AcquireReply.mode.
+const MODE_EXCLUSIVE = 0;
+const MODE_SHARED = 1;
 
 function defaultName() {
   const script = process.argv[1] ? path.basename(process.argv[1]) : 'node';
@@ -131,6 +134,9 @@ class Client extends EventEmitter {
       checkMs('wait', wait);
       checkMs('maxHold', maxHold);
       checkMs('lockDelay', lockDelay);
+      if (opts.shared !== undefined && typeof opts.shared !== 'boolean') {
+        throw new TypeError(`shared must be a boolean, got ${typeof opts.shared}`);
+      }
       // setOwner: acquireAll's one owner for the set, checked there (it may be the client's own).
       const owner = setOwner ?? (opts.owner !== undefined ? checkOwner(opts.owner) : this.nextOwner());
       const { signal } = opts;
@@ -155,6 +161,7 @@ class Client extends EventEmitter {
         no_reentry: opts.reentry === false,
         max_hold_ms: maxHold,
         lock_delay_ms: lockDelay,
+        mode: opts.shared ? MODE_SHARED : MODE_EXCLUSIVE,
       };
       call = e.send('acquire', body, timeout, (err, reply, c) => {
         if (signal) signal.removeEventListener('abort', onAbort);
@@ -242,6 +249,7 @@ class Client extends EventEmitter {
    * order of `resources`. On failure what was taken is released again and the
    * error (its `resource` names the lock that stopped it) is thrown; a lock
    * lost while a later one was awaited fails the call with NOT_ACQUIRED.
+   * opts.shared takes every one of them shared.
    */
   async acquireAll(resources, opts = {}) {
     if (!Array.isArray(resources) || resources.length < 1 || resources.length > ACQUIRE_ALL_MAX) {

@@ -11,6 +11,8 @@ const { fromU64, u64Number } = require('./codec');
 const { RlockError } = require('./errors');
 const { now } = require('./engine');
 
+const MODE_SHARED = 1; // rlock.v1.LockMode
+
 // Events reach the application after the client has finished with the frame
 // that caused them: a listener that throws cannot cut the frame's handling short.
 function emitLater(emitter, ...args) {
@@ -28,6 +30,10 @@ class Grant {
     this.watchdog = reply.watchdog;
     this.maxHoldUntil = u64Number(reply.max_hold_until_ms);
     this.lockDelay = reply.lock_delay_ms;
+    // The mode held (AcquireReply.mode): shared, or exclusive — also when a
+    // shared acquire re-entered its owner's exclusive hold. A grant keeps its
+    // mode: the daemon neither upgrades nor downgrades one.
+    this.shared = reply.mode === MODE_SHARED;
     this.state = 'held';        // 'held' | 'lost' | 'released'
     this.lostReason = null;
     this.handles = new Set();
@@ -118,6 +124,11 @@ class Lock extends EventEmitter {
   get holdCount() { return this._grant.holds; }
   get ttl() { return this._grant.ttl; }
   get watchdog() { return this._grant.watchdog; }
+  /**
+   * True: held shared (a read lock), false: exclusive. A shared acquire by the
+   * owner holding the lock exclusive re-enters it, and that hold is exclusive.
+   */
+  get shared() { return this._grant.shared; }
   get lostReason() { return this._grant.lostReason; }
 
   /** 'held' | 'uncertain' | 'lost' | 'released' */

@@ -23,21 +23,25 @@ async function main(): Promise<void> {
     return l.fence > fence;
   });
   const n: number = await client.using('x', () => 1);
+  const read: boolean = await client.using('stock:item42', { shared: true, wait: 1000 }, async (signal, l) => l.shared);
+  const readAll: Lock[] = await client.acquireAll(['acct/1', 'acct/2'], { shared: true });
   const both: Lock[] = await client.acquireAll(['acct/1', 'acct/2'], { wait: 1000 });
   const moved: bigint = await client.usingAll(['acct/1', 'acct/2'], async (signal, ls) => ls[0].fence + ls[1].fence);
   try {
     await client.acquire('y');
   } catch (e) {
     if (e instanceof RlockError && e.code === 'NOT_ACQUIRED') console.log(e.retryAfter);
+    if (e instanceof RlockError && e.code === 'WRONG_KIND') console.log('held shared: release, then acquire exclusive');
   }
   const info = await client.serverInfo();
   const prefix: string = info.keyPrefix;
   const locks = await client.locks({ prefix: 'orders/', limit: 100 });
   const owner: bigint | undefined = locks[0]?.owner;
+  const sharedHolder: boolean | undefined = locks[0]?.shared;
   const forced = await client.forceRelease('orders/42');
   const st = await client.stats();
   const waiters: number = st.waiters + forced.waiters;
-  console.log(state, until, left, sold, n, prefix, owner, waiters, (await client.ping()).rtt);
+  console.log(state, until, left, sold, n, read, readAll.length, sharedHolder, prefix, owner, waiters, (await client.ping()).rtt);
   await lock[Symbol.asyncDispose]();
   await client.close();
 }
