@@ -79,6 +79,7 @@ struct run {
     uint32_t wait_ms;
     uint32_t grace_ms;
     int no_watchdog;
+    int shared;           /* --shared: a shared (read) hold of every resource */
     int no_wait_children; /* release when the command exits, whatever it left running */
     const char *name;
     int caught[RUN_NSIGNALS]; /* 1 where our handler is installed */
@@ -102,6 +103,10 @@ static void run_usage(FILE *f)
             "                      stops the job. RLOCK_FENCES lists every fence, RESOURCE's\n"
             "                      first, then in the order of the --also options (without\n"
             "                      --also: RLOCK_FENCE alone)\n"
+            "      --shared        a shared (read) hold: any number of shared holders run at\n"
+            "                      once, none while an exclusive one (a run without --shared)\n"
+            "                      holds the lock; waiting is first come, first served across\n"
+            "                      both modes (with --also: every lock shared)\n"
             "  -l, --ttl D         lease (default: the daemon's default_ttl)\n"
             "  -w, --wait D        wait up to D for the lock (default 0: try once); a daemon\n"
             "                      that cannot reach Redis is asked again meanwhile\n"
@@ -132,7 +137,7 @@ static void run_usage(FILE *f)
 }
 
 /* getopt_long's value for the options without a short form (above any char). */
-enum { RUN_OPT_NO_WAIT_CHILDREN = 0x100 };
+enum { RUN_OPT_NO_WAIT_CHILDREN = 0x100, RUN_OPT_SHARED = 0x101 };
 
 /* Parse options and operands. Returns -1 to go on, else the exit code. */
 static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
@@ -143,6 +148,7 @@ static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
         {"wait", required_argument, NULL, 'w'},
         {"grace", required_argument, NULL, 'g'},
         {"no-watchdog", no_argument, NULL, 'N'},
+        {"shared", no_argument, NULL, RUN_OPT_SHARED},
         {"no-wait-children", no_argument, NULL, RUN_OPT_NO_WAIT_CHILDREN},
         {"name", required_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
@@ -174,6 +180,9 @@ static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
             break;
         case 'N':
             r->no_watchdog = 1;
+            break;
+        case RUN_OPT_SHARED:
+            r->shared = 1;
             break;
         case RUN_OPT_NO_WAIT_CHILDREN:
             r->no_wait_children = 1;
@@ -768,7 +777,8 @@ static enum rlock_err run_acquire(const struct ctl *ctl, const struct run *r,
         int64_t left = end - now_ms();
         struct rlock_acquire_opts ao = {.ttl_ms = r->ttl_ms,
                                         .wait_ms = left > 0 ? (uint32_t)left : 0,
-                                        .watchdog_off = r->no_watchdog};
+                                        .watchdog_off = r->no_watchdog,
+                                        .shared = r->shared};
         enum rlock_err e =
             r->nres == 1 ? rlock_acquire(c, r->resource, &ao, ctl->timeout_ms, &locks[0])
                          : rlock_acquire_all(c, r->resources, r->nres, &ao, ctl->timeout_ms, locks);

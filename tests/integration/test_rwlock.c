@@ -1,0 +1,1026 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_rwlock.c — shared (read) holds: rlock_acquire_opts.shared, Acquire.mode
+ * (docs/design-kinds.md, "Redis layout" and "Waiting: FIFO across modes").
+ * Real redis-server and rlockd processes.
+ *
+ *  - together: two clients hold R shared at once, with different tokens and
+ *    fences; a third client's exclusive try is NOT_ACQUIRED (its shared try is
+ *    granted); the key holds "group:rw" and the holders ZSET every token; the
+ *    copied SET NX fails and a compare-and-delete with a foreign token deletes
+ *    nothing; the last release deletes the key and the ZSET, and an exclusive
+ *    try is granted then;
+ *  - writer after readers: an exclusive waiter is granted only once both shared
+ *    holders have released (not after the first), with a fence above both;
+ *  - FIFO across modes: A holds shared, B waits exclusive, C asks shared with a
+ *    wait: C is not granted while B waits (though it fits with A), nor while B
+ *    holds, and a shared try meanwhile is refused; C and C2 (shared, both
+ *    behind B) are let in together once B leaves; fences A < B < C;
+ *  - one session, one lock: shared twice by one owner (hold count 2, same
+ *    token and fence), shared by another owner of the session adds a hold
+ *    too; exclusive by an owner holding it shared is WRONG_KIND; exclusive
+ *    then shared by the same owner re-enters the exclusive hold (the key keeps
+ *    the token, AcquireReply.mode says EXCLUSIVE on a raw session), while a
+ *    shared try by another owner or client is refused;
+ *  - renewal: two shared holds with a 1.5 s ttl live 5 s (the key keeps
+ *    "group:rw", the ZSET both tokens, their lease ends move on); a token
+ *    removed from the ZSET is reported lost (LockLost) to its holder only;
+ *  - an unclean end frees the place: `rlockctl run --shared` killed with
+ *    SIGKILL lets an exclusive waiter in; a raw session that asked for a
+ *    lock_delay and closes its socket without Goodbye lets it in no earlier
+ *    than the delay, while a clean close (Goodbye) applies none;
+ *  - two daemons on one Redis: shared on daemon 1, an exclusive waiter on
+ *    daemon 2 sets the claim key, and a new shared request on daemon 1 waits
+ *    for the exclusive grant and its release;
+ *  - rlockctl run --shared: two shared jobs are inside at once, an exclusive
+ *    job waits for both, shared jobs started after it wait for it, and are
+ *    then inside at once again; fences grow along.
+ *
+ * No assertion depends on how fast anything happens: "not granted" is checked
+ * by waiting a while and "granted" with generous deadlines.
+ */
+#include "harness.h"
+#include "harness_peer.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CALL_MS 5000u
+#define WAIT_MS 30000u      /* a waiter's wait: far longer than any step here takes */
+#define GRANT_MS 20000      /* deadline for a grant that must come */
+#define QUIET_MS 700        /* how long "still not granted" is watched */
+#define GROUP_MARKER "group:rw"
+
+/* --- keys ------------------------------------------------------------------ */
+
+struct keys {
+    char lock[256];    /* PREFIX{r} */
+    char holders[272]; /* PREFIX{r}:holders */
+    char claim[272];   /* PREFIX{r}:claim */
+};
+
+static void keys_of(const struct h_env *e, const char *resource, struct keys *k)
+{
+    h_lock_key(e, resource, k->lock, sizeof k->lock);
+    snprintf(k->holders, sizeof k->holders, "%s:holders", k->lock);
+    snprintf(k->claim, sizeof k->claim, "%s:claim", k->lock);
+}
+
+/* Assert that key holds the group marker. */
+static void assert_marker(redisContext *r, const char *key, const char *what)
+{
+    char val[256] = "";
+    int got = h_get(r, key, val, sizeof val);
+    ck_assert_msg(got == 1 && strcmp(val, GROUP_MARKER) == 0,
+                  "%s: key %s holds \"%s\" (GET returned %d), not \"" GROUP_MARKER "\"", what,
+                  key, val, got);
+}
+
+/* The score of member in the ZSET key: 1 and *score, 0 when absent; fails on errors. */
+static int zscore(redisContext *r, const char *key, const char *member, double *score)
+{
+    redisReply *rep = redisCommand(r, "ZSCORE %s %s", key, member);
+    ck_assert_msg(rep != NULL, "ZSCORE %s: %s", key, r->errstr);
+    int found = 0;
+    if (rep->type == REDIS_REPLY_STRING) {
+        found = 1;
+        if (score)
+            *score = strtod(rep->str, NULL);
+    } else {
+        ck_assert_msg(rep->type == REDIS_REPLY_NIL, "ZSCORE %s %s: %s", key, member,
+                      rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+    }
+    freeReplyObject(rep);
+    return found;
+}
+
+static void assert_holder(redisContext *r, const struct keys *k, const char *token,
+                          const char *what)
+{
+    ck_assert_msg(zscore(r, k->holders, token, NULL) == 1,
+                  "%s: token %s is not in %s (ZCARD %lld)", what, token, k->holders,
+                  h_redis_int(r, "ZCARD %s", k->holders));
+}
+
+/* --- acquiring --------------------------------------------------------------- */
+
+static enum rlock_err acq(struct rlock_client *c, const char *resource, int shared,
+                          uint32_t wait_ms, uint32_t ttl_ms, uint64_t owner,
+                          struct rlock_lock **out)
+{
+    struct rlock_acquire_opts o = {.ttl_ms = ttl_ms, .wait_ms = wait_ms, .owner = owner,
+                                   .shared = shared};
+    *out = NULL;
+    return rlock_acquire(c, resource, &o, CALL_MS, out);
+}
+
+static struct rlock_lock *acq_ok(struct rlock_client *c, const char *resource, int shared,
+                                 uint64_t owner, const char *what)
+{
+    struct rlock_lock *l;
+    enum rlock_err rc = acq(c, resource, shared, 0, 0, owner, &l);
+    char msg[320];
+    ck_assert_msg(rc == RLOCK_OK, "%s: %s acquire of %s: %s", what,
+                  shared ? "shared" : "exclusive", resource, h_rlock_err(c, rc, msg, sizeof msg));
+    ck_assert_ptr_nonnull(l);
+    return l;
+}
+
+/* A try (no wait) that must fail with want. */
+static void acq_refused(struct rlock_client *c, const char *resource, int shared, uint64_t owner,
+                        enum rlock_err want, const char *what)
+{
+    struct rlock_lock *l;
+    enum rlock_err rc = acq(c, resource, shared, 0, 0, owner, &l);
+    char msg[320];
+    ck_assert_msg(rc == want, "%s: %s try of %s: %s, want %s", what,
+                  shared ? "shared" : "exclusive", resource, h_rlock_err(c, rc, msg, sizeof msg),
+                  rlock_strerror(want));
+    ck_assert_ptr_null(l);
+}
+
+static void release_ok(struct rlock_client *c, struct rlock_lock *l, const char *what)
+{
+    enum rlock_err rc = rlock_release(l, CALL_MS);
+    char msg[320];
+    ck_assert_msg(rc == RLOCK_OK, "%s: release of %s: %s", what, rlock_lock_resource(l),
+                  h_rlock_err(c, rc, msg, sizeof msg));
+}
+
+/* --- a waiting acquire on a thread of its own, of either mode ------------------ */
+
+struct rw_waiter {
+    const char *name;
+    struct rlock_client *c;
+    const char *resource;
+    int shared;
+    enum rlock_err rc;
+    struct rlock_lock *l;
+    struct h_thread t;
+};
+
+static void *rw_waiter_main(void *arg)
+{
+    struct rw_waiter *w = arg;
+    struct rlock_acquire_opts o = {.wait_ms = WAIT_MS, .shared = w->shared};
+    w->rc = rlock_acquire(w->c, w->resource, &o, CALL_MS, &w->l);
+    return NULL;
+}
+
+/* Connect a client to e and start its acquire. */
+static void rw_waiter_start(struct rw_waiter *w, struct h_env *e, const char *name,
+                            const char *resource, int shared)
+{
+    memset(w, 0, sizeof *w);
+    struct rlock_options o = {.client_name = name};
+    w->name = name;
+    w->c = h_client_or_fail(e, &o);
+    w->resource = resource;
+    w->shared = shared;
+    h_thread_start(&w->t, rw_waiter_main, w);
+}
+
+/* Wait (GRANT_MS at most) for its acquire to return, and assert it got the lock. */
+static void rw_waiter_granted(struct rw_waiter *w)
+{
+    char fail[160];
+    snprintf(fail, sizeof fail, "%s: not granted within %d ms", w->name, GRANT_MS);
+    h_thread_join(&w->t, h_now_ms() + GRANT_MS, fail);
+    w->t.fn = NULL; /* joined */
+    ck_assert_msg(w->rc == RLOCK_OK, "%s: acquire returned %s", w->name, rlock_strerror(w->rc));
+    ck_assert_ptr_nonnull(w->l);
+}
+
+/* Assert that its acquire has not returned, for QUIET_MS. */
+static void rw_waiter_still_waits(struct rw_waiter *w, const char *why)
+{
+    int64_t end = h_now_ms() + QUIET_MS;
+    do {
+        ck_assert_msg(!h_thread_done(&w->t), "%s: acquire returned (%s) %s", w->name,
+                      rlock_strerror(w->rc), why);
+        h_sleep_ms(20);
+    } while (h_now_ms() < end);
+}
+
+static void rw_waiter_close(struct rw_waiter *w)
+{
+    if (w->t.fn != NULL) { /* not joined yet: close ends its acquire */
+        rlock_shutdown(w->c);
+        h_thread_join(&w->t, h_now_ms() + 10000, "a waiter did not stop");
+        w->t.fn = NULL;
+    }
+    if (w->l != NULL && rlock_lock_state(w->l) == RLOCK_HELD)
+        rlock_release(w->l, CALL_MS);
+    rlock_lock_free(w->l);
+    w->l = NULL;
+    rlock_close(w->c);
+    w->c = NULL;
+}
+
+/* Poll the Stats of e until waiters == n (timeout_ms at most); fails the test otherwise. */
+static void wait_waiters(struct h_env *e, uint64_t n, int timeout_ms, const char *what)
+{
+    int64_t deadline = h_now_ms() + timeout_ms;
+    struct rlock_stats st;
+    for (;;) {
+        memset(&st, 0, sizeof st);
+        h_stats_or_fail(e, &st);
+        if (st.waiters == n)
+            return;
+        ck_assert_msg(h_now_ms() < deadline, "%s: %" PRIu64 " waiters after %d ms, want %" PRIu64,
+                      what, st.waiters, timeout_ms, n);
+        h_sleep_ms(20);
+    }
+}
+
+/* Poll until GET key is want, timeout_ms at most. */
+static void wait_value(redisContext *r, const char *key, const char *want, int timeout_ms,
+                       const char *what)
+{
+    int64_t deadline = h_now_ms() + timeout_ms;
+    char val[256];
+    for (;;) {
+        val[0] = '\0';
+        if (h_get(r, key, val, sizeof val) == 1 && strcmp(val, want) == 0)
+            return;
+        ck_assert_msg(h_now_ms() < deadline, "%s: key %s holds \"%s\" after %d ms, want \"%s\"",
+                      what, key, val, timeout_ms, want);
+        h_sleep_ms(20);
+    }
+}
+
+/* --- (a) shared holders together ---------------------------------------------- */
+
+START_TEST(test_together)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    const char *res = "rw/together";
+    struct keys k;
+    keys_of(&f.e, res, &k);
+    struct rlock_client *c2 = h_client_or_fail(&f.e, NULL);
+    struct rlock_client *c3 = h_client_or_fail(&f.e, NULL);
+
+    struct rlock_lock *l1 = acq_ok(f.c, res, 1, 0, "client 1");
+    struct rlock_lock *l2 = acq_ok(c2, res, 1, 0, "client 2, while client 1 holds it shared");
+    printf("together: fences %" PRIu64 " %" PRIu64 ", tokens %s %s\n", rlock_lock_fence(l1),
+           rlock_lock_fence(l2), rlock_lock_token(l1), rlock_lock_token(l2));
+    fflush(stdout);
+    ck_assert_int_eq(rlock_lock_state(l1), RLOCK_HELD);
+    ck_assert_int_eq(rlock_lock_state(l2), RLOCK_HELD);
+    ck_assert_uint_eq(rlock_lock_hold_count(l1), 1);
+    ck_assert_uint_eq(rlock_lock_hold_count(l2), 1);
+    ck_assert_msg(strcmp(rlock_lock_token(l1), rlock_lock_token(l2)) != 0,
+                  "two sessions' shared holds have one token %s", rlock_lock_token(l1));
+    ck_assert_msg(rlock_lock_fence(l2) > rlock_lock_fence(l1),
+                  "fences %" PRIu64 " then %" PRIu64 ": not increasing", rlock_lock_fence(l1),
+                  rlock_lock_fence(l2));
+
+    /* Redis: the marker at the lock key, each token in the holders ZSET. */
+    assert_marker(f.r, k.lock, "two shared holders");
+    assert_holder(f.r, &k, rlock_lock_token(l1), "two shared holders");
+    assert_holder(f.r, &k, rlock_lock_token(l2), "two shared holders");
+    ck_assert_int_eq(h_redis_int(f.r, "ZCARD %s", k.holders), 2);
+    ck_assert_msg(h_pttl(f.r, k.lock) > 0, "the marker has no lease (PTTL %lld)",
+                  h_pttl(f.r, k.lock));
+
+    /* A third client: exclusive refused. */
+    acq_refused(c3, res, 0, 0, RLOCK_ERR_NOT_ACQUIRED, "client 3 while two hold it shared");
+
+    /* The copied scripts: SET NX fails, compare-and-delete with a foreign token deletes
+     * nothing. */
+    redisReply *rep = redisCommand(f.r, "SET %s app-token NX PX 10000", k.lock);
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_msg(rep->type == REDIS_REPLY_NIL, "SET NX on a key held shared: reply type %d (%s)",
+                  rep->type, rep->type == REDIS_REPLY_STATUS ? rep->str : "");
+    freeReplyObject(rep);
+    static const char cad[] =
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) "
+        "else return 0 end";
+    const char *keys1[] = {k.lock};
+    const char *args1[] = {"app-token"};
+    rep = h_eval(f.r, cad, keys1, 1, args1, 1);
+    ck_assert_msg(rep->type == REDIS_REPLY_INTEGER && rep->integer == 0,
+                  "compare-and-delete with a foreign token: type %d integer %lld", rep->type,
+                  rep->integer);
+    freeReplyObject(rep);
+    args1[0] = rlock_lock_token(l1); /* a holder's token is not the key's value either */
+    rep = h_eval(f.r, cad, keys1, 1, args1, 1);
+    ck_assert_msg(rep->type == REDIS_REPLY_INTEGER && rep->integer == 0,
+                  "compare-and-delete with a shared holder's token: type %d integer %lld",
+                  rep->type, rep->integer);
+    freeReplyObject(rep);
+    assert_marker(f.r, k.lock, "after the copied scripts");
+
+    /* A third shared holder joins. */
+    struct rlock_lock *l3 = acq_ok(c3, res, 1, 0, "client 3 shared, with two shared holders");
+    ck_assert_int_eq(h_redis_int(f.r, "ZCARD %s", k.holders), 3);
+    ck_assert_msg(rlock_lock_fence(l3) > rlock_lock_fence(l2), "fence %" PRIu64 " after %" PRIu64,
+                  rlock_lock_fence(l3), rlock_lock_fence(l2));
+
+    /* Releases: the group stays until the last one, which deletes its keys. */
+    release_ok(f.c, l1, "client 1");
+    assert_marker(f.r, k.lock, "two of three left");
+    ck_assert_int_eq(zscore(f.r, k.holders, rlock_lock_token(l1), NULL), 0);
+    ck_assert_int_eq(h_redis_int(f.r, "ZCARD %s", k.holders), 2);
+    acq_refused(f.c, res, 0, 0, RLOCK_ERR_NOT_ACQUIRED, "client 1 exclusive, two still shared");
+    release_ok(c3, l3, "client 3");
+    assert_marker(f.r, k.lock, "one of three left");
+    release_ok(c2, l2, "client 2");
+    ck_assert_msg(h_key_exists(f.r, k.lock) == 0, "%s still exists after the last release",
+                  k.lock);
+    ck_assert_msg(h_key_exists(f.r, k.holders) == 0, "%s still exists after the last release",
+                  k.holders);
+
+    /* Free: an exclusive try is granted, with the token at the key and a higher fence. */
+    struct rlock_lock *x = acq_ok(c3, res, 0, 0, "client 3 exclusive once all left");
+    h_assert_key_token(f.r, k.lock, rlock_lock_token(x));
+    ck_assert_msg(rlock_lock_fence(x) > rlock_lock_fence(l3), "exclusive fence %" PRIu64
+                  " not above the shared %" PRIu64, rlock_lock_fence(x), rlock_lock_fence(l3));
+    acq_refused(c2, res, 1, 0, RLOCK_ERR_NOT_ACQUIRED, "client 2 shared while held exclusive");
+    release_ok(c3, x, "client 3 exclusive");
+    ck_assert_int_eq(h_key_exists(f.r, k.lock), 0);
+
+    rlock_lock_free(l1);
+    rlock_lock_free(l2);
+    rlock_lock_free(l3);
+    rlock_lock_free(x);
+    rlock_close(c2);
+    rlock_close(c3);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/* --- (b) an exclusive waiter after two shared holders --------------------------- */
+
+START_TEST(test_writer_after_readers)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    const char *res = "rw/writer";
+    struct keys k;
+    keys_of(&f.e, res, &k);
+    struct rlock_client *c2 = h_client_or_fail(&f.e, NULL);
+    struct rlock_lock *s1 = acq_ok(f.c, res, 1, 0, "reader 1");
+    struct rlock_lock *s2 = acq_ok(c2, res, 1, 0, "reader 2");
+
+    struct rw_waiter w;
+    rw_waiter_start(&w, &f.e, "writer", res, 0);
+    wait_waiters(&f.e, 1, GRANT_MS, "the writer queued");
+    rw_waiter_still_waits(&w, "while two readers hold the lock");
+
+    release_ok(f.c, s1, "reader 1");
+    rw_waiter_still_waits(&w, "while reader 2 still holds the lock");
+    assert_marker(f.r, k.lock, "reader 2 still in");
+
+    release_ok(c2, s2, "reader 2");
+    rw_waiter_granted(&w);
+    uint64_t fx = rlock_lock_fence(w.l);
+    printf("writer: fences readers %" PRIu64 " %" PRIu64 ", writer %" PRIu64 "\n",
+           rlock_lock_fence(s1), rlock_lock_fence(s2), fx);
+    fflush(stdout);
+    ck_assert_msg(fx > rlock_lock_fence(s1) && fx > rlock_lock_fence(s2),
+                  "writer's fence %" PRIu64 " not above the readers' %" PRIu64 " and %" PRIu64, fx,
+                  rlock_lock_fence(s1), rlock_lock_fence(s2));
+    h_assert_key_token(f.r, k.lock, rlock_lock_token(w.l));
+    ck_assert_int_eq(h_key_exists(f.r, k.holders), 0);
+
+    rw_waiter_close(&w);
+    ck_assert_int_eq(h_key_exists(f.r, k.lock), 0);
+    rlock_lock_free(s1);
+    rlock_lock_free(s2);
+    rlock_close(c2);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/* --- (c) FIFO across modes: a later reader waits for an earlier writer --------- */
+
+START_TEST(test_fifo)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    const char *res = "rw/fifo";
+    struct keys k;
+    keys_of(&f.e, res, &k);
+    struct rlock_lock *a = acq_ok(f.c, res, 1, 0, "A");
+
+    struct rw_waiter b, c, c2;
+    rw_waiter_start(&b, &f.e, "B (exclusive)", res, 0);
+    wait_waiters(&f.e, 1, GRANT_MS, "B queued");
+    rw_waiter_start(&c, &f.e, "C (shared)", res, 1);
+    wait_waiters(&f.e, 2, GRANT_MS, "C queued behind B");
+    rw_waiter_start(&c2, &f.e, "C2 (shared)", res, 1);
+    wait_waiters(&f.e, 3, GRANT_MS, "C2 queued behind C");
+    rw_waiter_still_waits(&c, "while B, an exclusive request before it, waits");
+    rw_waiter_still_waits(&c2, "while B, an exclusive request before it, waits");
+    rw_waiter_still_waits(&b, "while A holds the lock shared");
+    ck_assert_int_eq(h_redis_int(f.r, "ZCARD %s", k.holders), 1);
+    /* A shared try (no wait) that arrives now does not pass B either. */
+    struct rlock_client *d = h_client_or_fail(&f.e, NULL);
+    acq_refused(d, res, 1, 0, RLOCK_ERR_NOT_ACQUIRED, "a shared try while B waits");
+    ck_assert_int_eq(h_redis_int(f.r, "ZCARD %s", k.holders), 1);
+
+    release_ok(f.c, a, "A");
+    rw_waiter_granted(&b);
+    h_assert_key_token(f.r, k.lock, rlock_lock_token(b.l));
+    rw_waiter_still_waits(&c, "while B holds the lock exclusive");
+    ck_assert_msg(!h_thread_done(&c2.t), "C2 granted while B holds the lock exclusive");
+
+    /* B leaves: C and C2, consecutive shared requests, are both let in (neither leaves). */
+    release_ok(b.c, b.l, "B");
+    rw_waiter_granted(&c);
+    rw_waiter_granted(&c2);
+    assert_marker(f.r, k.lock, "C and C2 granted");
+    assert_holder(f.r, &k, rlock_lock_token(c.l), "C granted");
+    assert_holder(f.r, &k, rlock_lock_token(c2.l), "C2 granted");
+    ck_assert_int_eq(h_redis_int(f.r, "ZCARD %s", k.holders), 2);
+    uint64_t fa = rlock_lock_fence(a), fb = rlock_lock_fence(b.l), fc = rlock_lock_fence(c.l);
+    printf("fifo: fences A %" PRIu64 ", B %" PRIu64 ", C %" PRIu64 "\n", fa, fb, fc);
+    fflush(stdout);
+    ck_assert_msg(fa < fb && fb < fc, "fences A %" PRIu64 ", B %" PRIu64 ", C %" PRIu64
+                  ": not in grant order", fa, fb, fc);
+    ck_assert_msg(rlock_lock_fence(c2.l) > fb, "C2's fence %" PRIu64 " not above B's %" PRIu64,
+                  rlock_lock_fence(c2.l), fb);
+
+    rw_waiter_close(&c2);
+    rw_waiter_close(&c);
+    rw_waiter_close(&b);
+    ck_assert_int_eq(h_key_exists(f.r, k.lock), 0);
+    rlock_lock_free(a);
+    rlock_close(d);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/* --- (d) one session, one lock --------------------------------------------------- */
+
+/* A raw Acquire with mode; returns the reply's mode after asserting an OK grant. */
+static Rlock__V1__LockMode raw_acquire(struct h_peer *p, const char *resource,
+                                       Rlock__V1__LockMode mode, uint64_t owner,
+                                       struct h_grant *g, const char *what)
+{
+    struct h_acq a = {.resource = resource, .owner = owner};
+    Rlock__V1__Acquire m = h_acquire_msg(&a);
+    m.mode = mode;
+    uint64_t id = h_peer_send(p, RLOCK__V1__REQUEST__BODY_ACQUIRE, &m);
+    Rlock__V1__ServerMessage *msg = h_peer_response(p, id, what);
+    const Rlock__V1__Response *r = msg->response;
+    ck_assert_msg(r->status == H_ST(OK) && r->body_case == RLOCK__V1__RESPONSE__BODY_ACQUIRE,
+                  "%s: %s, want an OK AcquireReply", what, h_msg_describe(msg));
+    h_grant_copy(r->acquire, g);
+    Rlock__V1__LockMode got = r->acquire->mode;
+    h_raw_free(msg);
+    return got;
+}
+
+START_TEST(test_one_session)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct rlock_client *other = h_client_or_fail(&f.e, NULL);
+    struct keys k;
+
+    /* Shared twice by the same owner (the test thread), then by another owner. */
+    const char *res = "rw/session-shared";
+    keys_of(&f.e, res, &k);
+    struct rlock_lock *s1 = acq_ok(f.c, res, 1, 0, "shared #1");
+    struct rlock_lock *s2 = acq_ok(f.c, res, 1, 0, "shared #2, same owner");
+    ck_assert_uint_eq(rlock_lock_hold_count(s2), 2);
+    ck_assert_str_eq(rlock_lock_token(s2), rlock_lock_token(s1));
+    ck_assert_uint_eq(rlock_lock_fence(s2), rlock_lock_fence(s1));
+    struct rlock_lock *s3 = acq_ok(f.c, res, 1, 42, "shared #3, another owner of the session");
+    ck_assert_uint_eq(rlock_lock_hold_count(s3), 3);
+    ck_assert_str_eq(rlock_lock_token(s3), rlock_lock_token(s1));
+    /* One lease in Redis for the session. */
+    ck_assert_int_eq(h_redis_int(f.r, "ZCARD %s", k.holders), 1);
+    assert_holder(f.r, &k, rlock_lock_token(s1), "the session's shared lock");
+
+    /* No upgrade: exclusive by an owner holding it shared. */
+    acq_refused(f.c, res, 0, 0, RLOCK_ERR_WRONG_KIND, "exclusive by the owner holding it shared");
+    {
+        /* Owner 42 added a hold to the session's shared lock: refused too (WRONG_KIND as a
+         * holder, or NOT_ACQUIRED as another owner; never granted, never queued). */
+        struct rlock_lock *l;
+        enum rlock_err rc = acq(f.c, res, 0, 0, 0, 42, &l);
+        printf("one session: exclusive by owner 42 (a shared hold of the session): %s\n",
+               rlock_strerror(rc));
+        fflush(stdout);
+        ck_assert_msg(rc == RLOCK_ERR_WRONG_KIND || rc == RLOCK_ERR_NOT_ACQUIRED,
+                      "exclusive by owner 42, which added a shared hold: %s", rlock_strerror(rc));
+    }
+    {
+        struct rlock_lock *l;
+        struct rlock_acquire_opts o = {.wait_ms = 1000};
+        enum rlock_err rc = rlock_acquire(f.c, res, &o, CALL_MS, &l);
+        ck_assert_msg(rc == RLOCK_ERR_WRONG_KIND,
+                      "exclusive with a wait by the owner holding it shared: %s, want %s",
+                      rlock_strerror(rc), rlock_strerror(RLOCK_ERR_WRONG_KIND));
+    }
+    ck_assert_uint_eq(rlock_lock_hold_count(s1), 3);
+    assert_marker(f.r, k.lock, "after the refused upgrades");
+    /* Another client still joins shared and is refused exclusive. */
+    struct rlock_lock *o1 = acq_ok(other, res, 1, 0, "another client shared");
+    release_ok(other, o1, "another client shared");
+    rlock_lock_free(o1);
+    acq_refused(other, res, 0, 0, RLOCK_ERR_NOT_ACQUIRED, "another client exclusive");
+
+    release_ok(f.c, s3, "hold 3");
+    ck_assert_uint_eq(rlock_lock_hold_count(s1), 2);
+    release_ok(f.c, s2, "hold 2");
+    assert_marker(f.r, k.lock, "one hold left");
+    release_ok(f.c, s1, "hold 1");
+    ck_assert_msg(h_key_exists(f.r, k.lock) == 0, "%s exists after the last hold's release",
+                  k.lock);
+    rlock_lock_free(s1);
+    rlock_lock_free(s2);
+    rlock_lock_free(s3);
+
+    /* Exclusive, then shared by the same owner: re-entry of the exclusive hold. */
+    res = "rw/session-exclusive";
+    keys_of(&f.e, res, &k);
+    struct rlock_lock *x = acq_ok(f.c, res, 0, 0, "exclusive");
+    struct rlock_lock *xs = acq_ok(f.c, res, 1, 0, "shared by the exclusive owner");
+    ck_assert_uint_eq(rlock_lock_hold_count(xs), 2);
+    ck_assert_str_eq(rlock_lock_token(xs), rlock_lock_token(x));
+    ck_assert_uint_eq(rlock_lock_fence(xs), rlock_lock_fence(x));
+    h_assert_key_token(f.r, k.lock, rlock_lock_token(x)); /* still exclusive */
+    ck_assert_int_eq(h_key_exists(f.r, k.holders), 0);
+    acq_refused(other, res, 1, 0, RLOCK_ERR_NOT_ACQUIRED, "another client shared");
+    acq_refused(f.c, res, 1, 42, RLOCK_ERR_NOT_ACQUIRED,
+                "shared by another owner of the session holding it exclusive");
+    release_ok(f.c, xs, "the re-entered hold");
+    h_assert_key_token(f.r, k.lock, rlock_lock_token(x));
+    release_ok(f.c, x, "the exclusive hold");
+    ck_assert_int_eq(h_key_exists(f.r, k.lock), 0);
+    rlock_lock_free(x);
+    rlock_lock_free(xs);
+
+    /* The reply's mode, on a raw session. */
+    struct h_peer p;
+    h_peer_open(&p, &f.e, "rw-raw");
+    struct h_grant g1, g2;
+    res = "rw/session-raw";
+    keys_of(&f.e, res, &k);
+    Rlock__V1__LockMode m = raw_acquire(&p, res, RLOCK__V1__LOCK_MODE__MODE_SHARED, 7, &g1,
+                                        "raw shared acquire");
+    ck_assert_msg(m == RLOCK__V1__LOCK_MODE__MODE_SHARED, "a shared grant says mode %d", (int)m);
+    assert_marker(f.r, k.lock, "raw shared");
+    h_peer_release_ok(&p, res, g1.token, 0, "raw shared release");
+    ck_assert_int_eq(h_key_exists(f.r, k.lock), 0);
+    m = raw_acquire(&p, res, RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE, 7, &g1, "raw exclusive");
+    ck_assert_msg(m == RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE, "an exclusive grant says mode %d",
+                  (int)m);
+    m = raw_acquire(&p, res, RLOCK__V1__LOCK_MODE__MODE_SHARED, 7, &g2,
+                    "raw shared by the exclusive owner");
+    ck_assert_msg(m == RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE,
+                  "shared re-entering an exclusive hold says mode %d, want EXCLUSIVE", (int)m);
+    ck_assert_uint_eq(g2.hold_count, 2);
+    ck_assert_str_eq(g2.token, g1.token);
+    ck_assert_uint_eq(g2.fence, g1.fence);
+    h_assert_key_token(f.r, k.lock, g1.token);
+    h_peer_release_ok(&p, res, g1.token, 1, "raw release 1");
+    h_peer_release_ok(&p, res, g1.token, 0, "raw release 2");
+    ck_assert_int_eq(h_key_exists(f.r, k.lock), 0);
+    h_raw_close(&p.raw);
+
+    rlock_close(other);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/* --- (e) the daemon renews shared leases; a lost place is reported ---------------- */
+
+START_TEST(test_renewal_and_loss)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    const char *res = "rw/renew";
+    struct keys k;
+    keys_of(&f.e, res, &k);
+    struct h_lost lost2 = {0};
+    struct rlock_options o2 = {.on_lost = h_lost_cb, .on_lost_arg = &lost2};
+    struct rlock_client *c2 = h_client_or_fail(&f.e, &o2);
+    struct rlock_lock *l1, *l2;
+    enum rlock_err rc = acq(f.c, res, 1, 0, 1500, 0, &l1);
+    ck_assert_msg(rc == RLOCK_OK, "shared, ttl 1.5 s: %s", rlock_strerror(rc));
+    rc = acq(c2, res, 1, 0, 1500, 0, &l2);
+    ck_assert_msg(rc == RLOCK_OK, "second shared, ttl 1.5 s: %s", rlock_strerror(rc));
+    ck_assert_uint_eq(rlock_lock_ttl_ms(l1), 1500);
+    double first1 = 0, first2 = 0, last1 = 0, last2 = 0;
+    ck_assert_int_eq(zscore(f.r, k.holders, rlock_lock_token(l1), &first1), 1);
+    ck_assert_int_eq(zscore(f.r, k.holders, rlock_lock_token(l2), &first2), 1);
+
+    /* 5 s: more than three leases. Every look finds both places. */
+    int64_t end = h_now_ms() + 5000;
+    int looks = 0;
+    while (h_now_ms() < end) {
+        assert_marker(f.r, k.lock, "held shared with a 1.5 s ttl");
+        assert_holder(f.r, &k, rlock_lock_token(l1), "holder 1, renewed");
+        assert_holder(f.r, &k, rlock_lock_token(l2), "holder 2, renewed");
+        looks++;
+        h_sleep_ms(100);
+    }
+    ck_assert_int_eq(zscore(f.r, k.holders, rlock_lock_token(l1), &last1), 1);
+    ck_assert_int_eq(zscore(f.r, k.holders, rlock_lock_token(l2), &last2), 1);
+    printf("renew: %d looks; lease ends moved %.0f and %.0f ms\n", looks, last1 - first1,
+           last2 - first2);
+    fflush(stdout);
+    ck_assert_msg(last1 > first1 && last2 > first2,
+                  "lease ends not moved: %.0f -> %.0f, %.0f -> %.0f", first1, last1, first2, last2);
+    ck_assert_msg(h_pttl(f.r, k.lock) > 0, "the marker has no lease (PTTL %lld)",
+                  h_pttl(f.r, k.lock));
+    ck_assert_int_eq(rlock_lock_state(l1), RLOCK_HELD);
+    ck_assert_int_eq(rlock_lock_state(l2), RLOCK_HELD);
+    ck_assert_int_eq(atomic_load(&f.lost.count), 0);
+    ck_assert_int_eq(atomic_load(&lost2.count), 0);
+
+    /* Holder 1's place removed behind the daemon's back: holder 1, only, is told. */
+    ck_assert_int_eq(h_redis_int(f.r, "ZREM %s %s", k.holders, rlock_lock_token(l1)), 1);
+    int64_t deadline = h_now_ms() + GRANT_MS;
+    while (rlock_lock_state(l1) != RLOCK_LOST && h_now_ms() < deadline)
+        h_sleep_ms(20);
+    ck_assert_msg(rlock_lock_state(l1) == RLOCK_LOST,
+                  "holder 1 not told its place was lost within %d ms (state %d)", GRANT_MS,
+                  (int)rlock_lock_state(l1));
+    enum rlock_lost_reason why = rlock_lock_lost_reason(l1);
+    ck_assert_msg(why == RLOCK_LOST_MISSING || why == RLOCK_LOST_STOLEN,
+                  "holder 1 lost for %s, want missing (or stolen)", rlock_lost_reason_str(why));
+    deadline = h_now_ms() + 5000;
+    while (atomic_load(&f.lost.count) == 0 && h_now_ms() < deadline)
+        h_sleep_ms(20);
+    ck_assert_int_eq(atomic_load(&f.lost.count), 1);
+    /* Holder 2 keeps its place through further renewals. */
+    h_sleep_ms(2000);
+    ck_assert_int_eq(rlock_lock_state(l2), RLOCK_HELD);
+    ck_assert_int_eq(atomic_load(&lost2.count), 0);
+    assert_marker(f.r, k.lock, "holder 2 left");
+    assert_holder(f.r, &k, rlock_lock_token(l2), "holder 2 left");
+    ck_assert_int_eq(zscore(f.r, k.holders, rlock_lock_token(l1), NULL), 0);
+
+    release_ok(c2, l2, "holder 2");
+    ck_assert_int_eq(h_key_exists(f.r, k.lock), 0);
+    rlock_lock_free(l1);
+    rlock_lock_free(l2);
+    rlock_close(c2);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/* --- (f) an unclean end frees the place ------------------------------------------- */
+
+START_TEST(test_unclean_end)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    const char *res = "rw/killed";
+    struct keys k;
+    keys_of(&f.e, res, &k);
+
+    /* rlockctl run --shared, killed with SIGKILL while an exclusive waiter queues. */
+    char ctl[512], err[400];
+    h_bin("rlockctl", ctl, sizeof ctl);
+    h_env_path(&f.e, "killed.err", err, sizeof err);
+    char *argv[] = {ctl, "--server", f.e.rlockd_addr, "run", "--shared", (char *)res,
+                    "--", "sleep", "60", NULL};
+    pid_t pid = h_spawn_io(argv, NULL, err);
+    ck_assert_int_gt(pid, 0);
+    wait_value(f.r, k.lock, GROUP_MARKER, GRANT_MS, "rlockctl run --shared");
+    ck_assert_int_eq(h_redis_int(f.r, "ZCARD %s", k.holders), 1);
+    struct rw_waiter w;
+    rw_waiter_start(&w, &f.e, "writer", res, 0);
+    wait_waiters(&f.e, 1, GRANT_MS, "the writer queued");
+    rw_waiter_still_waits(&w, "while rlockctl holds the lock shared");
+    ck_assert_msg(h_alive(pid), "rlockctl run --shared exited early");
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    int status;
+    ck_assert_msg(h_wait_exit(pid, 5000, &status) == 0, "rlockctl not reaped after SIGKILL");
+    rw_waiter_granted(&w);
+    h_assert_key_token(f.r, k.lock, rlock_lock_token(w.l));
+    ck_assert_int_eq(h_key_exists(f.r, k.holders), 0);
+    rw_waiter_close(&w);
+
+    /* A raw session with a lock_delay closes its socket without Goodbye. */
+    res = "rw/dropped";
+    keys_of(&f.e, res, &k);
+    struct h_peer p;
+    h_peer_open(&p, &f.e, "rw-raw");
+    struct h_acq a = {.resource = res, .lock_delay_ms = 1500};
+    Rlock__V1__Acquire m = h_acquire_msg(&a);
+    m.mode = RLOCK__V1__LOCK_MODE__MODE_SHARED;
+    struct h_grant g;
+    h_peer_expect_grant(&p, h_peer_send(&p, RLOCK__V1__REQUEST__BODY_ACQUIRE, &m), &g,
+                        "raw shared with lock_delay");
+    assert_marker(f.r, k.lock, "raw shared");
+    ck_assert_uint_eq(g.lock_delay_ms, 1500);
+    rw_waiter_start(&w, &f.e, "writer 2", res, 0);
+    wait_waiters(&f.e, 1, GRANT_MS, "writer 2 queued");
+    int64_t t_close = h_now_ms();
+    h_raw_close(&p.raw);
+    rw_waiter_granted(&w);
+    int64_t after = h_now_ms() - t_close;
+    printf("unclean: writer 2 granted %lld ms after the socket closed (lock_delay 1500)\n",
+           (long long)after);
+    fflush(stdout);
+    /* A lower bound only: the delay starts when the daemon sees the end, after the close. */
+    ck_assert_msg(after >= 1500 - 20, "granted %lld ms after an unclean end with lock_delay 1500",
+                  (long long)after);
+    h_assert_key_token(f.r, k.lock, rlock_lock_token(w.l));
+    rw_waiter_close(&w);
+
+    /* A clean end (rlock_close says Goodbye) applies no lock_delay, however long: with 60 s
+     * asked, the writer, which waits 30 s at most, is let in. */
+    res = "rw/closed";
+    keys_of(&f.e, res, &k);
+    struct rlock_client *cl = h_client_or_fail(&f.e, NULL);
+    struct rlock_acquire_opts od = {.shared = 1, .lock_delay_ms = 60000};
+    struct rlock_lock *ls = NULL;
+    h_assert_ok(cl, rlock_acquire(cl, res, &od, CALL_MS, &ls));
+    assert_marker(f.r, k.lock, "shared with lock_delay 60 s");
+    rw_waiter_start(&w, &f.e, "writer 3", res, 0);
+    wait_waiters(&f.e, 1, GRANT_MS, "writer 3 queued");
+    rlock_close(cl); /* frees ls too */
+    rw_waiter_granted(&w);
+    h_assert_key_token(f.r, k.lock, rlock_lock_token(w.l));
+    rw_waiter_close(&w);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/* --- (g) two daemons: the claim ----------------------------------------------------- */
+
+START_TEST(test_two_daemons)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct h_env peer;
+    ck_assert_msg(h_env_start_peer(&peer, &f.e, NULL) == 0, "could not start the second rlockd");
+    const char *res = "rw/claim";
+    struct keys k;
+    keys_of(&f.e, res, &k);
+
+    struct rlock_lock *a = acq_ok(f.c, res, 1, 0, "A shared on daemon 1");
+    struct rw_waiter b, c;
+    rw_waiter_start(&b, &peer, "B (exclusive, daemon 2)", res, 0);
+    wait_waiters(&peer, 1, GRANT_MS, "B queued on daemon 2");
+    /* B's claim: no new shared holds anywhere. */
+    int64_t deadline = h_now_ms() + GRANT_MS;
+    while (h_key_exists(f.r, k.claim) != 1 && h_now_ms() < deadline)
+        h_sleep_ms(20);
+    ck_assert_msg(h_key_exists(f.r, k.claim) == 1, "no claim key %s while B waits", k.claim);
+
+    rw_waiter_start(&c, &f.e, "C (shared, daemon 1)", res, 1);
+    wait_waiters(&f.e, 1, GRANT_MS, "C queued on daemon 1");
+    rw_waiter_still_waits(&c, "while B, an exclusive request on daemon 2, has its claim");
+    rw_waiter_still_waits(&b, "while A holds the lock shared");
+    ck_assert_int_eq(h_redis_int(f.r, "ZCARD %s", k.holders), 1);
+    /* A try on daemon 1 is refused as well. */
+    struct rlock_client *d = h_client_or_fail(&f.e, NULL);
+    acq_refused(d, res, 1, 0, RLOCK_ERR_NOT_ACQUIRED, "a shared try on daemon 1 under a claim");
+
+    release_ok(f.c, a, "A");
+    rw_waiter_granted(&b);
+    h_assert_key_token(f.r, k.lock, rlock_lock_token(b.l));
+    ck_assert_msg(h_key_exists(f.r, k.claim) == 0, "B's claim outlived its grant");
+    rw_waiter_still_waits(&c, "while B holds the lock exclusive");
+
+    release_ok(b.c, b.l, "B");
+    rw_waiter_granted(&c);
+    assert_marker(f.r, k.lock, "C granted");
+    uint64_t fa = rlock_lock_fence(a), fb = rlock_lock_fence(b.l), fc = rlock_lock_fence(c.l);
+    printf("two daemons: fences A %" PRIu64 ", B %" PRIu64 ", C %" PRIu64 "\n", fa, fb, fc);
+    fflush(stdout);
+    ck_assert_msg(fa < fb && fb < fc, "fences A %" PRIu64 ", B %" PRIu64 ", C %" PRIu64
+                  ": not in grant order", fa, fb, fc);
+
+    rw_waiter_close(&c);
+    rw_waiter_close(&b);
+    ck_assert_int_eq(h_key_exists(f.r, k.lock), 0);
+    rlock_lock_free(a);
+    rlock_close(d);
+    h_assert_env_alive(&peer);
+    h_env_stop(&peer);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/* --- rlockctl run --shared ------------------------------------------------------------ */
+
+/*
+ * Each job: append "<kind>+ NAME FENCE" to DIR/rw.log, create DIR/in.NAME, wait (60 s at
+ * most, else exit 3) until DIR/go.NAME exists, append "<kind>- NAME", exit 0.
+ */
+static const char job_script[] =
+    "d=$1; n=$2; kind=$3\n"
+    "echo \"$kind+ $n $RLOCK_FENCE\" >> \"$d/rw.log\"\n"
+    "touch \"$d/in.$n\"\n"
+    "i=0\n"
+    "while [ ! -e \"$d/go.$n\" ]; do\n"
+    "  i=$((i+1)); if [ $i -gt 1200 ]; then echo \"$kind? $n\" >> \"$d/rw.log\"; exit 3; fi\n"
+    "  sleep 0.05\n"
+    "done\n"
+    "echo \"$kind- $n\" >> \"$d/rw.log\"\n";
+
+struct job {
+    const char *name;
+    int shared;
+    pid_t pid;
+    char err[400];
+};
+
+static void job_start(struct h_fixture *f, struct job *j, const char *res)
+{
+    char ctl[512];
+    h_bin("rlockctl", ctl, sizeof ctl);
+    snprintf(j->err, sizeof j->err, "%s/%s.err", f->e.dir, j->name);
+    char *argv[20];
+    int n = 0;
+    argv[n++] = ctl;
+    argv[n++] = "--server";
+    argv[n++] = f->e.rlockd_addr;
+    argv[n++] = "run";
+    if (j->shared)
+        argv[n++] = "--shared";
+    argv[n++] = "--wait";
+    argv[n++] = "60s";
+    argv[n++] = (char *)res;
+    argv[n++] = "--";
+    argv[n++] = "/bin/sh";
+    argv[n++] = "-c";
+    argv[n++] = (char *)job_script;
+    argv[n++] = "sh";
+    argv[n++] = f->e.dir;
+    argv[n++] = (char *)j->name;
+    argv[n++] = j->shared ? "S" : "X";
+    argv[n] = NULL;
+    j->pid = h_spawn_io(argv, NULL, j->err);
+    ck_assert_int_gt(j->pid, 0);
+}
+
+static int job_in(struct h_fixture *f, const struct job *j)
+{
+    char path[400];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/in.%s", f->e.dir, j->name);
+    return stat(path, &st) == 0;
+}
+
+/* Wait until job j is inside its section (its rlockctl must stay alive). */
+static void job_wait_in(struct h_fixture *f, const struct job *j)
+{
+    int64_t deadline = h_now_ms() + GRANT_MS;
+    while (!job_in(f, j)) {
+        if (!h_alive(j->pid) || h_now_ms() > deadline) {
+            h_print_tail(j->err, 10);
+            ck_abort_msg("job %s not inside within %d ms (rlockctl %s)", j->name, GRANT_MS,
+                         h_alive(j->pid) ? "still waiting" : "exited");
+        }
+        h_sleep_ms(20);
+    }
+}
+
+/* Job j must not be inside, for QUIET_MS. */
+static void job_still_out(struct h_fixture *f, const struct job *j, const char *why)
+{
+    int64_t end = h_now_ms() + QUIET_MS;
+    do {
+        ck_assert_msg(!job_in(f, j), "job %s got inside %s", j->name, why);
+        ck_assert_msg(h_alive(j->pid), "job %s's rlockctl exited while waiting %s", j->name, why);
+        h_sleep_ms(20);
+    } while (h_now_ms() < end);
+}
+
+/* Let job j leave its section, and assert its rlockctl exits 0. */
+static void job_finish(struct h_fixture *f, const struct job *j)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/go.%s", f->e.dir, j->name);
+    FILE *fp = fopen(path, "w");
+    ck_assert_ptr_nonnull(fp);
+    fclose(fp);
+    int status = 0;
+    int waited = h_wait_exit(j->pid, GRANT_MS, &status);
+    if (waited != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        h_print_tail(j->err, 10);
+    ck_assert_msg(waited == 0, "job %s's rlockctl did not exit", j->name);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "job %s: status 0x%x", j->name,
+                  status);
+}
+
+START_TEST(test_rlockctl_shared)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
+    const char *res = "rw/ctl";
+    struct keys k;
+    keys_of(&f.e, res, &k);
+    struct job s1 = {.name = "s1", .shared = 1}, s2 = {.name = "s2", .shared = 1};
+    struct job x1 = {.name = "x1"}, s3 = {.name = "s3", .shared = 1}, s4 = {.name = "s4", .shared = 1};
+
+    /* Two shared jobs: both inside at once (neither leaves before the test says so). */
+    job_start(&f, &s1, res);
+    job_start(&f, &s2, res);
+    job_wait_in(&f, &s1);
+    job_wait_in(&f, &s2);
+    assert_marker(f.r, k.lock, "two rlockctl run --shared");
+    ck_assert_int_eq(h_redis_int(f.r, "ZCARD %s", k.holders), 2);
+
+    /* An exclusive job waits for both. */
+    job_start(&f, &x1, res);
+    wait_waiters(&f.e, 1, GRANT_MS, "the exclusive rlockctl run queued");
+    job_still_out(&f, &x1, "while two shared jobs run");
+    job_finish(&f, &s1);
+    job_still_out(&f, &x1, "while one shared job runs");
+    /* A shared job started now queues behind the exclusive one. */
+    job_start(&f, &s3, res);
+    wait_waiters(&f.e, 2, GRANT_MS, "a shared rlockctl run queued behind the exclusive one");
+    job_still_out(&f, &s3, "while an exclusive job waits before it");
+    job_finish(&f, &s2);
+    job_wait_in(&f, &x1);
+    job_start(&f, &s4, res);
+    wait_waiters(&f.e, 2, GRANT_MS, "two shared rlockctl run queued behind the exclusive one");
+    job_still_out(&f, &s3, "while the exclusive job runs");
+    ck_assert_msg(!job_in(&f, &s4), "job s4 got inside while the exclusive job runs");
+    job_finish(&f, &x1);
+    /* Both shared jobs queued behind it are let in together. */
+    job_wait_in(&f, &s3);
+    job_wait_in(&f, &s4);
+    job_finish(&f, &s3);
+    job_finish(&f, &s4);
+    ck_assert_int_eq(h_key_exists(f.r, k.lock), 0);
+
+    /* The log: sections never overlap an exclusive one; fences grow along the grants. */
+    char path[400];
+    snprintf(path, sizeof path, "%s/rw.log", f.e.dir);
+    char *log = h_read_file(path);
+    ck_assert_ptr_nonnull(log);
+    printf("rlockctl --shared log:\n%s", log);
+    fflush(stdout);
+    int shared_in = 0, excl_in = 0, lines = 0;
+    uint64_t fence_of[5] = {0};
+    const char *names[5] = {"s1", "s2", "x1", "s3", "s4"};
+    for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n"), lines++) {
+        char kind, sign, name[16] = "";
+        unsigned long long fence = 0;
+        int n = sscanf(line, "%c%c %15s %llu", &kind, &sign, name, &fence);
+        ck_assert_msg(n >= 3 && (kind == 'S' || kind == 'X') && (sign == '+' || sign == '-'),
+                      "log line \"%s\"", line);
+        if (sign == '+') {
+            ck_assert_msg(n == 4 && fence > 0, "log line \"%s\": no fence", line);
+            for (int i = 0; i < 5; i++)
+                if (strcmp(name, names[i]) == 0)
+                    fence_of[i] = fence;
+            if (kind == 'S') {
+                ck_assert_msg(excl_in == 0, "\"%s\" while the exclusive job ran", line);
+                shared_in++;
+            } else {
+                ck_assert_msg(shared_in == 0 && excl_in == 0, "\"%s\" while %d shared ran", line,
+                              shared_in);
+                excl_in++;
+            }
+        } else {
+            if (kind == 'S')
+                shared_in--;
+            else
+                excl_in--;
+        }
+    }
+    free(log);
+    ck_assert_int_eq(lines, 10);
+    for (int i = 0; i < 5; i++)
+        ck_assert_msg(fence_of[i] > 0, "no fence logged for %s", names[i]);
+    ck_assert_msg(fence_of[2] > fence_of[0] && fence_of[2] > fence_of[1] &&
+                      fence_of[3] > fence_of[2] && fence_of[4] > fence_of[2],
+                  "fences s1 %" PRIu64 " s2 %" PRIu64 " x1 %" PRIu64 " s3 %" PRIu64 " s4 %" PRIu64,
+                  fence_of[0], fence_of[1], fence_of[2], fence_of[3], fence_of[4]);
+
+    /* --help names the option. */
+    char ctl[512], out[400];
+    h_bin("rlockctl", ctl, sizeof ctl);
+    h_env_path(&f.e, "help.out", out, sizeof out);
+    char *help_argv[] = {ctl, "run", "--help", NULL};
+    pid_t hp = h_spawn(help_argv, out);
+    int status;
+    ck_assert_msg(h_wait_exit(hp, 10000, &status) == 0 && WIFEXITED(status) &&
+                      WEXITSTATUS(status) == 0, "rlockctl run --help failed");
+    char *help = h_read_file(out);
+    ck_assert_msg(help != NULL && strstr(help, "--shared") != NULL,
+                  "rlockctl run --help does not name --shared");
+    free(help);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+int main(void)
+{
+    const TTest *tests[] = {test_together,         test_writer_after_readers, test_fifo,
+                            test_one_session,      test_renewal_and_loss,     test_unclean_end,
+                            test_two_daemons,      test_rlockctl_shared};
+    return h_run_tests("rwlock", 120, tests, H_LEN(tests));
+}
