@@ -25,6 +25,9 @@
 --                      scripts); 2 when a group of rlockd's holds it
 --                      ("group:...": its releases are announced, and a waiter
 --                      with a claim tries again before the claim lapses); else 0
+--          {-1, marker}
+--                      held as a semaphore ("group:sem:N"): another kind,
+--                      refused rather than waited for
 --
 -- The fence is the Redis server time in microseconds, or the last fence + 1
 -- when that is not below it (several grants in one microsecond, or a clock
@@ -62,6 +65,9 @@ if type(holder) == 'string' and string.sub(holder, 1, 6) == 'group:' then
     -- Held by a group of rlockd's (shared holds, a semaphore), whose releases are
     -- announced. A claim (a waiter's id, kept by whoever set it first until it
     -- lapses) stops new shared holds joining while this request waits.
+    if string.sub(holder, 1, 10) == 'group:sem:' then
+        return {-1, holder}
+    end
     if KEYS[3] and holder == 'group:rw' then
         local claimed = redis.call('GET', KEYS[3])
         local claimant = ARGV[5] or ARGV[1]

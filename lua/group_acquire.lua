@@ -41,8 +41,9 @@ if type(cur) == 'table' then
     return {0, redis.call('PTTL', KEYS[1]), 1}
 end
 if cur and cur ~= marker then
-    if string.sub(cur, 1, 6) == 'group:' or limit > 0 then
-        -- Another group kind, or a semaphore on an exclusive name.
+    if string.sub(cur, 1, 6) == 'group:' or (limit > 0 and string.sub(cur, 1, 10) ~= 'tombstone:') then
+        -- Another group kind, or a semaphore on an exclusive name (a tombstone
+        -- is no kind: it keeps a lost holder's place, of any kind, till it ends).
         return {-1, string.sub(cur, 1, 6) == 'group:' and cur or 'exclusive'}
     end
     -- A shared hold waits behind an exclusive one (rlockd's, a tombstone,

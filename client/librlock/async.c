@@ -281,6 +281,8 @@ RLOCK_API enum rlock_err rlock_async_acquire(struct rlock_client *c, const char 
     a.lock_delay_ms = opts->lock_delay_ms;
     a.mode = opts->shared ? RLOCK__V1__LOCK_MODE__MODE_SHARED
                           : RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE;
+    a.limit = opts->limit;
+    a.permits = opts->permits;
     Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
     req.body_case = RLOCK__V1__REQUEST__BODY_ACQUIRE;
     req.acquire = &a;

@@ -80,6 +80,8 @@ struct run {
     uint32_t grace_ms;
     int no_watchdog;
     int shared;           /* --shared: a shared (read) hold of every resource */
+    uint32_t limit;       /* --limit N: RESOURCE is a semaphore of N permits (0: a lock) */
+    uint32_t permits;     /* --permits K: permits taken (0: 1) */
     int no_wait_children; /* release when the command exits, whatever it left running */
     const char *name;
     int caught[RUN_NSIGNALS]; /* 1 where our handler is installed */
@@ -107,6 +109,12 @@ static void run_usage(FILE *f)
             "                      once, none while an exclusive one (a run without --shared)\n"
             "                      holds the lock; waiting is first come, first served across\n"
             "                      both modes (with --also: every lock shared)\n"
+            "      --limit N       RESOURCE is a semaphore of N permits: at most N jobs (or N\n"
+            "                      permits, with --permits) hold it at once across every\n"
+            "                      rlockctl and daemon on the Redis; every run on it names\n"
+            "                      the same N. A job killed, or whose session ends, gives\n"
+            "                      its permits back (a distributed sem)\n"
+            "      --permits K     with --limit: take K permits, all at once (default 1)\n"
             "  -l, --ttl D         lease (default: the daemon's default_ttl)\n"
             "  -w, --wait D        wait up to D for the lock (default 0: try once); a daemon\n"
             "                      that cannot reach Redis is asked again meanwhile\n"
@@ -137,7 +145,26 @@ static void run_usage(FILE *f)
 }
 
 /* getopt_long's value for the options without a short form (above any char). */
-enum { RUN_OPT_NO_WAIT_CHILDREN = 0x100, RUN_OPT_SHARED = 0x101 };
+enum {
+    RUN_OPT_NO_WAIT_CHILDREN = 0x100,
+    RUN_OPT_SHARED = 0x101,
+    RUN_OPT_LIMIT = 0x102,
+    RUN_OPT_PERMITS = 0x103
+};
+
+/* A count from 1 to max for option what; 0, or -1 after saying why. */
+static int run_count(const char *what, const char *text, uint32_t max, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(text, &end, 10);
+    if (errno != 0 || *end != '\0' || text[0] == '-' || v < 1 || v > max) {
+        ctl_err("run: %s: '%s' is not a number from 1 to %u", what, text, max);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
 
 /* Parse options and operands. Returns -1 to go on, else the exit code. */
 static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
@@ -149,6 +176,8 @@ static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
         {"grace", required_argument, NULL, 'g'},
         {"no-watchdog", no_argument, NULL, 'N'},
         {"shared", no_argument, NULL, RUN_OPT_SHARED},
+        {"limit", required_argument, NULL, RUN_OPT_LIMIT},
+        {"permits", required_argument, NULL, RUN_OPT_PERMITS},
         {"no-wait-children", no_argument, NULL, RUN_OPT_NO_WAIT_CHILDREN},
         {"name", required_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
@@ -184,6 +213,14 @@ static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
         case RUN_OPT_SHARED:
             r->shared = 1;
             break;
+        case RUN_OPT_LIMIT:
+            if (run_count("--limit", optarg, RLOCK_LIMIT_MAX, &r->limit) < 0)
+                return EX_USAGE;
+            break;
+        case RUN_OPT_PERMITS:
+            if (run_count("--permits", optarg, RLOCK_LIMIT_MAX, &r->permits) < 0)
+                return EX_USAGE;
+            break;
         case RUN_OPT_NO_WAIT_CHILDREN:
             r->no_wait_children = 1;
             break;
@@ -211,6 +248,14 @@ static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
                 ctl_err("run: '%s' is named twice", r->resources[i]);
                 return EX_USAGE;
             }
+    if (r->limit > 0 && (r->shared || r->nres > 1)) {
+        ctl_err("run: --limit takes one RESOURCE, without --shared or --also");
+        return EX_USAGE;
+    }
+    if (r->permits > 0 && (r->limit == 0 || r->permits > r->limit)) {
+        ctl_err("run: --permits needs --limit, and at most that many");
+        return EX_USAGE;
+    }
     if (optind < argc && strcmp(argv[optind], "--") == 0)
         optind++;
     if (optind >= argc) {
@@ -778,7 +823,9 @@ static enum rlock_err run_acquire(const struct ctl *ctl, const struct run *r,
         struct rlock_acquire_opts ao = {.ttl_ms = r->ttl_ms,
                                         .wait_ms = left > 0 ? (uint32_t)left : 0,
                                         .watchdog_off = r->no_watchdog,
-                                        .shared = r->shared};
+                                        .shared = r->shared,
+                                        .limit = r->limit,
+                                        .permits = r->permits};
         enum rlock_err e =
             r->nres == 1 ? rlock_acquire(c, r->resource, &ao, ctl->timeout_ms, &locks[0])
                          : rlock_acquire_all(c, r->resources, r->nres, &ao, ctl->timeout_ms, locks);

@@ -13,9 +13,6 @@
 #include "util.h"
 #include "watchdog.h"
 
-/* The marker of a read-write lock's shared holds (group_acquire.lua). */
-#define CALLS_RW_MARKER "group:rw"
-
 /* The holders and permits keys of res into at (room for both); advances nothing. */
 static size_t group_subkeys(const struct resource *res, char *at, const char **keys,
                             size_t *lens)
@@ -38,6 +35,7 @@ void calls_renew(struct server *srv, struct lease *const *leases, const uint32_t
     const char *args[WATCHDOG_BATCH_MAX * 6];
     size_t lens[WATCHDOG_BATCH_MAX * 6];
     char ttl_text[WATCHDOG_BATCH_MAX][16];
+    char markers[WATCHDOG_BATCH_MAX][LEASE_MARKER_MAX];
     size_t room = 0;
     for (uint32_t i = 0; shared && i < n; i++)
         room += 2 * (leases[i]->res->key_len + RESOURCE_SUBKEY_MAX + 1);
@@ -59,8 +57,8 @@ void calls_renew(struct server *srv, struct lease *const *leases, const uint32_t
         lens[a + 1] = (size_t)snprintf(ttl_text[i], sizeof ttl_text[i], "%u", ttls[i]);
         args[a + 1] = ttl_text[i];
         if (shared) {
-            args[a + 2] = CALLS_RW_MARKER;
-            lens[a + 2] = sizeof CALLS_RW_MARKER - 1;
+            lens[a + 2] = lease_marker(l->limit, markers[i]);
+            args[a + 2] = markers[i];
         }
     }
     rpool_eval(srv->pool, leases[0]->res->route, shared ? SCRIPT_GROUP_RENEW : SCRIPT_RENEW,

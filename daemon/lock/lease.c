@@ -7,6 +7,7 @@
 #include "lease.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,18 +58,33 @@ static void lease_track_validity(struct lease *l)
  * shared one found no exclusive token there. Two holds that exclude each
  * other are never held here at once.
  */
-static void lease_lose_excluded(struct resource *res, int shared)
+void lease_lose_excluded(struct resource *res, int shared, uint32_t limit, const char *why)
 {
-    static const char why[] = "the key was found free by another acquire";
     if (res->holder != NULL)
         lease_lose(res->holder, RLOCK__V1__LOST_REASON__LOST_MISSING, why);
-    while (!shared && !LIST_EMPTY(&res->shared))
-        lease_lose(LIST_FIRST(&res->shared), RLOCK__V1__LOST_REASON__LOST_MISSING, why);
+    /* From the first each time: a loss may change the list. A resource is one kind at a
+     * time, so a grant of one group kind excludes places of another. */
+    for (;;) {
+        struct lease *l;
+        LIST_FOREACH(l, &res->shared, res_link)
+            if (!shared || l->limit != limit)
+                break;
+        if (l == NULL)
+            return;
+        lease_lose(l, RLOCK__V1__LOST_REASON__LOST_MISSING, why);
+    }
+}
+
+size_t lease_marker(uint32_t limit, char out[LEASE_MARKER_MAX])
+{
+    int n = limit == 0 ? snprintf(out, LEASE_MARKER_MAX, "group:rw")
+                       : snprintf(out, LEASE_MARKER_MAX, "group:sem:%u", limit);
+    return n < 0 ? 0 : (size_t)n;
 }
 
 struct lease *lease_new(struct session *s, struct resource *res, const struct lease_grant *g)
 {
-    lease_lose_excluded(res, g->shared);
+    lease_lose_excluded(res, g->shared, g->limit, "the key was found free by another acquire");
     assert(res->holder == NULL && (g->shared || res->nshared == 0));
     struct lease *l = calloc(1, sizeof *l);
     if (l == NULL)
@@ -85,6 +101,8 @@ struct lease *lease_new(struct session *s, struct resource *res, const struct le
     l->watchdog = g->watchdog;
     l->lock_delay_ms = g->lock_delay_ms;
     l->shared = g->shared != 0;
+    l->limit = g->limit;
+    l->permits = g->permits;
     l->refs = 1;
     l->granted_ms = now;
     uint32_t key_ttl = g->key_ttl_ms != 0 ? g->key_ttl_ms : g->ttl_ms;

@@ -69,6 +69,8 @@ struct lease {
     uint32_t holds;       /* re-entry count of that owner */
     uint32_t lock_delay_ms; /* tombstone time if the session ends uncleanly; 0 = none */
     uint32_t refs;
+    uint32_t limit;       /* shared: a semaphore's permits in all; 0 = a read-write lock */
+    uint32_t permits;     /* a semaphore's permits this lease holds */
     int64_t granted_ms;
     int64_t valid_until_ms;
     int64_t max_expiry_ms;
@@ -97,7 +99,12 @@ struct lease_grant {
     uint64_t max_hold_wall_ms;  /* its max_hold deadline (wall clock); then max_hold_ms is 0 */
     uint32_t key_ttl_ms;        /* the key's PTTL Redis answered (0: ttl_ms, a grant's) */
     int shared;                 /* a shared hold (group_acquire.lua granted it) */
+    uint32_t limit, permits;    /* a semaphore's (shared is set); 0 = a read-write lock */
 };
+
+/* The group marker of a shared lease or request: "group:rw" or "group:sem:N" (limit N). */
+#define LEASE_MARKER_MAX 24
+size_t lease_marker(uint32_t limit, char out[LEASE_MARKER_MAX]);
 
 /*
  * A new lease of session s on res, now its holder (or one of its shared
@@ -107,6 +114,12 @@ struct lease_grant {
  * exclusive token is there. NULL when out of memory.
  */
 struct lease *lease_new(struct session *s, struct resource *res, const struct lease_grant *g);
+
+/*
+ * Redis granted a hold of this kind on res (shared; limit: a semaphore's): lose,
+ * as MISSING with why, the local leases it excludes (lease_new does so).
+ */
+void lease_lose_excluded(struct resource *res, int shared, uint32_t limit, const char *why);
 
 /* A renew or Extend with ttl_ms, sent at sent_ms, was confirmed by Redis. */
 void lease_confirmed(struct lease *l, int64_t sent_ms, uint32_t ttl_ms);

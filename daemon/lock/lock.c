@@ -88,7 +88,10 @@ static void answer_acquired(struct session *s, uint64_t id, const struct lease *
     a.seal = seal;
     a.max_hold_until_ms = l->max_hold_wall_ms;
     a.lock_delay_ms = l->lock_delay_ms;
-    a.mode = l->shared ? RLOCK__V1__LOCK_MODE__MODE_SHARED : RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE;
+    a.mode = l->shared && l->limit == 0 ? RLOCK__V1__LOCK_MODE__MODE_SHARED
+                                        : RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE;
+    a.limit = l->limit;
+    a.permits = l->permits;
     s->srv->ctr.grants++;
     counters_acquire_answered(s->srv, RLOCK__V1__STATUS__STATUS_OK);
     session_respond(s, id, RLOCK__V1__STATUS__STATUS_OK, NULL,
@@ -250,11 +253,36 @@ static void acquire_try(struct request *req);
  * Once several owners share the lease, who holds it is no longer known, so
  * every exclusive acquire of the session is refused alike.
  */
-static int lock_joins(const struct lease *l, uint64_t owner, int shared, int no_reentry,
-                      Rlock__V1__Status *st, const char **refusal)
+static int lock_joins(const struct lease *l, const struct request *ask, Rlock__V1__Status *st,
+                      const char **refusal)
 {
+    static char msg[160]; /* the daemon answers from one thread */
+    uint64_t owner = ask->owner;
+    int shared = ask->shared;
     *refusal = NULL;
-    if (l->shared && !shared) {
+    *st = RLOCK__V1__STATUS__STATUS_WRONG_KIND;
+    if (l->limit != 0 || ask->limit != 0) {
+        /* A semaphore on either side: within a session it is held like an exclusive lock
+         * (one lease, its owner re-enters, other owners wait), with the same limit. */
+        if (l->limit != ask->limit) {
+            if (l->limit == 0)
+                snprintf(msg, sizeof msg, "held by this session as a lock, not a semaphore");
+            else
+                snprintf(msg, sizeof msg, "held by this session as a semaphore of %u permits",
+                         l->limit);
+            *refusal = msg;
+            return 0;
+        }
+        if (l->owner != owner)
+            return 0;
+        if (ask->permits > l->permits) {
+            snprintf(msg, sizeof msg,
+                     "this owner holds %u permits of the semaphore: release them to take %u",
+                     l->permits, ask->permits);
+            *refusal = msg;
+            return 0;
+        }
+    } else if (l->shared && !shared) {
         if (l->owner == owner || l->owners_mixed) {
             *st = RLOCK__V1__STATUS__STATUS_WRONG_KIND;
             *refusal = "held shared by this owner: no upgrade to exclusive (release the shared "
@@ -264,7 +292,7 @@ static int lock_joins(const struct lease *l, uint64_t owner, int shared, int no_
     }
     if (!l->shared && l->owner != owner)
         return 0;
-    if (no_reentry && l->owner == owner) {
+    if (ask->no_reentry && l->owner == owner) {
         *st = RLOCK__V1__STATUS__STATUS_ALREADY_HELD;
         *refusal = "this owner already holds the lock (re-entry refused)";
         return 0;
@@ -305,7 +333,7 @@ void lock_kick(struct resource *res)
         /* The head's own session holds res (another owner's hold, or granted meanwhile). */
         const char *refusal = NULL;
         Rlock__V1__Status st = RLOCK__V1__STATUS__STATUS_OK;
-        int joins = lock_joins(l, head->owner, head->shared, head->no_reentry, &st, &refusal);
+        int joins = lock_joins(l, head, &st, &refusal);
         if (!joins && refusal == NULL)
             break; /* another owner's hold: its release or loss kicks us */
         if (refusal != NULL)
@@ -449,8 +477,8 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
 static void acquire_busy(struct request *req, long long pttl, int held_by);
 
 /*
- * group_acquire.lua for a shared hold: marker, holders, permits, fence and
- * claim keys; token, ttl, fence_ttl, marker, 1 permit.
+ * group_acquire.lua for a shared hold or a semaphore's permits: marker,
+ * holders, permits, fence and claim keys; token, ttl, fence_ttl, marker, k.
  */
 static void acquire_send_shared(struct request *req, const char *ttl, size_t ttl_len,
                                 const char *fence_ttl, size_t fence_ttl_len)
@@ -459,9 +487,12 @@ static void acquire_send_shared(struct request *req, const char *ttl, size_t ttl
     char sub[4][res->key_len + RESOURCE_SUBKEY_MAX + 1];
     static const char *const suffixes[4] = {RESOURCE_HOLDERS_SUFFIX, RESOURCE_PERMITS_SUFFIX,
                                             RESOURCE_FENCE_SUFFIX, RESOURCE_CLAIM_SUFFIX};
+    char marker[LEASE_MARKER_MAX], k[16];
     const char *args[10] = {res->key, sub[0], sub[1], sub[2], sub[3],
-                            req->token, ttl, fence_ttl, "group:rw", "1"};
-    size_t lens[10] = {res->key_len, 0, 0, 0, 0, UTIL_UUID_LEN, ttl_len, fence_ttl_len, 8, 1};
+                            req->token, ttl, fence_ttl, marker, k};
+    size_t lens[10] = {res->key_len, 0, 0, 0, 0, UTIL_UUID_LEN, ttl_len, fence_ttl_len,
+                       lease_marker(req->limit, marker), 0};
+    lens[9] = (size_t)snprintf(k, sizeof k, "%u", req->limit > 0 ? req->permits : 1);
     for (int i = 0; i < 4; i++)
         lens[1 + i] = resource_subkey(res, suffixes[i], sub[i], sizeof sub[i]);
     rpool_eval(req->srv->pool, res->route, SCRIPT_GROUP_ACQUIRE, 5, 10, args, lens,
@@ -527,11 +558,8 @@ static int acquire_found_lost_key(struct request *req)
 {
     struct resource *res = req->res;
     /* Each sets the guard below, the promise still running. */
-    static const char why[] = "Redis lost the lock's key: another acquire found it free";
-    if (res->holder != NULL)
-        lease_lose(res->holder, RLOCK__V1__LOST_REASON__LOST_MISSING, why);
-    while (!req->shared && !LIST_EMPTY(&res->shared))
-        lease_lose(LIST_FIRST(&res->shared), RLOCK__V1__LOST_REASON__LOST_MISSING, why);
+    lease_lose_excluded(res, req->shared, req->limit,
+                        "Redis lost the lock's key: another acquire found it free");
     /* A lost holder's tombstone not yet in Redis: this grant took the key it was for. */
     if (res->tombstones_unsent == 0)
         return 0;
@@ -552,6 +580,17 @@ static int acquire_found_lost_key(struct request *req)
     return 1;
 }
 
+/*
+ * 1 when a grant of req means that some local shared place of its resource is
+ * gone. A resource is one kind at a time here (lease_lose_excluded), so its
+ * first shared place tells the kind of them all.
+ */
+static int grant_excludes_shared(const struct request *req)
+{
+    const struct lease *first = LIST_FIRST(&req->res->shared);
+    return first != NULL && (!req->shared || first->limit != req->limit);
+}
+
 static void acquire_granted(struct request *req, uint64_t fence)
 {
     struct session *s = req->sess;
@@ -563,12 +602,12 @@ static void acquire_granted(struct request *req, uint64_t fence)
         lock_request_done(req);
         return;
     }
-    if ((res->holder != NULL || (!req->shared && res->nshared > 0) ||
+    if ((res->holder != NULL || grant_excludes_shared(req) ||
          res->tombstones_unsent > 0) &&
         acquire_found_lost_key(req))
         return;
-    struct lease *mine = req->shared ? session_hold(s, res) : NULL;
-    if (mine != NULL && mine->shared) {
+    struct lease *mine = req->shared && req->limit == 0 ? session_hold(s, res) : NULL;
+    if (mine != NULL && mine->shared && mine->limit == 0) {
         /* Two shared tries of one session were granted (tries without a wait run side by
          * side): one lock per session, so this place is given back and the hold joins. */
         lock_release_token(req->srv, res, req->token, 1, key_life_end(req->ttl_ms));
@@ -594,6 +633,8 @@ static void acquire_granted(struct request *req, uint64_t fence)
         .max_hold_ms = req->max_hold_ms,
         .lock_delay_ms = req->lock_delay_ms,
         .shared = req->shared,
+        .limit = req->limit,
+        .permits = req->permits,
     };
     struct lease *l = lease_new(s, res, &g);
     if (l == NULL) {
@@ -742,8 +783,21 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
     }
     if (kind == REPLY_ACQUIRE_WRONG_KIND) {
         /* Nothing was set: the resource is a semaphore (group_acquire.lua's answer). */
-        answer_error(req, RLOCK__V1__STATUS__STATUS_WRONG_KIND,
-                     "the resource is held as a semaphore, not as a read-write lock");
+        const redisReply *held = reply->element[1];
+        unsigned long n = 0;
+        char why[160], as[64];
+        if (held->len > 10 && memcmp(held->str, "group:sem:", 10) == 0 &&
+            sscanf(held->str + 10, "%lu", &n) == 1)
+            snprintf(as, sizeof as, "a semaphore of %lu permits", n);
+        else
+            snprintf(as, sizeof as, "%s",
+                     held->len == 8 && memcmp(held->str, "group:rw", 8) == 0
+                         ? "a read-write lock held shared"
+                         : "an exclusive lock");
+        snprintf(why, sizeof why, "the resource is held as %s%s", as,
+                 req->limit > 0 ? " (a semaphore takes a name of its own, with one limit)"
+                                : " (a lock takes a name no semaphore uses)");
+        answer_error(req, RLOCK__V1__STATUS__STATUS_WRONG_KIND, why);
         lock_request_done(req);
         return;
     }
@@ -768,6 +822,22 @@ const char *lock_check_resource(const struct config *cfg, const char *name)
         return strcmp(bad, "contains control characters") == 0
                    ? "resource contains control characters"
                    : "resource is not valid UTF-8";
+    return NULL;
+}
+
+const char *lock_check_kind(const Rlock__V1__Acquire *a)
+{
+    if (a->mode != RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE &&
+        a->mode != RLOCK__V1__LOCK_MODE__MODE_SHARED)
+        return "mode must be EXCLUSIVE (0) or SHARED (1)";
+    if (a->limit == 0)
+        return a->permits != 0 ? "permits need a limit (a semaphore)" : NULL;
+    if (a->limit > LOCK_LIMIT_MAX)
+        return "limit must be at most " LOCK_LIMIT_MAX_TEXT;
+    if (a->mode != RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE)
+        return "a semaphore (limit > 0) has no mode: leave mode EXCLUSIVE";
+    if (a->permits > a->limit)
+        return "permits must be at most limit";
     return NULL;
 }
 
@@ -822,18 +892,21 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         return 0;
     }
 
-    if (a->mode != RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE &&
-        a->mode != RLOCK__V1__LOCK_MODE__MODE_SHARED) {
-        acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_INVALID,
-                      "mode must be EXCLUSIVE (0) or SHARED (1)");
+    const char *kind_bad = lock_check_kind(a);
+    if (kind_bad != NULL) {
+        acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_INVALID, kind_bad);
         return 0;
     }
-    int shared = a->mode == RLOCK__V1__LOCK_MODE__MODE_SHARED;
+    /* A semaphore's places are a group's, as shared holds are (group_*.lua). */
+    int shared = a->mode == RLOCK__V1__LOCK_MODE__MODE_SHARED || a->limit > 0;
+    struct request ask = {.owner = a->owner, .shared = (uint8_t)shared, .no_reentry = a->no_reentry,
+                          .limit = a->limit, .permits = a->limit > 0 && a->permits == 0 ? 1
+                                                                                 : a->permits};
     struct lease *held = lock_session_lease(s, a->resource);
     if (held != NULL) { /* a re-entry or join needs no Redis round trip */
         const char *refusal;
         Rlock__V1__Status st;
-        if (lock_joins(held, a->owner, shared, a->no_reentry, &st, &refusal)) {
+        if (lock_joins(held, &ask, &st, &refusal)) {
             lock_join(held, a->owner, s, id, s->last_frame_ms);
             return 0;
         }
@@ -892,6 +965,8 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
     req->owner = a->owner;
     req->no_reentry = a->no_reentry;
     req->shared = (uint8_t)shared;
+    req->limit = ask.limit;
+    req->permits = ask.permits;
     req->max_hold_ms = effective_max_hold(cfg, a->max_hold_ms);
     req->lock_delay_ms = effective_lock_delay(cfg, a->lock_delay_ms);
     req->arrival_ms = s->last_frame_ms;

@@ -29,6 +29,10 @@ struct resource;
  */
 const char *lock_check_resource(const struct config *cfg, const char *name);
 int lock_check_ttl(const struct config *cfg, uint32_t *ttl);
+/* lock_check_kind: NULL when mode, limit and permits go together, else the INVALID message. */
+#define LOCK_LIMIT_MAX 1000000u
+#define LOCK_LIMIT_MAX_TEXT "1000000"
+const char *lock_check_kind(const Rlock__V1__Acquire *a);
 
 /*
  * Request handlers (the session is ACTIVE). Each answers exactly once: at

@@ -38,6 +38,8 @@ struct request {
     uint8_t shared;      /* acquire, release: a shared hold (group_*.lua) */
     uint8_t claiming;    /* acquire: exclusive, behind shared holds: claim the resource */
     uint32_t claim_ms;   /* acquire: the claim's PX, from the last busy answer */
+    uint32_t limit;      /* acquire: a semaphore's permits in all (0: a lock; shared is set) */
+    uint32_t permits;    /* acquire: the permits asked of it */
     int cancelled;       /* acquire: withdrawn by a Cancel while its try was in Redis */
     uint32_t max_hold_ms;   /* acquire: the lease's max_hold (0 = none) */
     uint32_t lock_delay_ms; /* acquire: the lease's lock_delay; tombstone: its delay */

@@ -233,7 +233,10 @@ static void lock_info(const struct match *m, Rlock__V1__LockInfo *info, int64_t 
     info->watchdog = l->watchdog != 0;
     info->hold_count = l->holds;
     info->waiters = res->nwaiters;
-    info->mode = l->shared ? RLOCK__V1__LOCK_MODE__MODE_SHARED : RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE;
+    info->mode = l->shared && l->limit == 0 ? RLOCK__V1__LOCK_MODE__MODE_SHARED
+                                            : RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE;
+    info->limit = l->limit;
+    info->permits = l->permits;
 }
 
 /* The page being built. */

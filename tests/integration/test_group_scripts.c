@@ -132,7 +132,8 @@ static long long g_release(struct g *g, const char *token, long delay_ms)
 }
 
 /* acquire.lua (the exclusive grant) for token: 1 granted, 0 busy (then *fence is the PTTL and
- * *foreign acquire.lua's foreign flag). claim_ms > 0: with the claim key and that PX. */
+ * *foreign acquire.lua's foreign flag), -1 another kind (*fence 0, *foreign -1). claim_ms > 0:
+ * with the claim key and that PX. */
 static long long excl_claimant(struct g *g, const char *token, long claim_ms,
                                const char *claimant, long long *fence, long long *foreign)
 {
@@ -144,8 +145,10 @@ static long long excl_claimant(struct g *g, const char *token, long claim_ms,
     int nargs = !with_claim ? 3 : claimant ? 5 : 4;
     redisReply *rep = eval(g, g->excl, keys, with_claim ? 3 : 2, args, nargs);
     long long code = rep->element[0]->integer;
+    if (code == -1)
+        ck_assert_int_eq(rep->element[1]->type, REDIS_REPLY_STRING);
     if (fence)
-        *fence = rep->element[1]->integer;
+        *fence = code == -1 ? 0 : rep->element[1]->integer;
     if (foreign)
         *foreign = code == 0 ? rep->element[2]->integer : -1;
     freeReplyObject(rep);
@@ -459,12 +462,14 @@ START_TEST(test_exclusive_claims)
     ck_assert_int_eq(excl_claimant(&g, T2, 50000, "request-7", NULL, NULL), 1);
     ck_assert_int_eq(h_redis_int(g.f.r, "EXISTS %s", g.claim), 0);
 
-    /* A semaphore is not claimed: an exclusive request there is another kind's business. */
+    /* A semaphore is not claimed: an exclusive request there is another kind's business,
+     * refused as such ({-1, the marker}), not busy. */
     ck_assert_int_eq(h_redis_int(g.f.r, "DEL %s", g.marker), 1);
     ck_assert_int_eq(g_acquire(&g, T1, LONG_PX, SEM3, 1).code, 1);
-    ck_assert_int_eq(excl_try(&g, T4, 50000, NULL, &foreign), 0);
-    ck_assert_int_eq(foreign, 2);
+    ck_assert_int_eq(excl_try(&g, T4, 50000, NULL, &foreign), -1);
+    ck_assert_int_eq(foreign, -1);
     ck_assert_int_eq(h_redis_int(g.f.r, "EXISTS %s", g.claim), 0);
+    h_assert_key_token(g.f.r, g.marker, SEM3);
     g_stop(&g);
 }
 END_TEST

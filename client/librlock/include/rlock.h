@@ -87,7 +87,8 @@ enum rlock_err {
     RLOCK_ERR_CANCELLED = 11,        /* the acquire was cancelled (rlock_cancel) */
     RLOCK_ERR_ALREADY_HELD = 12,     /* no_reentry: this owner holds the lock already */
     RLOCK_ERR_NOT_FOUND = 13,        /* rlock_kill_session: no such session */
-    RLOCK_ERR_WRONG_KIND = 14,       /* exclusive asked by an owner holding it shared (no upgrade) */
+    RLOCK_ERR_WRONG_KIND = 14,       /* exclusive asked by an owner holding it shared (no upgrade),
+                                        or a semaphore and a lock on one name */
     RLOCK_ERR_ARG = 100,             /* bad argument to a library call */
     RLOCK_ERR_NOMEM = 101,
     RLOCK_ERR_CONNECT = 102,         /* could not connect or say Hello */
@@ -175,7 +176,16 @@ struct rlock_acquire_opts {
                                acquire while it holds the lock shared adds a hold, whatever the
                                owner; an exclusive acquire by an owner holding it shared gets
                                RLOCK_ERR_WRONG_KIND (no upgrade: release, then acquire) */
+    uint32_t limit;         /* > 0: the resource is a semaphore of limit permits (shared must
+                               be 0): every holder names the same limit, and the permits held
+                               sum to at most limit. A crashed holder's permits come back
+                               when its session ends. In one client a semaphore is held once
+                               (its owner re-enters; other owners wait). RLOCK_ERR_WRONG_KIND
+                               when the name is held as a lock or with another limit */
+    uint32_t permits;       /* with limit: the permits to take, all or none; 0 = 1 */
 };
+/* The largest semaphore limit the daemon takes. */
+#define RLOCK_LIMIT_MAX 1000000u
 
 struct rlock_stats {
     uint64_t sessions;
