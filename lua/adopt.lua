@@ -12,7 +12,17 @@
 --                    lock's ttl, renewed by the watchdog); 0 = keep its PTTL
 --                    (a lock the client times itself)
 --
+-- KEYS[2]  (optional) holders key PREFIX{resource}:holders, and
+-- KEYS[3]  permits key PREFIX{resource}:permits: a shared hold or a semaphore's
+--          permits (the key holds a group's marker "group:..."): the place of
+--          token among the holders is given to new, with the same end or
+--          ttl from now if later, and its permits with it
+--
 -- Returns {1, pttl}  adopted: the key holds new and expires in pttl ms
+--         {1, pttl, marker, permits}
+--                    adopted a group place: new's place ends in pttl ms;
+--                    marker is the group's ("group:rw", "group:sem:N") and
+--                    permits the place's (0 for a shared hold)
 --         {0, 0}     the key does not exist (expired, deleted, flushed)
 --         {-1, 0}    the key holds another value (taken, or adopted already
 --                    by another daemon), or is not a string
@@ -25,6 +35,33 @@ if type(v) == 'table' and v.err then
 end
 if not v then
     return {0, 0}
+end
+if KEYS[2] and string.sub(v, 1, 6) == 'group:' then
+    -- A place among a group's holders. One that ended is gone: it may already
+    -- have been counted free (group_renew.lua), so it is never brought back.
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local ends = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]) or '0')
+    if ends <= now then
+        return {0, 0}
+    end
+    local ttl = tonumber(ARGV[3])
+    if ttl > 0 and now + ttl > ends then
+        ends = now + ttl
+    end
+    redis.call('ZREM', KEYS[2], ARGV[1])
+    redis.call('ZADD', KEYS[2], ends, ARGV[2])
+    local k = redis.call('HGET', KEYS[3], ARGV[1])
+    if k then
+        redis.call('HDEL', KEYS[3], ARGV[1])
+        redis.call('HSET', KEYS[3], ARGV[2], k)
+    end
+    if redis.call('PTTL', KEYS[1]) < ends - now then
+        redis.call('PEXPIRE', KEYS[1], ends - now)
+        redis.call('PEXPIRE', KEYS[2], ends - now)
+        redis.call('PEXPIRE', KEYS[3], ends - now)
+    end
+    return {1, ends - now, v, tonumber(k or '0')}
 end
 if v ~= ARGV[1] then
     return {-1, 0}

@@ -46,6 +46,20 @@ static int64_t adopt_key_life_end(uint32_t ttl_ms)
 static void adopt_let_go(struct request *req, int64_t max_expiry_ms)
 {
     relq_add(req->srv, req->res, req->token, 0, req->lock_delay_ms, max_expiry_ms);
+    /* Whichever it was: a key, or a place among shared holders (adopt.lua moves both). */
+    relq_add(req->srv, req->res, req->token, 1, req->lock_delay_ms, max_expiry_ms);
+}
+
+/* The lease res still has for the session's connection that moved away, with token. */
+static struct lease *adopt_moved_lease(struct resource *res, const char *token)
+{
+    if (res->holder != NULL && res->holder->sess->moved)
+        return res->holder;
+    struct lease *l;
+    LIST_FOREACH(l, &res->shared, res_link)
+        if (l->sess->moved && strcmp(l->token, token) == 0)
+            return l;
+    return NULL;
 }
 
 static void adopt_reply_cb(const redisReply *reply, const char *err, void *arg)
@@ -54,7 +68,8 @@ static void adopt_reply_cb(const redisReply *reply, const char *err, void *arg)
     struct resource *res = req->res;
     struct session *s = req->sess;
     long long pttl = 0;
-    int v = reply_adopt(reply, &pttl);
+    struct reply_place place;
+    int v = reply_adopt_place(reply, &pttl, &place);
     if (v == REPLY_RENEW_UNKNOWN) {
         /* It may have run, or run later: nobody must be left holding the new token. */
         adopt_let_go(req, adopt_key_life_end(req->ttl_ms));
@@ -86,8 +101,9 @@ static void adopt_reply_cb(const redisReply *reply, const char *err, void *arg)
     } else {
         /* The same session's lease here from before its resume (a connection closed as moved,
          * its leases let go of over the next loop turns): it is this one now. */
-        if (res->holder != NULL && res->holder->sess->moved)
-            lease_forget(res->holder);
+        struct lease *before = adopt_moved_lease(res, req->old_token);
+        if (before != NULL)
+            lease_forget(before);
         struct lease_grant g = {
             .token = req->token,
             .fence = req->fence,
@@ -99,6 +115,9 @@ static void adopt_reply_cb(const redisReply *reply, const char *err, void *arg)
             .holds = req->holds,
             .max_hold_wall_ms = req->max_hold_wall_ms,
             .key_ttl_ms = (uint32_t)pttl,
+            .shared = place.group,
+            .limit = place.limit,
+            .permits = place.permits,
         };
         struct lease *l = lease_new(s, res, &g);
         if (l == NULL) {
@@ -216,12 +235,16 @@ int lock_adopt(struct session *s, uint64_t id, const Rlock__V1__Adopt *a)
     req->arrival_ms = s->last_frame_ms;
     snprintf(req->old_token, sizeof req->old_token, "%s", a->token);
     util_uuid(&srv->rng, req->token);
-    char ttl[16];
-    const char *args[4] = {res->key, req->old_token, req->token, ttl};
-    size_t lens[4] = {res->key_len, UTIL_UUID_LEN, UTIL_UUID_LEN, 0};
-    lens[3] = (size_t)snprintf(ttl, sizeof ttl, "%u", req->watchdog ? req->ttl_ms : 0u);
+    /* KEYS: the lock key, and the holders and permits keys in case it is a group's place. */
+    char ttl[16], holders[res->key_len + RESOURCE_SUBKEY_MAX + 1], permits[sizeof holders];
+    const char *args[6] = {res->key, holders, permits, req->old_token, req->token, ttl};
+    size_t lens[6] = {res->key_len,
+                      resource_subkey(res, RESOURCE_HOLDERS_SUFFIX, holders, sizeof holders),
+                      resource_subkey(res, RESOURCE_PERMITS_SUFFIX, permits, sizeof permits),
+                      UTIL_UUID_LEN, UTIL_UUID_LEN, 0};
+    lens[5] = (size_t)snprintf(ttl, sizeof ttl, "%u", req->watchdog ? req->ttl_ms : 0u);
     request_set_state(req, REQUEST_IN_REDIS);
     req->sent_ms = util_now_ms();
-    rpool_eval(srv->pool, res->route, SCRIPT_ADOPT, 1, 4, args, lens, adopt_reply_cb, req);
+    rpool_eval(srv->pool, res->route, SCRIPT_ADOPT, 3, 6, args, lens, adopt_reply_cb, req);
     return 1;
 }

@@ -3,6 +3,8 @@
 #include "reply.h"
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 /* Element i of array r if it is an integer, else NULL (r is an array of more than i). */
 static const redisReply *int_element(const redisReply *r, size_t i)
@@ -52,9 +54,29 @@ int reply_renew(const redisReply *r, uint32_t n, int8_t out[])
     return whole ? 0 : -1;
 }
 
-int reply_adopt(const redisReply *r, long long *pttl)
+/* The limit of a group marker: 0 for "group:rw", N for "group:sem:N"; -1 for another. */
+static long long marker_limit(const redisReply *m)
 {
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+    if (m == NULL || m->type != REDIS_REPLY_STRING)
+        return -1;
+    if (m->len == 8 && memcmp(m->str, "group:rw", 8) == 0)
+        return 0;
+    if (m->len <= 10 || m->len > 17 || memcmp(m->str, "group:sem:", 10) != 0)
+        return -1;
+    long long n = 0;
+    for (size_t i = 10; i < m->len; i++) {
+        if (m->str[i] < '0' || m->str[i] > '9')
+            return -1;
+        n = n * 10 + (m->str[i] - '0');
+    }
+    return n >= 1 && n <= UINT32_MAX ? n : -1;
+}
+
+int reply_adopt_place(const redisReply *r, long long *pttl, struct reply_place *place)
+{
+    place->group = 0;
+    place->limit = place->permits = 0;
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || (r->elements != 2 && r->elements != 4))
         return REPLY_RENEW_UNKNOWN;
     const redisReply *code = int_element(r, 0), *value = int_element(r, 1);
     if (code == NULL || value == NULL)
@@ -62,9 +84,20 @@ int reply_adopt(const redisReply *r, long long *pttl)
     if (code->integer == 1) {
         if (value->integer < 1)
             return REPLY_RENEW_UNKNOWN;
+        if (r->elements == 4) {
+            long long limit = marker_limit(r->element[2]);
+            const redisReply *k = int_element(r, 3);
+            if (limit < 0 || k == NULL || k->integer < 0 || k->integer > limit)
+                return REPLY_RENEW_UNKNOWN;
+            place->group = 1;
+            place->limit = (uint32_t)limit;
+            place->permits = (uint32_t)k->integer;
+        }
         *pttl = value->integer;
         return REPLY_RENEW_OK;
     }
+    if (r->elements != 2)
+        return REPLY_RENEW_UNKNOWN;
     if (code->integer == 0)
         return REPLY_RENEW_MISSING;
     return code->integer == -1 ? REPLY_RENEW_STOLEN : REPLY_RENEW_UNKNOWN;

@@ -77,12 +77,19 @@ enum reply_delete_kind {
 enum reply_delete_kind reply_delete(const redisReply *r);
 
 /*
- * The answer to adopt.lua: {1, pttl} adopted, {0, 0} missing, {-1, 0} taken.
- * Returns the enum reply_renew_result it means (OK, MISSING, STOLEN) and sets
- * *pttl for OK (a pttl below 1 is not an answer adopt.lua gives: UNKNOWN);
- * UNKNOWN for anything else: the swap may or may not have run.
+ * The answer to adopt.lua: {1, pttl} adopted, {1, pttl, marker, permits}
+ * adopted a group place, {0, 0} missing, {-1, 0} taken. Returns the enum
+ * reply_renew_result it means (OK, MISSING, STOLEN) and sets *pttl and *place
+ * for OK: whether it was a group's place, and for a semaphore ("group:sem:N")
+ * its limit and the place's permits (a pttl below 1, an unknown marker or
+ * permits above the limit are not answers adopt.lua gives: UNKNOWN); UNKNOWN
+ * for anything else: the swap may or may not have run.
  */
-int reply_adopt(const redisReply *r, long long *pttl);
+struct reply_place {
+    int group;
+    uint32_t limit, permits;
+};
+int reply_adopt_place(const redisReply *r, long long *pttl, struct reply_place *place);
 
 /* The text of an error reply (NUL-terminated, valid while r is); NULL for anything else. */
 const char *reply_error_text(const redisReply *r);

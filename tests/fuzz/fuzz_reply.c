@@ -51,9 +51,12 @@ static void check_acquire(const redisReply *r)
         FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && (r->elements == 2 || r->elements == 3));
         FUZZ_CHECK(is_int(r, 0) && is_int(r, 1) && (r->elements == 2 || is_int(r, 2)));
         FUZZ_CHECK((k == REPLY_ACQUIRE_GRANTED) == (r->element[0]->integer == 1));
-        FUZZ_CHECK(k != REPLY_ACQUIRE_BUSY || foreign == (r->elements == 3 &&
-                                                         r->element[2]->integer == 1));
+        long long held = r->elements == 3 ? r->element[2]->integer : 0;
+        FUZZ_CHECK(k != REPLY_ACQUIRE_BUSY || foreign == (held == 0 || held == 2 ? held : 1));
     }
+    if (k == REPLY_ACQUIRE_WRONG_KIND)
+        FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && is_int(r, 0) &&
+                   r->element[0]->integer == -1 && r->element[1]->type == REDIS_REPLY_STRING);
 }
 
 /* Interpret r as the answer for n keys. */
@@ -97,15 +100,20 @@ static void check_reply(const redisReply *r)
     if (len + 1 <= WATCHDOG_BATCH_MAX)
         check_renew(r, len + 1);
     long long pttl = 0;
-    int a = reply_adopt(r, &pttl);
+    struct reply_place place;
+    int a = reply_adopt_place(r, &pttl, &place);
     FUZZ_CHECK(a >= REPLY_RENEW_STOLEN && a <= REPLY_RENEW_UNKNOWN);
     if (a == REPLY_RENEW_OK)
-        FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && pttl >= 1);
+        FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && pttl >= 1 &&
+                   (r->elements == 2 || (r->elements == 4 && place.group &&
+                                         place.permits <= place.limit)));
     if (a != REPLY_RENEW_UNKNOWN)
-        FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && is_int(r, 0) &&
-                   is_int(r, 1));
+        FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && is_int(r, 0) && is_int(r, 1) &&
+                   (r->elements == 2) == !place.group);
     enum reply_delete_kind d = reply_delete(r);
-    FUZZ_CHECK(d != REPLY_DELETE_DONE || (r->type == REDIS_REPLY_INTEGER && r->integer == 1));
+    const redisReply *one = r->type == REDIS_REPLY_ARRAY && r->elements == 1 ? r->element[0] : r;
+    FUZZ_CHECK(d != REPLY_DELETE_DONE ||
+               (one != NULL && one->type == REDIS_REPLY_INTEGER && one->integer == 1));
     const char *text = reply_error_text(r);
     FUZZ_CHECK((text != NULL) == (r->type == REDIS_REPLY_ERROR));
     if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||

@@ -43,6 +43,9 @@ Rlock__V1__Acquire h_acquire_msg(const struct h_acq *a)
     m.watchdog_off = a->watchdog_off;
     m.max_hold_ms = a->max_hold_ms;
     m.lock_delay_ms = a->lock_delay_ms;
+    m.mode = a->shared ? RLOCK__V1__LOCK_MODE__MODE_SHARED : RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE;
+    m.limit = a->limit;
+    m.permits = a->permits;
     return m;
 }
 

@@ -39,6 +39,9 @@ struct h_acq {
     int watchdog_off;
     uint32_t max_hold_ms;
     uint32_t lock_delay_ms;
+    int shared;     /* Acquire.mode SHARED */
+    uint32_t limit; /* a semaphore's; permits: */
+    uint32_t permits;
 };
 
 /* What an OK AcquireReply said. */

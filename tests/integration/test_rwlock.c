@@ -34,7 +34,12 @@
  *    for the exclusive grant and its release;
  *  - rlockctl run --shared: two shared jobs are inside at once, an exclusive
  *    job waits for both, shared jobs started after it wait for it, and are
- *    then inside at once again; fences grow along.
+ *    then inside at once again; fences grow along;
+ *  - eight processes (fork, a client each) take one resource round after round, five
+ *    mostly shared and three exclusive, logging their holds on CLOCK_MONOTONIC: no hold
+ *    overlaps an exclusive one, shared holds overlap, a request sent once an exclusive
+ *    one was seen in the daemon's wait queue is granted after it (fences), and fences
+ *    follow the order of the holds around every exclusive one.
  *
  * No assertion depends on how fast anything happens: "not granted" is checked
  * by waiting a while and "granted" with generous deadlines.
@@ -42,13 +47,18 @@
 #include "harness.h"
 #include "harness_peer.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CALL_MS 5000u
@@ -1017,10 +1027,576 @@ START_TEST(test_rlockctl_shared)
 }
 END_TEST
 
+/* --- eight processes mix shared and exclusive holds ------------------------------------ */
+
+/*
+ * Eight forked processes, each with a librlock client of its own, take one resource
+ * round after round: five readers (shared, but every fifth round exclusive) and three
+ * writers (exclusive). Each hold lasts some tens of ms. Each process logs, per round,
+ * on CLOCK_MONOTONIC (one clock for all processes of the machine), in microseconds:
+ *   sent     read right before rlock_acquire (so before the request leaves);
+ *   queued   exclusive rounds only: read right after a listing of the daemon's sessions,
+ *            made by a second client of the process while the acquire is out, showed the
+ *            acquire's session with an Acquire in the resource's wait queue (0: never seen
+ *            so, e.g. granted before a listing came back);
+ *   granted  read right after rlock_acquire returned;
+ *   exited   read right before rlock_release;
+ * and the grant's fence. [granted, exited] lies within the real hold, so two such
+ * intervals that intersect are holds that overlapped.
+ *
+ * Why "queued" rather than "sent plus a margin" for the starvation check: a request sent
+ * a little after another may reach the daemon first, and how long "a little" can be
+ * depends on the load of the machine. Once the daemon has been seen with X in its queue,
+ * any request sent later arrives behind X, whatever the load: the FIFO (docs/protocol.md
+ * §6.1, §6.2) must then grant X first, which Redis's fence sequence shows.
+ */
+#define MIX_PROCS 8
+#define MIX_READERS 5 /* processes 0-4; 5-7 are writers */
+#define MIX_READER_ROUNDS 10
+#define MIX_WRITER_ROUNDS 6
+#define MIX_WAIT_MS 20000u /* each acquire's wait: far longer than the whole run takes */
+#define MIX_DEADLINE_MS 60000
+
+struct mix_rec {
+    int proc, round, shared;
+    long long sent, queued, granted, exited; /* us, CLOCK_MONOTONIC */
+    unsigned long long fence;
+};
+
+static long long mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int mix_round_shared(int proc, int round)
+{
+    return proc < MIX_READERS && round % 5 != proc % 5;
+}
+
+static int mix_rounds(int proc)
+{
+    return proc < MIX_READERS ? MIX_READER_ROUNDS : MIX_WRITER_ROUNDS;
+}
+
+/* The second client of a process, watching the daemon's sessions while an exclusive
+ * acquire of the first one is out. */
+struct mix_watch {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;  /* round or stop changed */
+    int round;          /* the exclusive round whose acquire is out; -1: none */
+    long long queued;   /* when that acquire was seen queued (0: not yet) */
+    int stop;
+    int errors;
+    struct rlock_client *c;
+    char session[64];   /* the session of the acquires */
+};
+
+struct mix_seen {
+    const char *id;
+    uint32_t waiting;
+};
+
+static int mix_visit(const struct rlock_session_entry *se, void *arg)
+{
+    struct mix_seen *s = arg;
+    if (strcmp(se->id, s->id) != 0)
+        return 0;
+    s->waiting = se->waiting;
+    return 1;
+}
+
+static void *mix_watch_main(void *arg)
+{
+    struct mix_watch *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->stop && (w->round < 0 || w->queued != 0))
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (w->stop)
+            break;
+        int round = w->round;
+        pthread_mutex_unlock(&w->mu);
+        struct mix_seen seen = {.id = w->session};
+        char next[RLOCK_CURSOR_BYTES];
+        enum rlock_err rc = rlock_list_sessions(w->c, "", RLOCK_LIST_LIMIT_MAX, mix_visit, &seen,
+                                                next, sizeof next, CALL_MS);
+        long long t = mono_us();
+        pthread_mutex_lock(&w->mu);
+        if (rc != RLOCK_OK)
+            w->errors++;
+        /* The round is still the same: only its acquire was out through the whole listing. */
+        if (rc == RLOCK_OK && seen.waiting > 0 && w->round == round && w->queued == 0)
+            w->queued = t;
+        if (w->queued == 0 && !w->stop) {
+            pthread_mutex_unlock(&w->mu);
+            h_sleep_ms(2);
+            pthread_mutex_lock(&w->mu);
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* A forked process: connect both clients, say so on ready_fd, wait until go_fd ends, do
+ * the rounds, write them to out_path; exit 0, or 2 (why on stderr and in the file). */
+static void mix_child(struct h_env *e, int proc, const char *res, int ready_fd, int go_fd,
+                      const char *out_path)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    FILE *out = fopen(out_path, "w");
+    if (out == NULL)
+        _exit(2);
+    char name[32], wname[32];
+    snprintf(name, sizeof name, "mix-%d", proc);
+    snprintf(wname, sizeof wname, "mix-%d-watch", proc);
+    struct rlock_options o = {.client_name = name}, ow = {.client_name = wname};
+    struct rlock_client *c = NULL;
+    struct mix_watch w = {.round = -1};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    char err[256] = "";
+    enum rlock_err rc = rlock_connect(e->rlockd_addr, &o, &c, err, sizeof err);
+    if (rc == RLOCK_OK)
+        rc = rlock_connect(e->rlockd_addr, &ow, &w.c, err, sizeof err);
+    if (rc != RLOCK_OK) {
+        fprintf(out, "FAIL connect: %s (%s)\n", rlock_strerror(rc), err);
+        fprintf(stderr, "mix %d: connect: %s (%s)\n", proc, rlock_strerror(rc), err);
+        fclose(out);
+        _exit(2);
+    }
+    snprintf(w.session, sizeof w.session, "%s", rlock_session_id(c));
+    pthread_t watcher;
+    if (pthread_create(&watcher, NULL, mix_watch_main, &w) != 0)
+        _exit(2);
+    char b = 'r';
+    if (write(ready_fd, &b, 1) != 1)
+        _exit(2);
+    close(ready_fd);
+    while (read(go_fd, &b, 1) > 0) /* the parent closes its end: go */
+        ;
+    close(go_fd);
+
+    unsigned rng = 2463534242u ^ (unsigned)(proc * 7919 + 1);
+#define MIX_RAND(n) (rng ^= rng << 13, rng ^= rng >> 17, rng ^= rng << 5, (int)(rng % (n)))
+    int failed = 0;
+    for (int i = 0; i < mix_rounds(proc) && !failed; i++) {
+        int shared = mix_round_shared(proc, i);
+        h_sleep_ms(MIX_RAND(15)); /* think */
+        if (!shared) {
+            pthread_mutex_lock(&w.mu);
+            w.round = i;
+            w.queued = 0;
+            pthread_cond_signal(&w.cv);
+            pthread_mutex_unlock(&w.mu);
+        }
+        struct rlock_acquire_opts ao = {.wait_ms = MIX_WAIT_MS, .shared = shared};
+        struct rlock_lock *l = NULL;
+        long long sent = mono_us();
+        rc = rlock_acquire(c, res, &ao, CALL_MS, &l);
+        long long granted = mono_us(), queued = 0;
+        if (!shared) {
+            pthread_mutex_lock(&w.mu);
+            queued = w.queued;
+            w.round = -1;
+            pthread_mutex_unlock(&w.mu);
+        }
+        if (rc != RLOCK_OK) {
+            char msg[256];
+            rlock_errmsg(c, msg, sizeof msg);
+            fprintf(out, "FAIL round %d: %s acquire: %s (%s)\n", i,
+                    shared ? "shared" : "exclusive", rlock_strerror(rc), msg);
+            fprintf(stderr, "mix %d: round %d: acquire: %s (%s)\n", proc, i, rlock_strerror(rc),
+                    msg);
+            failed = 1;
+            break;
+        }
+        h_sleep_ms(shared ? 30 + MIX_RAND(41) : 20 + MIX_RAND(21)); /* the hold */
+        long long exited = mono_us();
+        unsigned long long fence = rlock_lock_fence(l);
+        rc = rlock_release(l, CALL_MS);
+        rlock_lock_free(l);
+        if (rc != RLOCK_OK) {
+            fprintf(out, "FAIL round %d: release: %s\n", i, rlock_strerror(rc));
+            fprintf(stderr, "mix %d: round %d: release: %s\n", proc, i, rlock_strerror(rc));
+            failed = 1;
+            break;
+        }
+        fprintf(out, "%d %d %c %lld %lld %lld %lld %llu\n", proc, i, shared ? 'S' : 'X', sent,
+                queued, granted, exited, fence);
+    }
+#undef MIX_RAND
+    pthread_mutex_lock(&w.mu);
+    w.stop = 1;
+    pthread_cond_signal(&w.cv);
+    int werr = w.errors;
+    pthread_mutex_unlock(&w.mu);
+    pthread_join(watcher, NULL);
+    if (werr > 0) {
+        fprintf(out, "FAIL %d session listings failed\n", werr);
+        fprintf(stderr, "mix %d: %d session listings failed\n", proc, werr);
+        failed = 1;
+    }
+    rlock_close(w.c);
+    rlock_close(c);
+    if (fclose(out) != 0)
+        failed = 1;
+    _exit(failed ? 2 : 0);
+}
+
+/* Read every process's records into recs (MIX_PROCS * MIX_READER_ROUNDS room); their count. */
+static int mix_read(struct h_fixture *f, struct mix_rec *recs)
+{
+    int n = 0;
+    for (int p = 0; p < MIX_PROCS; p++) {
+        char path[400];
+        snprintf(path, sizeof path, "%s/mix.%d", f->e.dir, p);
+        char *text = h_read_file(path);
+        ck_assert_msg(text != NULL, "process %d wrote no %s", p, path);
+        int mine = 0;
+        char *save = NULL;
+        for (char *line = strtok_r(text, "\n", &save); line != NULL;
+             line = strtok_r(NULL, "\n", &save)) {
+            struct mix_rec *r = &recs[n];
+            char mode = 0;
+            ck_assert_msg(n < MIX_PROCS * MIX_READER_ROUNDS, "too many records");
+            int got = sscanf(line, "%d %d %c %lld %lld %lld %lld %llu", &r->proc, &r->round,
+                             &mode, &r->sent, &r->queued, &r->granted, &r->exited, &r->fence);
+            ck_assert_msg(got == 8 && r->proc == p && (mode == 'S' || mode == 'X'),
+                          "process %d: record \"%s\"", p, line);
+            r->shared = mode == 'S';
+            ck_assert_msg(r->fence > 0 && r->sent <= r->granted && r->granted <= r->exited,
+                          "process %d: record \"%s\"", p, line);
+            n++;
+            mine++;
+        }
+        free(text);
+        ck_assert_msg(mine == mix_rounds(p), "process %d logged %d rounds, want %d", p, mine,
+                      mix_rounds(p));
+    }
+    return n;
+}
+
+static void mix_print(const char *what, const struct mix_rec *r, long long t0)
+{
+    printf("  %s: process %d round %d %s: sent %+.1f ms, queued %s%.1f, granted %+.1f, "
+           "exited %+.1f, fence %llu\n",
+           what, r->proc, r->round, r->shared ? "shared" : "exclusive", (r->sent - t0) / 1e3,
+           r->queued ? "+" : "(not seen) ", r->queued ? (r->queued - t0) / 1e3 : 0.0,
+           (r->granted - t0) / 1e3, (r->exited - t0) / 1e3, r->fence);
+}
+
+START_TEST(test_mixed_processes)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL); /* no client here: the processes fork from this one */
+    const char *res = "rw/mixed";
+    int ready[2], go[2];
+    ck_assert_int_eq(pipe(ready), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    pid_t pids[MIX_PROCS];
+    fflush(NULL);
+    for (int p = 0; p < MIX_PROCS; p++) {
+        char path[400];
+        snprintf(path, sizeof path, "%s/mix.%d", f.e.dir, p);
+        pids[p] = fork();
+        ck_assert_msg(pids[p] >= 0, "fork: %s", strerror(errno));
+        if (pids[p] == 0) {
+            close(ready[0]);
+            close(go[1]);
+            mix_child(&f.e, p, res, ready[1], go[0], path);
+        }
+    }
+    close(ready[1]);
+    close(go[0]);
+    /* All connected, then all start at once. */
+    int64_t deadline = h_now_ms() + GRANT_MS;
+    for (int got = 0; got < MIX_PROCS;) {
+        struct pollfd pfd = {.fd = ready[0], .events = POLLIN};
+        int left = (int)(deadline - h_now_ms());
+        ck_assert_msg(left > 0 && poll(&pfd, 1, left) == 1,
+                      "%d of %d processes connected within %d ms", got, MIX_PROCS, GRANT_MS);
+        char buf[MIX_PROCS];
+        ssize_t r = read(ready[0], buf, sizeof buf);
+        ck_assert_msg(r > 0, "%d of %d processes connected (the others exited)", got, MIX_PROCS);
+        got += (int)r;
+    }
+    close(ready[0]);
+    int64_t t_start = h_now_ms();
+    close(go[1]);
+    int statuses[MIX_PROCS];
+    if (h_wait_all(pids, MIX_PROCS, MIX_DEADLINE_MS, statuses, &f.e) != 0) {
+        for (int p = 0; p < MIX_PROCS; p++)
+            if (h_alive(pids[p]))
+                h_stop_pid(pids[p], SIGKILL, 1000, "a mixed-holds process", NULL);
+        ck_abort_msg("the processes did not all finish within %d ms", MIX_DEADLINE_MS);
+    }
+    int64_t took = h_now_ms() - t_start;
+    for (int p = 0; p < MIX_PROCS; p++) {
+        char st[64];
+        ck_assert_msg(WIFEXITED(statuses[p]) && WEXITSTATUS(statuses[p]) == 0,
+                      "process %d: %s", p, h_status_str(statuses[p], st, sizeof st));
+    }
+    char key[256];
+    ck_assert_int_eq(h_key_exists(f.r, h_lock_key(&f.e, res, key, sizeof key)), 0);
+
+    static struct mix_rec recs[MIX_PROCS * MIX_READER_ROUNDS];
+    int n = mix_read(&f, recs);
+    long long t0 = recs[0].sent;
+    for (int i = 0; i < n; i++)
+        if (recs[i].sent < t0)
+            t0 = recs[i].sent;
+
+    /* Fences: one sequence, a fresh one for every grant. */
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            ck_assert_msg(recs[i].fence != recs[j].fence, "two grants with fence %llu",
+                          recs[i].fence);
+
+    int nx = 0, pairs_shared = 0, pairs_excl = 0, queued_seen = 0;
+    long long longest_wait = 0;
+    for (int i = 0; i < n; i++) {
+        const struct mix_rec *x = &recs[i];
+        if (x->shared)
+            continue;
+        nx++;
+        if (x->granted - x->sent > longest_wait)
+            longest_wait = x->granted - x->sent;
+        queued_seen += x->queued != 0;
+        for (int j = 0; j < n; j++) {
+            const struct mix_rec *h = &recs[j];
+            if (j == i)
+                continue;
+            /* (1) No hold overlaps an exclusive one. */
+            if (h->granted < x->exited && x->granted < h->exited) {
+                mix_print("exclusive", x, t0);
+                mix_print("overlapping", h, t0);
+                ck_abort_msg("a %s hold overlaps an exclusive one",
+                             h->shared ? "shared" : "exclusive");
+            }
+            /* (4) Fences follow the order of the holds around an exclusive one: as
+             * [granted, exited] lies within each hold, one logged as ended before x began
+             * was granted before x, and one logged as begun after x ended was granted after
+             * x (x excludes everyone while it holds). */
+            if ((h->exited < x->granted && h->fence > x->fence) ||
+                (h->granted > x->exited && h->fence < x->fence)) {
+                mix_print("exclusive", x, t0);
+                mix_print(h->exited < x->granted ? "held before it" : "held after it", h, t0);
+                ck_abort_msg("fence %llu of an exclusive hold and %llu of one %s it", x->fence,
+                             h->fence, h->exited < x->granted ? "before" : "after");
+            }
+            /* (3) Sent after the daemon was seen holding x in its queue: granted after x. */
+            if (x->queued != 0 && h->sent > x->queued) {
+                if (h->sent < x->granted) /* while x waited: not after it anyway */
+                    *(h->shared ? &pairs_shared : &pairs_excl) += 1;
+                if (h->fence < x->fence) {
+                    mix_print("exclusive, queued", x, t0);
+                    mix_print("sent after it was seen queued, granted before it", h, t0);
+                    ck_abort_msg("a %s request overtook a waiting exclusive one (fence %llu < "
+                                 "%llu)", h->shared ? "shared" : "exclusive", h->fence,
+                                 x->fence);
+                }
+            }
+        }
+    }
+
+    /* (2) Shared holds overlapped: the most at once. */
+    int most = 0;
+    for (int i = 0; i < n; i++) {
+        if (!recs[i].shared)
+            continue;
+        int at_once = 0; /* the shared holds in at recs[i]'s grant */
+        for (int j = 0; j < n; j++)
+            at_once += recs[j].shared && recs[j].granted <= recs[i].granted &&
+                       recs[i].granted < recs[j].exited;
+        if (at_once > most)
+            most = at_once;
+    }
+    printf("mixed: %d holds (%d exclusive) by %d processes in %lld ms; at most %d shared at "
+           "once; longest exclusive wait %.1f ms; %d exclusive acquires seen queued; requests "
+           "sent while they waited so: %d shared, %d exclusive\n",
+           n, nx, MIX_PROCS, (long long)took, most, longest_wait / 1e3, queued_seen, pairs_shared,
+           pairs_excl);
+    fflush(stdout);
+    ck_assert_msg(most > 1, "shared holds never overlapped (at most %d at once)", most);
+    /* The starvation check must have had something to check. */
+    ck_assert_msg(pairs_shared > 0,
+                  "no shared request was sent while an exclusive one was seen waiting in the "
+                  "queue (%d exclusive acquires seen queued)", queued_seen);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/* --- no upgrade for a lone owner; renewals of both kinds in one client ------------------ */
+
+/*
+ * The owner holding a resource shared, alone (no other owner joined), asks for
+ * it exclusive: WRONG_KIND, not a wait for itself. Another owner of the same
+ * session asking exclusive waits for the holder (a try: NOT_ACQUIRED).
+ */
+START_TEST(test_upgrade_lone_owner)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct rlock_lock *l = acq_ok(f.c, "rw/lone", 1, 7, "shared by owner 7");
+    acq_refused(f.c, "rw/lone", 0, 7, RLOCK_ERR_WRONG_KIND, "exclusive by owner 7, holding shared");
+    acq_refused(f.c, "rw/lone", 0, 8, RLOCK_ERR_NOT_ACQUIRED,
+                "exclusive by owner 8 while owner 7 alone holds it shared");
+    /* The refusals changed nothing: one hold, still shared. */
+    ck_assert_uint_eq(rlock_lock_hold_count(l), 1);
+    release_ok(f.c, l, "the shared hold");
+    rlock_lock_free(l);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/*
+ * One client holds exclusive and shared locks together, all renewed by the
+ * daemon with a short ttl: the renewals of the two kinds (renew.lua and
+ * group_renew.lua, a batch of one kind each) keep every one of them past
+ * several ttls, and none is lost.
+ */
+#define MIXED_N 8
+START_TEST(test_renew_both_kinds)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct rlock_lock *x[MIXED_N], *sh[MIXED_N];
+    char name[64];
+    for (int i = 0; i < MIXED_N; i++) {
+        snprintf(name, sizeof name, "rw/both-x%d", i);
+        ck_assert_int_eq(acq(f.c, name, 0, 0, 1500, 0, &x[i]), RLOCK_OK);
+        snprintf(name, sizeof name, "rw/both-s%d", i);
+        ck_assert_int_eq(acq(f.c, name, 1, 0, 1500, 0, &sh[i]), RLOCK_OK);
+    }
+    h_sleep_ms(5000); /* more than three ttls: only renewals keep them */
+    ck_assert_msg(atomic_load(&f.lost.count) == 0, "%d locks lost (reason of the latest: %d)",
+                  atomic_load(&f.lost.count), atomic_load(&f.lost.reason));
+    for (int i = 0; i < MIXED_N; i++) {
+        ck_assert_int_eq(rlock_lock_state(x[i]), RLOCK_HELD);
+        ck_assert_int_eq(rlock_lock_state(sh[i]), RLOCK_HELD);
+        struct keys k;
+        keys_of(&f.e, rlock_lock_resource(x[i]), &k);
+        h_assert_key_token(f.r, k.lock, rlock_lock_token(x[i]));
+        keys_of(&f.e, rlock_lock_resource(sh[i]), &k);
+        assert_holder(f.r, &k, rlock_lock_token(sh[i]), "shared, renewed with exclusive ones");
+    }
+    for (int i = 0; i < MIXED_N; i++) {
+        release_ok(f.c, x[i], "exclusive");
+        release_ok(f.c, sh[i], "shared");
+        rlock_lock_free(x[i]);
+        rlock_lock_free(sh[i]);
+    }
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/*
+ * Redis loses a shared holder's keys (FLUSHALL) and an exclusive try through
+ * the same daemon finds the key free: the reader is told at once (MISSING),
+ * not at its next renewal a third of its 60 s ttl later, and the writer is
+ * refused while the reader's promise runs (the tombstone keeps it).
+ */
+START_TEST(test_lost_group_told_at_grant)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct rlock_lock *l;
+    ck_assert_int_eq(acq(f.c, "rw/flushed", 1, 0, 60000, 0, &l), RLOCK_OK);
+    redisReply *rep = redisCommand(f.r, "FLUSHALL");
+    ck_assert_ptr_nonnull(rep);
+    freeReplyObject(rep);
+    struct rlock_client *c2 = h_client_or_fail(&f.e, NULL);
+    acq_refused(c2, "rw/flushed", 0, 0, RLOCK_ERR_NOT_ACQUIRED,
+                "exclusive while the lost reader's promise runs");
+    for (int64_t t0 = h_now_ms(); atomic_load(&f.lost.count) == 0; h_sleep_ms(20))
+        ck_assert_msg(h_now_ms() - t0 < 5000,
+                      "the reader was not told its place was gone when the key was found free");
+    ck_assert_int_eq(atomic_load(&f.lost.reason), RLOCK_LOST_MISSING);
+    ck_assert_int_eq(rlock_lock_state(l), RLOCK_LOST);
+    rlock_lock_free(l);
+    rlock_close(c2);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/* --- a daemon restart: shared jobs and semaphore jobs go on ----------------------------- */
+
+/*
+ * `rlockctl run --shared` and `rlockctl run --limit 2` jobs across a restart
+ * of their daemon (SIGTERM: handover, with a resume key): the sessions resume
+ * on the new daemon, which adopts their places among the holders; the jobs are
+ * never signalled and exit 0, and the places stay while the daemon is down.
+ */
+START_TEST(test_restart_keeps_groups)
+{
+    struct h_keydir kd;
+    h_keydir_make(&kd, NULL);
+    struct h_env e;
+    h_env_start_or_fail(&e, kd.ini);
+    char bin[512], marks[320], job[900];
+    h_bin("rlockctl", bin, sizeof bin);
+    h_env_path(&e, "marks", marks, sizeof marks);
+    snprintf(job, sizeof job,
+             "trap 'echo signalled >> %s; exit 3' TERM INT HUP; sleep 7; echo end >> %s", marks,
+             marks);
+    char *shared_argv[] = {bin, "run", "--server", e.rlockd_addr, "--ttl", "4s", "--shared",
+                           "rw/restart-s", "--", "/bin/sh", "-c", job, NULL};
+    char *sem_argv[] = {bin, "run", "--server", e.rlockd_addr, "--ttl", "4s", "--limit", "2",
+                        "rw/restart-m", "--", "/bin/sh", "-c", job, NULL};
+    char out[320], errs[320], errm[320];
+    h_env_path(&e, "run.out", out, sizeof out);
+    h_env_path(&e, "shared.err", errs, sizeof errs);
+    h_env_path(&e, "sem.err", errm, sizeof errm);
+    pid_t js = h_spawn_io(shared_argv, out, errs), jm = h_spawn_io(sem_argv, out, errm);
+    ck_assert_int_gt(js, 0);
+    ck_assert_int_gt(jm, 0);
+    redisContext *r = h_redis(&e);
+    struct keys ks, km;
+    keys_of(&e, "rw/restart-s", &ks);
+    keys_of(&e, "rw/restart-m", &km);
+    wait_value(r, ks.lock, GROUP_MARKER, 10000, "the shared job's hold");
+    wait_value(r, km.lock, "group:sem:2", 10000, "the semaphore job's permit");
+
+    pid_t old = e.rlockd_pid;
+    ck_assert_int_eq(kill(old, SIGTERM), 0);
+    int status;
+    ck_assert_msg(h_wait_exit(old, 10000, &status) == 0, "rlockd did not exit once its clients left");
+    e.rlockd_pid = 0;
+    ck_assert_int_eq(h_redis_int(r, "ZCARD %s", ks.holders), 1);
+    ck_assert_int_eq(h_redis_int(r, "ZCARD %s", km.holders), 1);
+    h_sleep_ms(1000);
+    ck_assert_int_eq(h_rlockd_start(&e), 0);
+
+    ck_assert_msg(h_wait_exit(js, 30000, &status) == 0, "the shared rlockctl run did not end");
+    h_print_tail(errs, 20);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "shared run: %s",
+                  h_status_str(status, (char[64]){0}, 64));
+    ck_assert_msg(h_wait_exit(jm, 30000, &status) == 0, "the semaphore rlockctl run did not end");
+    h_print_tail(errm, 20);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "semaphore run: %s",
+                  h_status_str(status, (char[64]){0}, 64));
+    char *text = h_read_file(marks);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_msg(strstr(text, "signalled") == NULL, "a job was signalled: %s", text);
+    ck_assert_msg(strstr(text, "end\nend\n") != NULL, "both jobs should have ended: %s", text);
+    free(text);
+    /* Released on the new daemon: no place is left behind. */
+    ck_assert_int_eq(h_key_exists(r, ks.lock), 0);
+    ck_assert_int_eq(h_key_exists(r, km.lock), 0);
+    redisFree(r);
+    h_env_stop(&e);
+    h_keydir_remove(&kd);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {test_together,         test_writer_after_readers, test_fifo,
                             test_one_session,      test_renewal_and_loss,     test_unclean_end,
-                            test_two_daemons,      test_rlockctl_shared};
+                            test_two_daemons,      test_rlockctl_shared,
+                            test_mixed_processes,  test_upgrade_lone_owner,   test_renew_both_kinds,
+                            test_lost_group_told_at_grant, test_restart_keeps_groups};
     return h_run_tests("rwlock", 120, tests, H_LEN(tests));
 }

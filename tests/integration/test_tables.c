@@ -246,7 +246,7 @@ START_TEST(test_statuses)
     h_fixture_start_env(&f, auth_ini(ini, sizeof ini,
                                      "[session]\nmax_locks = 2\n"
                                      "[server]\nshutdown_timeout = 3s\n"));
-    int seen[RLOCK__V1__STATUS__STATUS_NOT_FOUND + 1] = {0};
+    int seen[RLOCK__V1__STATUS__STATUS_WRONG_KIND + 1] = {0};
 #define SEEN(st) (seen[H_ST(st)] = 1)
     struct h_peer a, c, c2, bad;
     peer_hello(&a, &f.e, "admin", admin_token, H_ST(OK));
@@ -310,6 +310,12 @@ START_TEST(test_statuses)
     h_peer_expect_status(&a, h_peer_send(&a, RLOCK__V1__REQUEST__BODY_KILL_SESSION, &ks),
                          H_ST(NOT_FOUND), "KillSession of nobody");
     SEEN(NOT_FOUND);
+
+    /* WRONG_KIND: a semaphore on a name held as a lock (t2, c's). */
+    struct h_acq sem = {.resource = "t2", .limit = 3};
+    h_peer_expect_status(&c2, h_peer_acquire(&c2, &sem), H_ST(WRONG_KIND),
+                         "a semaphore on a lock's name");
+    SEEN(WRONG_KIND);
 
     /* INTERNAL: the lock's fence key holds another type (an unexpected Redis reply). */
     char key[256];

@@ -160,31 +160,46 @@ static const struct {
     const char *resp;
     int result;
     long long pttl;
+    long long limit, permits; /* a group place's: -1 for a key */
 } adopts[] = {
-    {"*2\r\n:1\r\n:29990\r\n", REPLY_RENEW_OK, 29990},
-    {"*2\r\n:1\r\n:1\r\n", REPLY_RENEW_OK, 1},
-    {"*2\r\n:0\r\n:0\r\n", REPLY_RENEW_MISSING, 0},
-    {"*2\r\n:-1\r\n:0\r\n", REPLY_RENEW_STOLEN, 0},
-    {"*2\r\n:1\r\n:0\r\n", REPLY_RENEW_UNKNOWN, 0},   /* adopted, yet no time left? */
-    {"*2\r\n:1\r\n:-1\r\n", REPLY_RENEW_UNKNOWN, 0},
-    {"*2\r\n:2\r\n:5\r\n", REPLY_RENEW_UNKNOWN, 0},
-    {"*2\r\n:-2\r\n:5\r\n", REPLY_RENEW_UNKNOWN, 0},
-    {"*2\r\n$1\r\n1\r\n:5\r\n", REPLY_RENEW_UNKNOWN, 0},
-    {"*1\r\n:1\r\n", REPLY_RENEW_UNKNOWN, 0},
-    {"*3\r\n:1\r\n:5\r\n:5\r\n", REPLY_RENEW_UNKNOWN, 0},
-    {":1\r\n", REPLY_RENEW_UNKNOWN, 0},
-    {"-NOSCRIPT No matching script. Please use EVAL.\r\n", REPLY_RENEW_UNKNOWN, 0},
-    {"*-1\r\n", REPLY_RENEW_UNKNOWN, 0},
-    {"$-1\r\n", REPLY_RENEW_UNKNOWN, 0},
+    {"*2\r\n:1\r\n:29990\r\n", REPLY_RENEW_OK, 29990, -1, -1},
+    {"*2\r\n:1\r\n:1\r\n", REPLY_RENEW_OK, 1, -1, -1},
+    {"*2\r\n:0\r\n:0\r\n", REPLY_RENEW_MISSING, 0, -1, -1},
+    {"*2\r\n:-1\r\n:0\r\n", REPLY_RENEW_STOLEN, 0, -1, -1},
+    {"*2\r\n:1\r\n:0\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},   /* adopted, yet no time left? */
+    {"*2\r\n:1\r\n:-1\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
+    {"*2\r\n:2\r\n:5\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
+    {"*2\r\n:-2\r\n:5\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
+    {"*2\r\n$1\r\n1\r\n:5\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
+    {"*1\r\n:1\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
+    {"*3\r\n:1\r\n:5\r\n:5\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
+    {":1\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
+    {"-NOSCRIPT No matching script. Please use EVAL.\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
+    {"*-1\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
+    {"$-1\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
+    {"*4\r\n:1\r\n:900\r\n$8\r\ngroup:rw\r\n:0\r\n", REPLY_RENEW_OK, 900, 0, 0},
+    {"*4\r\n:1\r\n:900\r\n$11\r\ngroup:sem:5\r\n:3\r\n", REPLY_RENEW_OK, 900, 5, 3},
+    {"*4\r\n:1\r\n:900\r\n$11\r\ngroup:sem:5\r\n:6\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
+    {"*4\r\n:1\r\n:900\r\n$8\r\ngroup:rw\r\n:1\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
+    {"*4\r\n:1\r\n:900\r\n$9\r\ngroup:foo\r\n:0\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
+    {"*4\r\n:1\r\n:900\r\n$11\r\ngroup:sem:x\r\n:0\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
+    {"*4\r\n:0\r\n:0\r\n$8\r\ngroup:rw\r\n:0\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
 };
 
 START_TEST(test_adopt)
 {
     redisReply *r = unit_resp(adopts[_i].resp);
     long long pttl = 0;
-    ck_assert_int_eq(reply_adopt(r, &pttl), adopts[_i].result);
-    if (adopts[_i].result == REPLY_RENEW_OK)
+    struct reply_place place;
+    ck_assert_int_eq(reply_adopt_place(r, &pttl, &place), adopts[_i].result);
+    if (adopts[_i].result == REPLY_RENEW_OK) {
         ck_assert_int_eq(pttl, adopts[_i].pttl);
+        ck_assert_int_eq(place.group, adopts[_i].limit >= 0);
+        if (place.group) {
+            ck_assert_int_eq(place.limit, adopts[_i].limit);
+            ck_assert_int_eq(place.permits, adopts[_i].permits);
+        }
+    }
     freeReplyObject(r);
 }
 END_TEST
@@ -192,7 +207,8 @@ END_TEST
 START_TEST(test_adopt_no_reply)
 {
     long long pttl = 0;
-    ck_assert_int_eq(reply_adopt(NULL, &pttl), REPLY_RENEW_UNKNOWN);
+    struct reply_place place;
+    ck_assert_int_eq(reply_adopt_place(NULL, &pttl, &place), REPLY_RENEW_UNKNOWN);
 }
 END_TEST
 
