@@ -156,6 +156,9 @@ RLOCK_API enum rlock_err rlock_list_locks(struct rlock_client *c,
             .watchdog = l->watchdog != 0,
             .hold_count = l->hold_count,
             .waiters = l->waiters,
+            .shared = l->mode == RLOCK__V1__LOCK_MODE__MODE_SHARED,
+            .limit = l->limit,
+            .permits = l->permits,
         };
         if (visit(&entry, arg) != 0)
             break;

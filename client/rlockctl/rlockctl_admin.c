@@ -441,18 +441,25 @@ static int lock_visit(const struct rlock_lock_entry *e, void *arg)
         ctl_json_bool(&j, "watchdog", e->watchdog);
         ctl_json_num(&j, "hold_count", e->hold_count);
         ctl_json_num(&j, "waiters", e->waiters);
+        ctl_json_str(&j, "kind", e->limit > 0 ? "semaphore" : e->shared ? "shared" : "exclusive");
+        ctl_json_num(&j, "limit", e->limit);
+        ctl_json_num(&j, "permits", e->permits);
         ctl_json_close(&j);
         out->count++;
         return 0;
     }
-    char since[40], ttl[24], left[24], holds[16], waiters[16];
+    char since[40], ttl[24], left[24], holds[16], waiters[16], kind[32];
+    if (e->limit > 0)
+        snprintf(kind, sizeof kind, "sem %" PRIu32 "/%" PRIu32, e->permits, e->limit);
+    else
+        snprintf(kind, sizeof kind, "%s", e->shared ? "shared" : "excl");
     ctl_fmt_time(e->acquired_at_ms, since, sizeof since);
     ctl_fmt_duration(e->ttl_ms, ttl, sizeof ttl);
     ctl_fmt_duration(e->ttl_left_ms, left, sizeof left);
     snprintf(holds, sizeof holds, "%" PRIu32, e->hold_count);
     snprintf(waiters, sizeof waiters, "%" PRIu32, e->waiters);
     const char *cells[] = {
-        e->session_id, fence, e->watchdog ? ttl : "off", left, holds, waiters, since,
+        e->session_id, fence, kind, e->watchdog ? ttl : "off", left, holds, waiters, since,
         e->client_name[0] ? e->client_name : "-", e->resource,
     };
     return entry_row(out, cells);
@@ -467,9 +474,9 @@ static enum rlock_err locks_page(struct rlock_client *c, const char *cursor,
 }
 
 /* The resource last: names vary most in length, and may be long. */
-static const char *const lock_headers[] = {"SESSION", "FENCE",    "RENEW", "LEFT",    "HOLDS",
-                                           "WAITERS", "ACQUIRED", "NAME",  "RESOURCE"};
-static const int lock_right[COUNT(lock_headers)] = {0, 1, 1, 1, 1, 1, 0, 0, 0};
+static const char *const lock_headers[] = {"SESSION", "FENCE", "KIND",     "RENEW", "LEFT",
+                                           "HOLDS",   "WAITERS", "ACQUIRED", "NAME", "RESOURCE"};
+static const int lock_right[COUNT(lock_headers)] = {0, 1, 0, 1, 1, 1, 1, 0, 0, 0};
 
 int ctl_locks(struct ctl *ctl, int argc, char **argv)
 {

@@ -1458,6 +1458,16 @@ END_TEST
  * several ttls, and none is lost.
  */
 #define MIXED_N 8
+
+/* Counts the listed locks of each kind (arg: int[2], exclusive then shared). */
+static int count_kinds(const struct rlock_lock_entry *e, void *arg)
+{
+    int *n = arg;
+    ck_assert_uint_eq(e->limit, 0);
+    n[e->shared ? 1 : 0]++;
+    return 0;
+}
+
 START_TEST(test_renew_both_kinds)
 {
     struct h_fixture f;
@@ -1482,6 +1492,14 @@ START_TEST(test_renew_both_kinds)
         keys_of(&f.e, rlock_lock_resource(sh[i]), &k);
         assert_holder(f.r, &k, rlock_lock_token(sh[i]), "shared, renewed with exclusive ones");
     }
+    /* The listing tells the kinds apart. */
+    int kinds[2] = {0, 0};
+    char next[128];
+    ck_assert_int_eq(rlock_list_locks(f.c, NULL, NULL, 100, count_kinds, kinds, next,
+                                      sizeof next, CALL_MS),
+                     RLOCK_OK);
+    ck_assert_int_eq(kinds[0], MIXED_N);
+    ck_assert_int_eq(kinds[1], MIXED_N);
     for (int i = 0; i < MIXED_N; i++) {
         release_ok(f.c, x[i], "exclusive");
         release_ok(f.c, sh[i], "shared");

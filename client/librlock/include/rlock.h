@@ -435,6 +435,9 @@ struct rlock_lock_entry {
     int watchdog;            /* renewed by the daemon */
     uint32_t hold_count;
     uint32_t waiters;        /* acquires of this daemon queued on the resource */
+    int shared;              /* a shared (read) hold: one entry per holding session */
+    uint32_t limit;          /* a semaphore's limit (0: a lock); one entry per holder */
+    uint32_t permits;        /* the permits this holder has */
 };
 
 /* Which locks to list; NULL or empty members match everything. */
