@@ -105,6 +105,8 @@ struct server {
     uint32_t nrelqs;
     uint64_t relq_pending;
     uint64_t nleases;
+    uint64_t nleases_shared;    /* of them: shared holds of read-write locks */
+    uint64_t nleases_permits;   /* of them: semaphore places */
     uint64_t nwaiters;
     uint64_t nacquires;             /* acquire requests alive: waiting, or in Redis */
     uint64_t foreign_waits;         /* resources whose head waits behind a foreign key (lock.c) */

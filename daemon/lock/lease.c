@@ -75,6 +75,15 @@ void lease_lose_excluded(struct resource *res, int shared, uint32_t limit, const
     }
 }
 
+/* The daemon's count of l's kind goes up or down by one (metrics). */
+static void lease_count_kind(struct server *srv, const struct lease *l, int delta)
+{
+    if (!l->shared)
+        return;
+    uint64_t *n = l->limit > 0 ? &srv->nleases_permits : &srv->nleases_shared;
+    *n += (uint64_t)(int64_t)delta;
+}
+
 size_t lease_marker(uint32_t limit, char out[LEASE_MARKER_MAX])
 {
     int n = limit == 0 ? snprintf(out, LEASE_MARKER_MAX, "group:rw")
@@ -124,6 +133,7 @@ struct lease *lease_new(struct session *s, struct resource *res, const struct le
         s->quota->locks++;
     lease_track_validity(l);
     s->srv->nleases++;
+    lease_count_kind(s->srv, l, 1);
     if (l->shared) {
         LIST_INSERT_HEAD(&res->shared, l, res_link);
         res->nshared++;
@@ -214,6 +224,7 @@ void lease_forget(struct lease *l)
     if (l->sess->quota != NULL)
         l->sess->quota->locks--;
     l->res->srv->nleases--;
+    lease_count_kind(l->res->srv, l, -1);
     if (l->shared) {
         LIST_REMOVE(l, res_link);
         l->res->nshared--;

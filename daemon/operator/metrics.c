@@ -54,6 +54,15 @@ static const char *label_name(const char *name, char *buf, size_t len)
 READER(read_sessions) { one(m, sample, ctx, srv->nsessions); }
 READER(read_sessions_opened) { one(m, sample, ctx, (double)srv->ctr.sessions_opened); }
 READER(read_locks_held) { one(m, sample, ctx, (double)srv->nleases); }
+
+READER(read_locks_held_by_kind)
+{
+    uint64_t groups = srv->nleases_shared + srv->nleases_permits;
+    labelled(m, sample, ctx, "kind", "exclusive",
+             (double)(srv->nleases > groups ? srv->nleases - groups : 0));
+    labelled(m, sample, ctx, "kind", "shared", (double)srv->nleases_shared);
+    labelled(m, sample, ctx, "kind", "semaphore", (double)srv->nleases_permits);
+}
 READER(read_waiters) { one(m, sample, ctx, (double)srv->nwaiters); }
 READER(read_foreign_waits) { one(m, sample, ctx, (double)srv->foreign_waits); }
 READER(read_grants) { one(m, sample, ctx, (double)srv->ctr.grants); }
@@ -189,6 +198,9 @@ READER(read_latency)
     X("rlockd_sessions_opened_total", "counter", "Client connections accepted.",                 \
       read_sessions_opened)                                                                     \
     X("rlockd_locks_held", "gauge", "Locks held by sessions of this daemon.", read_locks_held)   \
+    X("rlockd_locks_held_by_kind", "gauge",                                                     \
+      "Locks held by sessions of this daemon, by kind (a semaphore's places counted once each).", \
+      read_locks_held_by_kind)                                                                  \
     X("rlockd_waiters", "gauge", "Acquires waiting in the daemon's queues.", read_waiters)       \
     X("rlockd_foreign_waits", "gauge",                                                           \
       "Resources whose head waiter waits behind a key held outside rlockd.", read_foreign_waits) \

@@ -1500,6 +1500,10 @@ START_TEST(test_renew_both_kinds)
                      RLOCK_OK);
     ck_assert_int_eq(kinds[0], MIXED_N);
     ck_assert_int_eq(kinds[1], MIXED_N);
+    /* And so do the metrics. */
+    ck_assert_double_eq(h_metric(&f.e, "rlockd_locks_held_by_kind{kind=\"exclusive\"}"), MIXED_N);
+    ck_assert_double_eq(h_metric(&f.e, "rlockd_locks_held_by_kind{kind=\"shared\"}"), MIXED_N);
+    ck_assert_double_eq(h_metric(&f.e, "rlockd_locks_held_by_kind{kind=\"semaphore\"}"), 0);
     for (int i = 0; i < MIXED_N; i++) {
         release_ok(f.c, x[i], "exclusive");
         release_ok(f.c, sh[i], "shared");
