@@ -947,6 +947,15 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_UNAVAILABLE, "redis unavailable");
         return 0;
     }
+    if (wait == 0 && a->limit > 0 && res->nwaiters > 0) {
+        /* Permits may be free while the head waits for more than are: a try taking them
+         * would pass it, and a stream of small tries would keep it out for ever. */
+        resource_unref(res);
+        acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED,
+                      "requests of this daemon wait for the semaphore before this one (first "
+                      "come, first served)");
+        return 0;
+    }
     if (wait > 0 && res->nwaiters >= cfg->max_waiters_per_resource) {
         resource_unref(res);
         acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,

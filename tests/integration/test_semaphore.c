@@ -871,6 +871,9 @@ START_TEST(test_permits_fifo)
     assert_used(f.r, &k, 3, 1, "A holds 3, B and C wait");
     /* A try for 3 does not fit. */
     sem_refused(d, res, 5, 3, 0, RLOCK_ERR_NOT_ACQUIRED, "a try for 3 while 2 are free");
+    /* Nor does a try for 2 that would fit: B and C wait before it (first come, first
+     * served; a stream of small tries would otherwise keep B out for ever). */
+    sem_refused(d, res, 5, 2, 0, RLOCK_ERR_NOT_ACQUIRED, "a try for 2 while B waits for 3");
     assert_used(f.r, &k, 3, 1, "after the refused try");
 
     release_ok(f.c, a, "A");
