@@ -103,6 +103,16 @@ export interface AcquireOptions extends CallOptions {
    * exclusive re-enters the exclusive lock.
    */
   shared?: boolean;
+  /**
+   * 1 .. 1000000: the resource is a semaphore of this many permits; its holders'
+   * permits sum to at most `limit`. Every holder must name the same limit, and a
+   * name is a semaphore or a lock, never both (else WRONG_KIND). Not with
+   * `shared: true` (TypeError). In one client a semaphore is held once, like an
+   * exclusive lock: the holding owner re-enters it, another owner waits.
+   */
+  limit?: number;
+  /** With `limit`: the permits to take, all or none; 1 (default) .. limit. Without `limit`: TypeError. */
+  permits?: number;
   /** Withdraws the acquire (Cancel); the promise then rejects with an RlockAbortError. */
   signal?: AbortSignal;
 }
@@ -126,6 +136,10 @@ export class Lock extends EventEmitter {
   readonly watchdog: boolean;
   /** true: held shared; false: exclusive (also a shared acquire that re-entered its owner's exclusive hold). */
   readonly shared: boolean;
+  /** A semaphore's limit; 0: a lock. */
+  readonly limit: number;
+  /** The semaphore permits this lock holds; 0: a lock. */
+  readonly permits: number;
   readonly state: LockState;
   /** performance.now() time (ms) until which the lock is surely held; 0 when not held. */
   readonly validUntil: number;
@@ -201,6 +215,10 @@ export interface LockInfo {
   waiters: number;
   /** One of the resource's shared holders (a resource held shared is listed once per holding session). */
   shared: boolean;
+  /** A semaphore's limit (a semaphore is listed once per holding session); 0: a lock. */
+  limit: number;
+  /** The permits this holder has; 0: a lock. */
+  permits: number;
 }
 
 /** ServerInfoReply, camelCased; uint64 counters as numbers. */
@@ -276,7 +294,8 @@ export class Client extends EventEmitter {
    * byte order of their names so that callers naming them in other orders never
    * deadlock; `wait` is one budget for the set, one owner holds them all.
    * Resolves with the locks in the order given; on failure what was taken has
-   * been released again. `shared` takes every one of them shared.
+   * been released again. `shared` takes every one of them shared; `limit` (and
+   * `permits`) takes permits of every one of them, each a semaphore of that limit.
    */
   acquireAll(resources: readonly string[], opts?: AcquireOptions): Promise<Lock[]>;
   /** using() for several locks (acquireAll): `signal` aborts when any of them is lost or uncertain. */

@@ -43,6 +43,8 @@ function lockInfo(l) {
     holdCount: l.hold_count,
     waiters: l.waiters,
     shared: l.mode === 1, // LockInfo.mode MODE_SHARED: one of the resource's shared holders
+    limit: l.limit || 0,  // a semaphore's limit (listed once per holding session); 0: a lock
+    permits: l.permits || 0, // the permits this holder has
   };
 }
 

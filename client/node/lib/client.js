@@ -29,6 +29,8 @@ const ACQUIRE_ALL_MAX = 16;
 // rlock.v1.LockMode: Acquire.mode, AcquireReply.mode.
 const MODE_EXCLUSIVE = 0;
 const MODE_SHARED = 1;
+// The largest semaphore (Acquire.limit) the daemon accepts.
+const SEMAPHORE_LIMIT_MAX = 1000000;
 
 function defaultName() {
   const script = process.argv[1] ? path.basename(process.argv[1]) : 'node';
@@ -41,6 +43,30 @@ function checkOwner(owner) {
     throw new RangeError(`owner must be a non-negative integer below 2^63, got ${owner}`);
   }
   return b;
+}
+
+/**
+ * The semaphore options of an acquire: {limit, permits}, both 0 for a lock.
+ * limit 1..1000000 makes the resource a semaphore; permits (default 1) is
+ * 1..limit and needs limit; a semaphore is never shared.
+ */
+function checkSemaphore(opts) {
+  const { limit, permits } = opts;
+  if (limit === undefined) {
+    if (permits !== undefined) throw new TypeError('permits needs limit (permits are taken from a semaphore)');
+    return { limit: 0, permits: 0 };
+  }
+  if (typeof limit !== 'number') throw new TypeError(`limit must be a number, got ${typeof limit}`);
+  if (!Number.isInteger(limit) || limit < 1 || limit > SEMAPHORE_LIMIT_MAX) {
+    throw new RangeError(`limit must be an integer 1 .. ${SEMAPHORE_LIMIT_MAX}, got ${limit}`);
+  }
+  if (opts.shared === true) throw new TypeError('a semaphore (limit) cannot be shared');
+  if (permits === undefined) return { limit, permits: 1 };
+  if (typeof permits !== 'number') throw new TypeError(`permits must be a number, got ${typeof permits}`);
+  if (!Number.isInteger(permits) || permits < 1 || permits > limit) {
+    throw new RangeError(`permits must be an integer 1 .. limit (${limit}), got ${permits}`);
+  }
+  return { limit, permits };
 }
 
 function abortError(signal, resource) {
@@ -137,6 +163,7 @@ class Client extends EventEmitter {
       if (opts.shared !== undefined && typeof opts.shared !== 'boolean') {
         throw new TypeError(`shared must be a boolean, got ${typeof opts.shared}`);
       }
+      const sem = checkSemaphore(opts);
       // setOwner: acquireAll's one owner for the set, checked there (it may be the client's own).
       const owner = setOwner ?? (opts.owner !== undefined ? checkOwner(opts.owner) : this.nextOwner());
       const { signal } = opts;
@@ -162,6 +189,8 @@ class Client extends EventEmitter {
         max_hold_ms: maxHold,
         lock_delay_ms: lockDelay,
         mode: opts.shared ? MODE_SHARED : MODE_EXCLUSIVE,
+        limit: sem.limit,
+        permits: sem.permits,
       };
       call = e.send('acquire', body, timeout, (err, reply, c) => {
         if (signal) signal.removeEventListener('abort', onAbort);
@@ -249,7 +278,8 @@ class Client extends EventEmitter {
    * order of `resources`. On failure what was taken is released again and the
    * error (its `resource` names the lock that stopped it) is thrown; a lock
    * lost while a later one was awaited fails the call with NOT_ACQUIRED.
-   * opts.shared takes every one of them shared.
+   * opts.shared takes every one of them shared; opts.limit (and permits)
+   * takes permits of every one of them as a semaphore of that limit.
    */
   async acquireAll(resources, opts = {}) {
     if (!Array.isArray(resources) || resources.length < 1 || resources.length > ACQUIRE_ALL_MAX) {
@@ -267,6 +297,10 @@ class Client extends EventEmitter {
     }
     const wait = opts.wait ?? 0;
     checkMs('wait', wait);
+    if (opts.shared !== undefined && typeof opts.shared !== 'boolean') {
+      throw new TypeError(`shared must be a boolean, got ${typeof opts.shared}`);
+    }
+    checkSemaphore(opts); // before anything is taken
     const owner = opts.owner !== undefined ? checkOwner(opts.owner) : this.nextOwner();
     const deadline = now() + wait;
     const out = new Array(resources.length).fill(null);

@@ -34,6 +34,10 @@ class Grant {
     // shared acquire re-entered its owner's exclusive hold. A grant keeps its
     // mode: the daemon neither upgrades nor downgrades one.
     this.shared = reply.mode === MODE_SHARED;
+    // A semaphore's limit and the permits this grant holds (AcquireReply.limit,
+    // permits); 0 and 0 for a lock. A re-entry holds the same permits.
+    this.limit = reply.limit || 0;
+    this.permits = reply.permits || 0;
     this.state = 'held';        // 'held' | 'lost' | 'released'
     this.lostReason = null;
     this.handles = new Set();
@@ -129,6 +133,10 @@ class Lock extends EventEmitter {
    * owner holding the lock exclusive re-enters it, and that hold is exclusive.
    */
   get shared() { return this._grant.shared; }
+  /** A semaphore's limit (the permits it has in all); 0: a lock. */
+  get limit() { return this._grant.limit; }
+  /** The permits of the semaphore this lock holds; 0: a lock. */
+  get permits() { return this._grant.permits; }
   get lostReason() { return this._grant.lostReason; }
 
   /** 'held' | 'uncertain' | 'lost' | 'released' */

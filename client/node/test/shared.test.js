@@ -14,46 +14,15 @@ const os = require('node:os');
 const path = require('node:path');
 const { execFile } = require('node:child_process');
 const { promisify } = require('node:util');
-const { once } = require('node:events');
 const { setTimeout: sleep } = require('node:timers/promises');
-const { startEnv, waitFor } = require('./helpers/env');
-const { connect, RlockError } = require('..');
+const { waitFor } = require('./helpers/env');
+const { kindsSuite, track, failure, afterRestart } = require('./helpers/kinds');
+const { RlockError } = require('..');
 
 const PKG = path.join(__dirname, '..');
 
-let env;
-test.before(async () => { env = await startEnv(); });
-test.after(async () => { if (env) await env.stop(); });
-
-async function withClients(n, fn) {
-  const clients = await Promise.all(Array.from({ length: n },
-    (_, i) => connect({ servers: [env.addr], name: `shared-${i}` })));
-  try {
-    return await fn(...clients);
-  } finally {
-    await Promise.all(clients.map((c) => c.close()));
-  }
-}
-
-/** A promise's outcome so far: 'pending', or {value} / {error} once it has settled. */
-function track(p) {
-  const t = { outcome: 'pending' };
-  t.done = p.then(
-    (value) => { t.outcome = { value }; return value; },
-    (error) => { t.outcome = { error }; throw error; },
-  );
-  t.done.catch(() => {});
-  return t;
-}
-
-function failure(p) {
-  return p.then((v) => assert.fail(`expected a rejection, got ${v}`), (e) => e);
-}
-
-/** Lock keys of one resource (the marker, the holders' ZSET, a claim; not its fence counter). */
-async function keysOf(resource) {
-  return (await env.keys(`{${resource}}*`)).filter((k) => !k.endsWith(':fence')).sort();
-}
+const suite = kindsSuite('shared');
+const { withClients, keysOf } = suite;
 
 test('two clients hold shared at once; an exclusive waiter is granted after both release, with a greater fence', () => withClients(3, async (r1, r2, w) => {
   const a = await r1.acquire('sh:both', { shared: true, ttl: 10000 });
@@ -66,7 +35,7 @@ test('two clients hold shared at once; an exclusive waiter is granted after both
   // Each session's shared grant has its own token and fence.
   assert.notEqual(a.token, b.token);
   assert.ok(b.fence > a.fence);
-  assert.equal(await env.redis.command('GET', env.key('sh:both')), 'group:rw');
+  assert.equal(await suite.env.redis.command('GET', suite.env.key('sh:both')), 'group:rw');
 
   // The listing shows both holders, shared.
   const listed = await w.locks({ prefix: 'sh:both' });
@@ -85,7 +54,7 @@ test('two clients hold shared at once; an exclusive waiter is granted after both
   const x = await pw.done;
   assert.equal(x.shared, false);
   assert.ok(x.fence > a.fence && x.fence > b.fence, `exclusive fence ${x.fence} after shared ${a.fence}, ${b.fence}`);
-  assert.equal(await env.redis.command('GET', env.key('sh:both')), x.token);
+  assert.equal(await suite.env.redis.command('GET', suite.env.key('sh:both')), x.token);
   const [info] = await w.locks({ prefix: 'sh:both' });
   assert.equal(info.shared, false);
   assert.equal(info.token, x.token);
@@ -151,7 +120,7 @@ test('one client: shared holds of any owner join one lock; no upgrade (WRONG_KIN
   }
   assert.equal(s.state, 'held');
   assert.equal(s.holdCount, 1);
-  assert.equal(await env.redis.command('GET', env.key('sh:up')), 'group:rw');
+  assert.equal(await suite.env.redis.command('GET', suite.env.key('sh:up')), 'group:rw');
   await s.release();
   // Released, then exclusive: fine.
   const e = await c.acquire('sh:up', { owner: 7 });
@@ -181,7 +150,7 @@ test('using with shared: readers run side by side, and the lock is released at t
     inside += 1;
     maxInside = Math.max(maxInside, inside);
     await waitFor('the other reader inside', async () => maxInside === 2, 10000, 5);
-    assert.equal(await env.redis.command('GET', env.key('sh:using')), 'group:rw');
+    assert.equal(await suite.env.redis.command('GET', suite.env.key('sh:using')), 'group:rw');
     signal.throwIfAborted();
     inside -= 1;
     return lock.fence;
@@ -243,7 +212,7 @@ test('the README example: readers and a writer', async () => {
     const file = path.join(dir, 'prices.json');
     fs.writeFileSync(file, JSON.stringify({ apple: 3, pear: 2 }));
     const { stdout } = await promisify(execFile)(process.execPath, ['example.js'], {
-      cwd: dir, timeout: 60000, env: { ...process.env, RLOCKD_SERVERS: env.addr, PRICES_FILE: file },
+      cwd: dir, timeout: 60000, env: { ...process.env, RLOCKD_SERVERS: suite.env.addr, PRICES_FILE: file },
     });
     assert.match(stdout, /^apple 3 -> 4 under fence \d+\n$/);
     assert.deepEqual(JSON.parse(fs.readFileSync(file, 'utf8')), { apple: 4, pear: 2 });
@@ -253,32 +222,21 @@ test('the README example: readers and a writer', async () => {
   }
 });
 
-test('a session move takes the exclusive locks along; a shared one is reported lost', async () => {
-  // The daemon moves exclusive locks only (docs/protocol.md §6.2): an Adopt of a
-  // shared lock finds the key holding group:rw, not its token.
-  const menv = await startEnv({
-    extraIni: (e) => `[session]\nresume_key_file = ${path.join(e.dir, 'resume.key')}\n`,
-  });
-  const client = await connect({ servers: [menv.addr], name: 'shared-move', sessionTimeout: 20000 });
-  try {
-    const x = await client.acquire('mv:x', { ttl: 15000 });
-    const s = await client.acquire('mv:s', { ttl: 15000, shared: true });
-    const lostShared = once(s, 'lost');
-    const resumed = once(client, 'resumed');
-    await menv.stopRlockd('SIGTERM');
-    await menv.startRlockd();
-    await resumed;
-    const [err] = await lostShared;
-    assert.equal(err.code, 'LOCK_LOST');
-    assert.equal(err.resource, 'mv:s');
-    assert.equal(s.state, 'lost');
-    assert.equal(x.state, 'held');
-    assert.equal(await x.release(), 0);
-  } finally {
-    await client.close();
-    await menv.stop();
-  }
-});
+test('a session move takes every lock along, shared ones too, and they stay renewed and shared', () =>
+  // The new daemon adopts the shared hold's place among the holders (adopt.lua), as it
+  // adopts an exclusive lock's key.
+  afterRestart('shared-move', 'mv:s', { shared: true }, async ({ menv, lock: s, more }) => {
+    assert.equal(s.shared, true);
+    // Still shared, with one place among the holders (the adopting daemon's token,
+    // the old one gone): another client joins it; an exclusive try is refused.
+    assert.equal(await menv.redis.command('GET', menv.key('mv:s')), 'group:rw');
+    assert.equal(Number(await menv.redis.command('ZCARD', menv.key('mv:s') + ':holders')), 1);
+    assert.equal(await menv.redis.command('ZSCORE', menv.key('mv:s') + ':holders', s.token), null);
+    const s2 = await (await more('shared-move-2')).acquire('mv:s', { shared: true });
+    await assert.rejects((await more('shared-move-3')).acquire('mv:s'), (err) => err.code === 'NOT_ACQUIRED');
+    assert.equal(await s2.release(), 0);
+    assert.equal(await s.release(), 0);
+  }));
 
 test('bad arguments', () => withClients(1, async (c) => {
   await assert.rejects(c.acquire('sh:bad', { shared: 'yes' }), TypeError);

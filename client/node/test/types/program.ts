@@ -25,6 +25,8 @@ async function main(): Promise<void> {
   const n: number = await client.using('x', () => 1);
   const read: boolean = await client.using('stock:item42', { shared: true, wait: 1000 }, async (signal, l) => l.shared);
   const readAll: Lock[] = await client.acquireAll(['acct/1', 'acct/2'], { shared: true });
+  const exported: number = await client.using('exports', { limit: 3, permits: 1, wait: 60000 }, async (signal, l) => l.permits + l.limit);
+  const slots: Lock[] = await client.acquireAll(['gpu/a', 'gpu/b'], { limit: 4, permits: 2 });
   const both: Lock[] = await client.acquireAll(['acct/1', 'acct/2'], { wait: 1000 });
   const moved: bigint = await client.usingAll(['acct/1', 'acct/2'], async (signal, ls) => ls[0].fence + ls[1].fence);
   try {
@@ -38,10 +40,12 @@ async function main(): Promise<void> {
   const locks = await client.locks({ prefix: 'orders/', limit: 100 });
   const owner: bigint | undefined = locks[0]?.owner;
   const sharedHolder: boolean | undefined = locks[0]?.shared;
+  const permitsHeld: number | undefined = locks[0]?.permits;
+  const semLimit: number | undefined = locks[0]?.limit;
   const forced = await client.forceRelease('orders/42');
   const st = await client.stats();
   const waiters: number = st.waiters + forced.waiters;
-  console.log(state, until, left, sold, n, read, readAll.length, sharedHolder, prefix, owner, waiters, (await client.ping()).rtt);
+  console.log(state, until, left, sold, n, read, readAll.length, exported, slots.length, permitsHeld, semLimit, sharedHolder, prefix, owner, waiters, (await client.ping()).rtt);
   await lock[Symbol.asyncDispose]();
   await client.close();
 }
