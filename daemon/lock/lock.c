@@ -223,10 +223,37 @@ static int waitq_remove(struct request *req)
     return was_head;
 }
 
+static void claim_dropped_cb(const redisReply *reply, const char *err, void *arg)
+{
+    (void)reply, (void)err, (void)arg; /* unanswered, the claim lapses by its PX */
+}
+
+/*
+ * An exclusive request that claimed its resource leaves without a grant
+ * (timed out, cancelled, its session gone): its claim goes with it, by
+ * claimant (release.lua on the claim key, announced on no channel), so that
+ * shared requests need not wait for it to lapse.
+ */
+static void claim_drop(struct request *req)
+{
+    struct resource *res = req->res;
+    if (!rpool_route_ready(req->srv->pool, res->route))
+        return;
+    char claim[res->key_len + RESOURCE_SUBKEY_MAX + 1];
+    const char *args[3] = {claim, req->token, ""};
+    size_t lens[3] = {resource_subkey(res, RESOURCE_CLAIM_SUFFIX, claim, sizeof claim),
+                      UTIL_UUID_LEN, 0};
+    rpool_eval(req->srv->pool, res->route, SCRIPT_RELEASE, 1, 3, args, lens, claim_dropped_cb,
+               NULL);
+}
+
 void lock_request_done(struct request *req)
 {
     struct resource *res = req->res;
     int kick = 0;
+    if (res != NULL && req->op == RLOCK__V1__REQUEST__BODY_ACQUIRE && req->claiming &&
+        !req->granted)
+        claim_drop(req);
     if (res != NULL && req->in_queue)
         kick = waitq_remove(req);
     request_set_state(req, REQUEST_DONE);
@@ -756,6 +783,7 @@ static void acquire_reply_cb(const redisReply *reply, const char *err, void *arg
     long long pttl = 0;
     int held_by = REPLY_HELD_BY_RLOCKD;
     enum reply_acquire_kind kind = reply_acquire(reply, &fence, &pttl, &held_by);
+    req->granted = kind == REPLY_ACQUIRE_GRANTED;
     if (req->cancelled) {
         acquire_cancelled(req, kind);
         return;

@@ -37,6 +37,7 @@ struct request {
     int no_reentry;      /* acquire: refuse rather than re-enter */
     uint8_t shared;      /* acquire, release: a shared hold (group_*.lua) */
     uint8_t claiming;    /* acquire: exclusive, behind shared holds: claim the resource */
+    uint8_t granted;     /* acquire: Redis granted a try (which cleared the claim) */
     uint32_t claim_ms;   /* acquire: the claim's PX, from the last busy answer */
     uint32_t limit;      /* acquire: a semaphore's permits in all (0: a lock; shared is set) */
     uint32_t permits;    /* acquire: the permits asked of it */

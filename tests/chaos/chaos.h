@@ -66,15 +66,42 @@ enum chaos_phase {
                              paused writer turns into a stale write */
 };
 
-/* Classes of an overlap seen by the referee, as the entrant judged the occupant. */
+/*
+ * Classes of an overlap seen by the referee, as the entrant judged the occupant.
+ * The first four are overlaps that involve an exclusive holder (the entrant, the
+ * occupant or both); the last two are two shared holders at once, which is what
+ * shared mode is for: counted, to show the mix exercised it, never a violation.
+ */
 enum chaos_overlap {
     CHAOS_OV_PAUSED = 0,    /* the occupant was paused by the nemesis during this hold */
     CHAOS_OV_KILLED = 1,    /* the occupant was being killed by the nemesis (it is dead) */
     CHAOS_OV_VIOLATION = 2, /* neither: two live holders at once */
     CHAOS_OV_REDIS_LOST = 3, /* two live holders, the occupant's key lost with a Redis restart
                                 during its hold: a violation too, told apart for its cause */
+    CHAOS_OV_SHARED = 4,    /* both shared, the occupant neither paused nor killed: allowed */
+    CHAOS_OV_SHARED_FAULTED = 5, /* both shared, the occupant paused or being killed */
 };
-#define CHAOS_OV_KINDS 4
+#define CHAOS_OV_KINDS 6
+
+/*
+ * The referee's occupant word of a resource: bit i while worker slot i is
+ * inside holding it exclusive, bit CHAOS_SHARED_SHIFT + i while it is inside
+ * holding it shared. One word, so that one atomic_fetch_or tells an entrant
+ * exactly who was inside, and in which mode.
+ */
+#define CHAOS_SHARED_SHIFT 32
+static inline uint64_t chaos_occupant_bit(int slot, int shared)
+{
+    return UINT64_C(1) << (slot + (shared ? CHAOS_SHARED_SHIFT : 0));
+}
+
+/* Per cent of acquires that ask for a shared hold on resource 0, which is
+ * read-mostly (--shared; the other resources get a third of it). */
+#define CHAOS_SHARED_PCT 70
+static inline int chaos_shared_pct(int pct, int res)
+{
+    return res == 0 ? pct : pct / 3;
+}
 
 /* One worker's shared slot. pid 0: the slot is empty (between incarnations). */
 struct chaos_slot {
@@ -87,6 +114,7 @@ struct chaos_slot {
     _Atomic int killed;          /* set by the nemesis before SIGKILL, cleared at respawn */
     _Atomic int64_t valid_until_ms; /* the validity its latest check relied on */
     _Atomic int long_hold;       /* its current hold is a long one (what server faults aim at) */
+    _Atomic int shared;          /* its current hold is a shared one */
     _Atomic uint64_t enter_epoch; /* redis_epoch when it entered its current hold */
 };
 
@@ -97,10 +125,13 @@ struct chaos_shm {
     _Atomic int stop;              /* workers finish their hold and exit */
     _Atomic uint64_t seq;          /* referee sequence: one number per entry, all resources */
     _Atomic uint64_t redis_epoch;  /* bumped when the nemesis restarts Redis (keys lost) */
-    _Atomic uint64_t occupants[CHAOS_MAX_RES]; /* bit i: worker slot i is inside */
+    int shared_pct;                /* per cent of acquires asked shared on resource 0 (the others
+                                      get a third of it); 0: every acquire exclusive */
+    _Atomic uint64_t occupants[CHAOS_MAX_RES]; /* chaos_occupant_bit(i, shared): slot i inside */
     struct chaos_slot slots[CHAOS_MAX_WORKERS];
     /* Live counters (the offline check recounts from the histories). */
     _Atomic uint64_t grants;
+    _Atomic uint64_t shared_grants;
     _Atomic uint64_t overlaps[CHAOS_OV_KINDS]; /* by enum chaos_overlap */
     _Atomic uint64_t writes_accepted;
     _Atomic uint64_t writes_refused; /* stale writes the store refused */
@@ -148,11 +179,19 @@ struct chaos_write {
     int32_t believed;  /* enum rlock_lock_state the writer saw at its last check */
     uint64_t fence;
     uint64_t hold_seq; /* identifies the hold: two holds never share a fence */
+    int32_t shared;    /* the writer holds the lock shared */
+    uint32_t pad;
 };
 
+/*
+ * The store's rule (chaos_store.c, README.md "The fenced store"): an exclusive
+ * write is stale below the highest fence accepted from any write; a shared write
+ * is stale below the highest fence accepted from an exclusive write. Shared
+ * writes among themselves may come in any order.
+ */
 enum chaos_verdict {
-    CHAOS_W_ACCEPTED = 1, /* fence >= the highest seen for the resource */
-    CHAOS_W_REFUSED = 2,  /* fence below the highest seen: a stale write, refused */
+    CHAOS_W_ACCEPTED = 1, /* fence not below what the writer's mode is judged against */
+    CHAOS_W_REFUSED = 2,  /* below it: a stale write, refused */
 };
 
 struct chaos_reply {

@@ -10,6 +10,7 @@
  *
  *   <us> SEED seed seconds workers resources
  *   <us> DAEMONS n                 how many rlockd share Redis and the resume key
+ *   <us> SHARED pct pct_others     per cent of acquires asked shared (r0, the others)
  *   <us> RLOCKD_START pid          a new incarnation of an rlockd
  *   <us> RSS pid kb                VmRSS of rlockd
  *   <us> FAULT kind fields...      one line per fault, once done
@@ -51,6 +52,7 @@ struct driver {
     struct h_env e;      /* Redis, the run's dir, and the first rlockd */
     struct h_env peer;   /* the second rlockd (--daemons 2): DIR/b, on e's Redis */
     int ndaemons;
+    int shared_pct;      /* --shared: per cent of acquires asked shared on resource 0 */
     char worker_addr[700]; /* every rlockd's address, comma-separated */
     struct chaos_shm *m;
     char self[512];      /* this executable, for the workers and the store */

@@ -4,7 +4,7 @@
  * point of its other parts (see chaos.h).
  *
  *   rlock-chaos [--seconds N] [--workers N] [--resources N] [--seed N] [--keep]
- *               [--daemons 1|2]
+ *               [--daemons 1|2] [--shared PCT]
  *               [--workaround-shutdown-keys] [--workaround-redis-delayed-restart]
  *   rlock-chaos --check DIR [--verbose]
  *
@@ -101,15 +101,16 @@ void drv_sample_rss(struct driver *d)
 
 void drv_clear_slot(struct driver *d, int i)
 {
-    uint64_t bit = UINT64_C(1) << i;
+    uint64_t bits = chaos_occupant_bit(i, 0) | chaos_occupant_bit(i, 1);
     for (int r = 0; r < d->nres; r++)
-        atomic_fetch_and(&d->m->occupants[r], ~bit);
+        atomic_fetch_and(&d->m->occupants[r], ~bits);
     struct chaos_slot *s = &d->m->slots[i];
     atomic_store(&s->pid, 0);
     atomic_store(&s->phase, CHAOS_PH_IDLE);
     atomic_store(&s->inside, -1);
     atomic_store(&s->paused_seq, 0);
     atomic_store(&s->long_hold, 0);
+    atomic_store(&s->shared, 0);
     atomic_store(&s->killed, 0);
 }
 
@@ -284,11 +285,13 @@ static int drv_start(struct driver *d)
         return -1;
     d->m->nworkers = d->nworkers;
     d->m->nres = d->nres;
+    d->m->shared_pct = d->shared_pct;
     d->log = chaos_log_open(d->e.dir, "run.log");
     if (d->log < 0)
         return -1;
     chaos_log(d->log, "SEED %" PRIu64 " %d %d %d", d->seed, d->seconds, d->nworkers, d->nres);
     chaos_log(d->log, "DAEMONS %d", d->ndaemons);
+    chaos_log(d->log, "SHARED %d %d", d->shared_pct, chaos_shared_pct(d->shared_pct, 1));
     chaos_log(d->log, "WORKAROUNDS shutdown_keys=%d redis_delayed_restart=%d", d->workaround_keys,
               d->workaround_redis);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -327,8 +330,15 @@ static int drv_start(struct driver *d)
 
 /* --- teardown ------------------------------------------------------------ */
 
-/* Lock keys (not fence keys) of the run in Redis, each logged when record. -1 on error. */
-static int drv_count_lock_keys(struct driver *d, int record)
+/*
+ * Lock keys (not fence keys) of the run in Redis, each logged when record. -1 on
+ * error. A claim key (PREFIX{r}:claim: an exclusive waiter behind shared holds
+ * holding off new ones) is left by a waiter that was withdrawn (cancelled, timed
+ * out, its session closed): by design it lapses by itself a few seconds after
+ * its last try (docs/protocol.md §6.2). It is not counted while it has an expiry;
+ * *claims gets how many there were (logged CLAIMLEFT when record).
+ */
+static int drv_count_lock_keys(struct driver *d, int record, int *claims)
 {
     redisContext *r = h_redis(&d->e);
     if (!r)
@@ -350,6 +360,16 @@ static int drv_count_lock_keys(struct driver *d, int record)
             size_t n = strlen(k);
             if (n >= 6 && strcmp(k + n - 6, ":fence") == 0)
                 continue;
+            if (n >= 6 && strcmp(k + n - 6, ":claim") == 0 && h_pttl(r, k) > 0) {
+                if (record) {
+                    char val[128] = "";
+                    h_get(r, k, val, sizeof val);
+                    chaos_log(d->log, "CLAIMLEFT %s %s pttl=%lld", k, val, h_pttl(r, k));
+                }
+                if (claims)
+                    (*claims)++;
+                continue;
+            }
             if (record) {
                 char val[128] = "";
                 h_get(r, k, val, sizeof val);
@@ -416,10 +436,10 @@ static int drv_teardown(struct driver *d, int started)
          * ttl"). Waiting here, at most a ttl, lets those deletes run first.
          */
         int64_t t0 = chaos_now_ms();
-        int first = drv_count_lock_keys(d, 0), n = first;
+        int first = drv_count_lock_keys(d, 0, NULL), n = first;
         while (n > 0 && chaos_now_ms() - t0 < (int64_t)CHAOS_TTL_MAX_MS + 1000) {
             chaos_sleep_ms(50);
-            n = drv_count_lock_keys(d, 0);
+            n = drv_count_lock_keys(d, 0, NULL);
         }
         chaos_log(d->log, "RESULT workaround_keys_before_stop %d waited_ms=%lld", first,
                   (long long)(chaos_now_ms() - t0));
@@ -440,8 +460,10 @@ static int drv_teardown(struct driver *d, int started)
         bad |= !clean;
     }
     if (d->e.redis_pid > 0 && d->log >= 0) {
-        int left = drv_count_lock_keys(d, 1);
+        int claims = 0;
+        int left = drv_count_lock_keys(d, 1, &claims);
         chaos_log(d->log, "RESULT lock_keys_left %d", left);
+        chaos_log(d->log, "RESULT claim_keys_left %d", claims);
         bad |= left != 0;
     }
     if (d->store_pid > 0) {
@@ -465,8 +487,9 @@ static int drv_run(struct driver *d)
     d->last_rlockd_kill_ms = d->start_ms - 1000000;
     int64_t quiet_ms = d->end_ms - DRV_QUIET_TAIL_MS;
     int index = 0;
-    printf("chaos: seed %" PRIu64 ", %d s, %d workers, %d resources, dir %s\n", d->seed,
-           d->seconds, d->nworkers, d->nres, d->e.dir);
+    printf("chaos: seed %" PRIu64 ", %d s, %d workers, %d resources, shared %d%% on r0 and "
+           "%d%% elsewhere, dir %s\n", d->seed, d->seconds, d->nworkers, d->nres, d->shared_pct,
+           chaos_shared_pct(d->shared_pct, 1), d->e.dir);
     fflush(stdout);
     drv_idle(d, 3000); /* let the workers get going before the first fault */
     while (!d->interrupted && chaos_now_ms() < quiet_ms) {
@@ -499,11 +522,13 @@ static int drv_main(int argc, char **argv)
     d.seed = (uint64_t)chaos_now_us() ^ ((uint64_t)getpid() << 40);
     d.log = -1;
     d.ndaemons = 1;
+    d.shared_pct = CHAOS_SHARED_PCT;
     int keep = 0;
     static const struct option opts[] = {
         { "seconds", required_argument, NULL, 's' }, { "workers", required_argument, NULL, 'w' },
         { "resources", required_argument, NULL, 'r' }, { "seed", required_argument, NULL, 'S' },
         { "keep", no_argument, NULL, 'k' }, { "daemons", required_argument, NULL, 'd' },
+        { "shared", required_argument, NULL, 'H' },
         { "workaround-shutdown-keys", no_argument, NULL, 'K' },
         { "workaround-redis-delayed-restart", no_argument, NULL, 'R' },
         { NULL, 0, NULL, 0 },
@@ -517,20 +542,22 @@ static int drv_main(int argc, char **argv)
         case 'S': d.seed = strtoull(optarg, NULL, 10); break;
         case 'k': keep = 1; break;
         case 'd': d.ndaemons = atoi(optarg); break;
+        case 'H': d.shared_pct = atoi(optarg); break;
         case 'K': d.workaround_keys = 1; break;
         case 'R': d.workaround_redis = 1; break;
         default:
             fprintf(stderr, "usage: rlock-chaos [--seconds N] [--workers N] [--resources N] "
-                            "[--seed N] [--keep]\n                   [--daemons 1|2] [--workaround-shutdown-keys] "
+                            "[--seed N] [--keep]\n                   [--daemons 1|2] [--shared PCT] [--workaround-shutdown-keys] "
                             "[--workaround-redis-delayed-restart]\n       rlock-chaos --check DIR [--verbose]\n");
             return 64;
         }
     }
     if (d.seconds < 30 || d.nworkers < 2 || d.nworkers > CHAOS_MAX_WORKERS || d.nres < 2 ||
-        d.nres > CHAOS_MAX_RES || d.ndaemons < 1 || d.ndaemons > CHAOS_MAX_DAEMONS) {
+        d.nres > CHAOS_MAX_RES || d.ndaemons < 1 || d.ndaemons > CHAOS_MAX_DAEMONS ||
+        d.shared_pct < 0 || d.shared_pct > 100) {
         fprintf(stderr, "rlock-chaos: --seconds >= 30, 2 <= --workers <= %d, "
-                        "2 <= --resources <= %d, 1 <= --daemons <= %d\n", CHAOS_MAX_WORKERS,
-                CHAOS_MAX_RES, CHAOS_MAX_DAEMONS);
+                        "2 <= --resources <= %d, 1 <= --daemons <= %d, 0 <= --shared <= 100\n",
+                CHAOS_MAX_WORKERS, CHAOS_MAX_RES, CHAOS_MAX_DAEMONS);
         return 64;
     }
     chaos_rng_seed(&d.rng, d.seed);

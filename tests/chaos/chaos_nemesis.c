@@ -199,14 +199,16 @@ static int fault_worker_pause(struct driver *d)
     /* Stopped: its slot no longer changes, so this names the hold it is in. */
     int inside = atomic_load(&s->inside);
     int phase = atomic_load(&s->phase);
+    int shared = atomic_load(&s->shared);
     uint64_t seq = atomic_load(&s->hold_seq);
     if (inside >= 0)
         atomic_store(&s->paused_seq, seq);
     int ms = (int)(CHAOS_SESSION_TIMEOUT_MS + chaos_rng_range(&d->rng, 200, 2000));
     drv_idle(d, ms);
     kill(pid, SIGCONT);
-    chaos_log(d->log, "FAULT worker_pause slot=%d pid=%d inside=%d phase=%d seq=%llu ms=%d", i,
-              (int)pid, inside, phase, (unsigned long long)seq, ms);
+    chaos_log(d->log, "FAULT worker_pause slot=%d pid=%d inside=%d phase=%d seq=%llu ms=%d "
+              "shared=%d", i, (int)pid, inside, phase, (unsigned long long)seq, ms,
+              inside >= 0 && shared);
     return 0;
 }
 

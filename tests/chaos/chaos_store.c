@@ -2,8 +2,15 @@
 /*
  * chaos_store.c — the fenced store: the storage a lock protects, reduced to
  * what fencing needs. It keeps, per resource, the highest fence it has
- * accepted and the hold that wrote it, and refuses any write with a lower
- * fence. A write with the same fence is accepted only from the same hold.
+ * accepted from any write and the highest from an exclusive write, each with
+ * the hold that wrote it. An exclusive write with a fence below the highest
+ * accepted (of either mode) is refused: a newer holder, reader or writer, was
+ * granted after it, so its lock is gone. A shared write is refused below the
+ * highest exclusive fence: a writer was granted after it. Shared writes among
+ * themselves may come in any order: readers hold the resource together, and
+ * their fences order their grants, not their writes (README.md, "Shared
+ * holds"). A write with the same fence as one already accepted is accepted
+ * only from the same hold.
  *
  *   rlock-chaos --store DIR
  *
@@ -11,10 +18,11 @@
  * message, one struct chaos_reply back). Every decision goes to DIR/store.log
  * in arrival order, which is the order the offline check replays:
  *
- *   <us> STORE <res> <fence> <verdict> <believed> <slot> <pid> <hold_seq> <highest>
+ *   <us> STORE <res> <fence> <verdict> <believed> <slot> <pid> <hold_seq> <highest> <mode>
  *
- * A write that is accepted although it is stale (lower than the highest, or
- * an equal fence from another hold) cannot happen by construction; the
+ * (highest: of either mode, after this write; mode: x exclusive, s shared.)
+ * A write that is accepted although it is stale (lower than its mode's bound,
+ * or an equal fence from another hold) cannot happen by construction; the
  * counter for it (writes_bad) is there so that a broken store would show.
  * Exits 0 on SIGTERM.
  */
@@ -41,8 +49,10 @@ static void store_on_term(int sig)
 }
 
 struct store_res {
-    uint64_t highest;
-    uint64_t hold_seq; /* of the write that set highest */
+    uint64_t highest;       /* of every accepted write, shared or exclusive */
+    uint64_t hold_seq;      /* of the write that set highest */
+    uint64_t highest_excl;  /* of the accepted exclusive writes */
+    uint64_t hold_seq_excl; /* of the write that set highest_excl */
 };
 
 static int store_listen(const char *path)
@@ -77,9 +87,13 @@ static void store_handle(struct chaos_shm *m, struct store_res *res, int logfd,
         return;
     }
     struct store_res *r = &res[w->res];
-    int stale = w->fence < r->highest || (w->fence == r->highest && w->hold_seq != r->hold_seq &&
-                                          r->highest != 0);
-    if (w->fence < r->highest) {
+    /* An exclusive writer is overtaken by any newer holder, a shared one by a newer writer. */
+    uint64_t bound = w->shared ? r->highest_excl : r->highest;
+    int stale = w->fence < bound ||
+                (w->fence == r->highest && w->hold_seq != r->hold_seq && r->highest != 0) ||
+                (w->fence == r->highest_excl && w->hold_seq != r->hold_seq_excl &&
+                 r->highest_excl != 0);
+    if (w->fence < bound) {
         rep->verdict = CHAOS_W_REFUSED;
         atomic_fetch_add(&m->writes_refused, 1);
     } else {
@@ -90,13 +104,20 @@ static void store_handle(struct chaos_shm *m, struct store_res *res, int logfd,
             atomic_fetch_add(&m->writes_bad, 1);
         else
             atomic_fetch_add(&m->writes_accepted, 1);
-        r->highest = w->fence;
-        r->hold_seq = w->hold_seq;
+        if (w->fence >= r->highest) {
+            r->highest = w->fence;
+            r->hold_seq = w->hold_seq;
+        }
+        if (!w->shared) { /* accepted: not below highest, so not below highest_excl */
+            r->highest_excl = w->fence;
+            r->hold_seq_excl = w->hold_seq;
+        }
     }
     rep->highest = r->highest;
-    chaos_log(logfd, "STORE %u %llu %d %d %u %d %llu %llu", w->res,
+    chaos_log(logfd, "STORE %u %llu %d %d %u %d %llu %llu %c", w->res,
               (unsigned long long)w->fence, rep->verdict, w->believed, w->slot, w->pid,
-              (unsigned long long)w->hold_seq, (unsigned long long)r->highest);
+              (unsigned long long)w->hold_seq, (unsigned long long)r->highest,
+              w->shared ? 's' : 'x');
 }
 
 int chaos_store_main(int argc, char **argv)

@@ -25,16 +25,20 @@
  * (CHAOS_MAX_HOLD_MS) and is sometimes held past it on purpose. A few holds
  * on the others last longer than a ttl (writing and working in slices), so
  * that faults of Redis and rlockd find holders that depend on renewals.
+ * A share of the acquires ask for a shared hold (chaos_shared_pct: most of
+ * them on resource 0, read-mostly, fewer elsewhere); a shared holder does
+ * exactly what an exclusive one does, and enters the referee as shared.
  *
  * History lines (DIR/w<SLOT>.log, "<us> <pid> EVENT fields..."):
  *   START / EXIT code / CONNECT rc / SESSION_END rc why (why the session ended, from a ping)
- *   ACQ res ttl                   (an acquire starts)
+ *   ACQ res ttl mode              (an acquire starts; mode x exclusive, s shared)
  *   ACQFAIL res rc
- *   GRANT res fence ttl valid_left_ms token
+ *   GRANT res fence ttl valid_left_ms token mode
  *   SKIP res fence state          (not usable right after the grant)
  *   VOID res fence seq state      (entered, but the post-entry check failed)
- *   ENTER res fence seq redis_epoch
+ *   ENTER res fence seq redis_epoch mode
  *   OVERLAP res fence seq other_slot other_pid other_fence kind other_valid_left_ms
+ *           mode other_mode
  *   UNCERTAIN res fence           (waited for news)
  *   WRITE res fence verdict believed highest
  *   NOTICE res fence state reason (stopped acting: not HELD, or validity too short)
@@ -137,11 +141,12 @@ static int w_store_connect(struct worker *w)
 }
 
 /* Send one write to the store; the verdict, or -1 when the store did not answer. */
-static int w_store_write(struct worker *w, int res, uint64_t fence, uint64_t seq,
+static int w_store_write(struct worker *w, int res, uint64_t fence, uint64_t seq, int shared,
                          enum rlock_lock_state believed, uint64_t *highest)
 {
     struct chaos_write msg = { .slot = (uint32_t)w->slot_idx, .pid = w->pid, .res = (uint32_t)res,
-                               .believed = (int32_t)believed, .fence = fence, .hold_seq = seq };
+                               .believed = (int32_t)believed, .fence = fence, .hold_seq = seq,
+                               .shared = shared };
     if (send(w->store_fd, &msg, sizeof msg, MSG_NOSIGNAL) != (ssize_t)sizeof msg)
         return -1;
     struct chaos_reply rep;
@@ -214,47 +219,61 @@ static int w_usable(struct worker *w, struct rlock_lock *l, int res,
     }
 }
 
-/* Enter the referee for res: returns the occupants already inside (bit mask). */
-static uint64_t w_enter(struct worker *w, int res, uint64_t fence, uint64_t seq)
+/* Enter the referee for res: returns the occupants already inside (chaos_occupant_bit). */
+static uint64_t w_enter(struct worker *w, int res, uint64_t fence, uint64_t seq, int shared)
 {
     atomic_store(&w->slot->hold_seq, seq);
     atomic_store(&w->slot->enter_epoch, atomic_load(&w->m->redis_epoch));
     atomic_store(&w->slot->fence, fence);
+    atomic_store(&w->slot->shared, shared);
     atomic_store(&w->slot->inside, res);
     atomic_store(&w->slot->phase, CHAOS_PH_INSIDE);
-    uint64_t bit = UINT64_C(1) << w->slot_idx;
+    uint64_t bit = chaos_occupant_bit(w->slot_idx, shared);
     return atomic_fetch_or(&w->m->occupants[res], bit) & ~bit;
 }
 
-static void w_leave(struct worker *w, int res)
+static void w_leave(struct worker *w, int res, int shared)
 {
     /* The bit goes first: an entrant that still sees it must find this hold's fields. */
-    atomic_fetch_and(&w->m->occupants[res], ~(UINT64_C(1) << w->slot_idx));
+    atomic_fetch_and(&w->m->occupants[res], ~chaos_occupant_bit(w->slot_idx, shared));
     atomic_store(&w->slot->phase, CHAOS_PH_IDLE);
     atomic_store(&w->slot->inside, -1);
 }
 
-/* Judge and record every occupant found inside on entry. */
-static void w_judge_overlap(struct worker *w, int res, uint64_t fence, uint64_t seq,
+/*
+ * Judge and record every occupant found inside on entry. An exclusive holder
+ * must be alone: any occupant, of either mode, next to an exclusive entrant, and
+ * an exclusive occupant next to a shared entrant, is judged as before (paused,
+ * killed, or a violation). Two shared holders at once are what shared mode
+ * allows: counted apart (CHAOS_OV_SHARED), to show that the mix exercised it.
+ */
+static void w_judge_overlap(struct worker *w, int res, uint64_t fence, uint64_t seq, int shared,
                             uint64_t others)
 {
-    for (int j = 0; j < CHAOS_MAX_WORKERS; j++) {
-        if (!(others & (UINT64_C(1) << j)))
+    for (int b = 0; b < 64; b++) {
+        if (!(others & (UINT64_C(1) << b)))
             continue;
+        int j = b % CHAOS_SHARED_SHIFT;
+        int other_shared = b >= CHAOS_SHARED_SHIFT;
         struct chaos_slot *o = &w->m->slots[j];
         int killed = atomic_load(&o->killed);
         uint64_t hs = atomic_load(&o->hold_seq);
         uint64_t ps = atomic_load(&o->paused_seq);
         uint64_t epoch = atomic_load(&o->enter_epoch);
-        enum chaos_overlap kind = killed                 ? CHAOS_OV_KILLED
-                                  : ps != 0 && ps == hs ? CHAOS_OV_PAUSED
+        int paused = ps != 0 && ps == hs;
+        enum chaos_overlap kind = shared && other_shared ? (killed || paused
+                                                                ? CHAOS_OV_SHARED_FAULTED
+                                                                : CHAOS_OV_SHARED)
+                                  : killed ? CHAOS_OV_KILLED
+                                  : paused ? CHAOS_OV_PAUSED
                                   : epoch != atomic_load(&w->m->redis_epoch)
                                       ? CHAOS_OV_REDIS_LOST
                                       : CHAOS_OV_VIOLATION;
         atomic_fetch_add(&w->m->overlaps[kind], 1);
-        chaos_log(w->log, "%d OVERLAP %d %" PRIu64 " %" PRIu64 " %d %d %" PRIu64 " %d %lld",
+        chaos_log(w->log, "%d OVERLAP %d %" PRIu64 " %" PRIu64 " %d %d %" PRIu64 " %d %lld %c %c",
                   w->pid, res, fence, seq, j, atomic_load(&o->pid), atomic_load(&o->fence),
-                  (int)kind, (long long)(atomic_load(&o->valid_until_ms) - chaos_now_ms()));
+                  (int)kind, (long long)(atomic_load(&o->valid_until_ms) - chaos_now_ms()),
+                  shared ? 's' : 'x', other_shared ? 's' : 'x');
     }
 }
 
@@ -275,6 +294,10 @@ static void w_hold_once(struct worker *w)
     int res = (int)chaos_rng_range(&w->rng, 0, (uint32_t)m->nres - 1);
     char name[64];
     chaos_res_name(res, name, sizeof name);
+    /* No draw when the run asks for no shared holds: the other draws stay as they were. */
+    int shared_pct = chaos_shared_pct(m->shared_pct, res);
+    int shared = shared_pct > 0 && (int)chaos_rng_range(&w->rng, 1, 100) <= shared_pct;
+    char mode = shared ? 's' : 'x';
     struct rlock_acquire_opts o = {
         .ttl_ms = chaos_rng_range(&w->rng, CHAOS_TTL_MIN_MS, CHAOS_TTL_MAX_MS),
         .wait_ms = W_ACQUIRE_WAIT_MS,
@@ -282,9 +305,10 @@ static void w_hold_once(struct worker *w)
         .cancel = w->cancel,
         .lock_delay_ms = (res & 1) ? CHAOS_LOCK_DELAY_MS : 0,
         .max_hold_ms = res == m->nres - 1 ? CHAOS_MAX_HOLD_MS : 0,
+        .shared = shared,
     };
     struct rlock_lock *l = NULL;
-    chaos_log(w->log, "%d ACQ %d %u", w->pid, res, o.ttl_ms);
+    chaos_log(w->log, "%d ACQ %d %u %c", w->pid, res, o.ttl_ms, mode);
     enum rlock_err rc = rlock_acquire(w->c, name, &o, W_CALL_TIMEOUT_MS, &l);
     if (rc != RLOCK_OK) {
         chaos_log(w->log, "%d ACQFAIL %d %d", w->pid, res, (int)rc);
@@ -299,8 +323,10 @@ static void w_hold_once(struct worker *w)
     }
     uint64_t fence = rlock_lock_fence(l);
     atomic_fetch_add(&m->grants, 1);
-    chaos_log(w->log, "%d GRANT %d %" PRIu64 " %u %lld %s", w->pid, res, fence, o.ttl_ms,
-              (long long)(rlock_lock_valid_until(l) - chaos_now_ms()), rlock_lock_token(l));
+    if (shared)
+        atomic_fetch_add(&m->shared_grants, 1);
+    chaos_log(w->log, "%d GRANT %d %" PRIu64 " %u %lld %s %c", w->pid, res, fence, o.ttl_ms,
+              (long long)(rlock_lock_valid_until(l) - chaos_now_ms()), rlock_lock_token(l), mode);
     w_drain_lost(w);
 
     enum rlock_lock_state st;
@@ -309,18 +335,18 @@ static void w_hold_once(struct worker *w)
         goto release;
     }
     uint64_t seq = atomic_fetch_add(&m->seq, 1) + 1;
-    uint64_t others = w_enter(w, res, fence, seq);
+    uint64_t others = w_enter(w, res, fence, seq, shared);
     if (!w_usable(w, l, res, &st)) {
         /* Never acted on: an entry that does not count, overlapping or not. */
-        w_leave(w, res);
+        w_leave(w, res, shared);
         chaos_log(w->log, "%d VOID %d %" PRIu64 " %" PRIu64 " %d", w->pid, res, fence, seq,
                   (int)st);
         goto release;
     }
-    chaos_log(w->log, "%d ENTER %d %" PRIu64 " %" PRIu64 " %" PRIu64, w->pid, res, fence, seq,
-              atomic_load(&m->redis_epoch));
+    chaos_log(w->log, "%d ENTER %d %" PRIu64 " %" PRIu64 " %" PRIu64 " %c", w->pid, res, fence,
+              seq, atomic_load(&m->redis_epoch), mode);
     if (others)
-        w_judge_overlap(w, res, fence, seq, others);
+        w_judge_overlap(w, res, fence, seq, shared, others);
 
     int long_hold = chaos_rng_range(&w->rng, 1, 100) <= W_LONG_HOLD_PCT;
     int writes = long_hold ? 1000 : (int)chaos_rng_range(&w->rng, 1, 3);
@@ -342,7 +368,7 @@ static void w_hold_once(struct worker *w)
         atomic_store(&w->slot->phase, CHAOS_PH_CHECKED);
         chaos_sleep_ms((int)chaos_rng_range(&w->rng, 10, 30));
         uint64_t highest = 0;
-        int verdict = w_store_write(w, res, fence, seq, st, &highest);
+        int verdict = w_store_write(w, res, fence, seq, shared, st, &highest);
         atomic_store(&w->slot->phase, CHAOS_PH_INSIDE);
         chaos_log(w->log, "%d WRITE %d %" PRIu64 " %d %d %" PRIu64, w->pid, res, fence, verdict,
                   (int)st, highest);
@@ -353,7 +379,7 @@ static void w_hold_once(struct worker *w)
         w_work(w, (int)chaos_rng_range(&w->rng, 5, long_hold ? 60 : 30));
     }
     atomic_store(&w->slot->long_hold, 0);
-    w_leave(w, res);
+    w_leave(w, res, shared);
     chaos_log(w->log, "%d LEAVE %d %" PRIu64 " %" PRIu64, w->pid, res, fence, seq);
 
 release:

@@ -1543,6 +1543,36 @@ START_TEST(test_lost_group_told_at_grant)
 }
 END_TEST
 
+/*
+ * An exclusive waiter that claimed the resource gives up (its wait runs out):
+ * its claim goes with it, so a reader asking right after is let in — not held
+ * back until the claim lapses by itself seconds later.
+ */
+START_TEST(test_claim_dropped)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct keys k;
+    keys_of(&f.e, "rw/claim-drop", &k);
+    struct rlock_lock *a = acq_ok(f.c, "rw/claim-drop", 1, 0, "reader A");
+    struct rlock_client *w = h_client_or_fail(&f.e, NULL), *c = h_client_or_fail(&f.e, NULL);
+    struct rlock_lock *l;
+    /* The writer waits past a second try (the one that claims) and gives up. */
+    enum rlock_err rc = acq(w, "rw/claim-drop", 0, 2500, 0, 0, &l);
+    ck_assert_msg(rc == RLOCK_ERR_TIMEOUT, "the writer behind a reader: %s", rlock_strerror(rc));
+    struct rlock_lock *b = acq_ok(c, "rw/claim-drop", 1, 0,
+                                  "reader B right after the writer gave up its wait");
+    ck_assert_int_eq(h_key_exists(f.r, k.claim), 0);
+    release_ok(c, b, "reader B");
+    release_ok(f.c, a, "reader A");
+    rlock_lock_free(b);
+    rlock_lock_free(a);
+    rlock_close(w);
+    rlock_close(c);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 /* --- a daemon restart: shared jobs and semaphore jobs go on ----------------------------- */
 
 /*
@@ -1619,6 +1649,7 @@ int main(void)
                             test_one_session,      test_renewal_and_loss,     test_unclean_end,
                             test_two_daemons,      test_rlockctl_shared,
                             test_mixed_processes,  test_upgrade_lone_owner,   test_renew_both_kinds,
-                            test_lost_group_told_at_grant, test_restart_keeps_groups};
+                            test_lost_group_told_at_grant, test_restart_keeps_groups,
+                            test_claim_dropped};
     return h_run_tests("rwlock", 120, tests, H_LEN(tests));
 }
