@@ -474,9 +474,88 @@ START_TEST(test_exclusive_claims)
 }
 END_TEST
 
+/*
+ * adopt.lua on a group's place (a session resumed on another daemon): the
+ * token's place goes to the new token with its end and its permits; an ended
+ * place is gone, never brought back; a place of a token that has none is
+ * missing.
+ */
+/* A string reply read as a number; -1 for nil. */
+static long long str_int(redisContext *r, const char *cmd, const char *key, const char *field)
+{
+    redisReply *rep = redisCommand(r, cmd, key, field);
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_msg(rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_NIL, "%s %s %s",
+                  cmd, key, field);
+    long long v = rep->type == REDIS_REPLY_NIL ? -1 : atoll(rep->str);
+    freeReplyObject(rep);
+    return v;
+}
+
+START_TEST(test_adopt_places)
+{
+    struct g g;
+    g_start(&g, "adopt");
+    char *adopt = h_lua_script("adopt");
+    const char *keys[] = { g.marker, g.holders, g.permits };
+#define N1 "7e5700a1-0000-8000-8000-000000000001"
+#define N2 "7e5700a2-0000-8000-8000-000000000002"
+    /* A semaphore of 3: T1 holds 2 permits for 10 min, T2 1 permit for 300 ms. */
+    ck_assert_int_eq(g_acquire(&g, T1, LONG_PX, SEM3, 2).code, 1);
+    ck_assert_int_eq(g_acquire(&g, T2, 300, SEM3, 1).code, 1);
+    double t1_end = 0;
+    redisReply *sc = redisCommand(g.f.r, "ZSCORE %s %s", g.holders, T1);
+    ck_assert_int_eq(sc->type, REDIS_REPLY_STRING);
+    t1_end = atof(sc->str);
+    freeReplyObject(sc);
+
+    /* T1's place to N1, its lease kept (ttl 0: keep the end). */
+    const char *a1[] = { T1, N1, "0" };
+    redisReply *rep = eval(&g, adopt, keys, 3, a1, 3);
+    ck_assert_int_eq(rep->type, REDIS_REPLY_ARRAY);
+    ck_assert_int_eq(rep->elements, 4);
+    ck_assert_int_eq(rep->element[0]->integer, 1);
+    ck_assert_int_gt(rep->element[1]->integer, LONG_PX - 60000);
+    ck_assert_str_eq(rep->element[2]->str, SEM3);
+    ck_assert_int_eq(rep->element[3]->integer, 2);
+    freeReplyObject(rep);
+    sc = redisCommand(g.f.r, "ZSCORE %s %s", g.holders, N1);
+    ck_assert_int_eq(sc->type, REDIS_REPLY_STRING);
+    ck_assert_double_eq(atof(sc->str), t1_end);
+    freeReplyObject(sc);
+    ck_assert_int_eq(h_redis_int(g.f.r, "ZCARD %s", g.holders), 2);
+    ck_assert_int_eq(h_redis_int(g.f.r, "HEXISTS %s %s", g.permits, T1), 0);
+    ck_assert_int_eq(str_int(g.f.r, "HGET %s %s", g.permits, N1), 2);
+    ck_assert_int_eq(str_int(g.f.r, "HGET %s %s", g.permits, "used"), 3);
+
+    /* T2's place has ended (300 ms): gone, not adopted, nothing changed. */
+    h_sleep_ms(400);
+    const char *a2[] = { T2, N2, "30000" };
+    rep = eval(&g, adopt, keys, 3, a2, 3);
+    ck_assert_int_eq(rep->elements, 2);
+    ck_assert_int_eq(rep->element[0]->integer, 0);
+    freeReplyObject(rep);
+    ck_assert_int_eq(str_int(g.f.r, "ZSCORE %s %s", g.holders, N2), -1);
+    ck_assert_int_eq(h_redis_int(g.f.r, "HEXISTS %s %s", g.permits, N2), 0);
+
+    /* A token without a place there (adopted already): missing. */
+    rep = eval(&g, adopt, keys, 3, a1, 3);
+    ck_assert_int_eq(rep->element[0]->integer, 0);
+    freeReplyObject(rep);
+
+    /* The adopted place is released as N1's: its 2 permits come back. */
+    ck_assert_int_eq(g_release(&g, N1, 0), 1);
+    ck_assert_int_le(str_int(g.f.r, "HGET %s %s", g.permits, "used"), 1);
+    free(adopt);
+    g_stop(&g);
+#undef N1
+#undef N2
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = { test_shared_group, test_semaphore_limit, test_leases, test_claim,
-                             test_release_notices, test_exclusive_claims };
+                             test_release_notices, test_exclusive_claims, test_adopt_places };
     return h_run_tests("group_scripts", 120, tests, H_LEN(tests));
 }
