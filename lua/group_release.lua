@@ -8,8 +8,11 @@
 -- KEYS[3i]     permits key  PREFIX{resource}:permits
 -- ARGV[2i-1]   token
 -- ARGV[2i]     lock_delay in ms: 0 gives the place up now; more keeps it
---              taken (and its permits counted) for that long, nobody's to
---              renew — the group's form of a tombstone
+--              taken (and its permits counted) for that long under the name
+--              "tombstone:" .. token, nobody's — the group's form of a
+--              tombstone: a late renewal, a retried acquire or an adopt of
+--              token no longer finds it (a delay shorter than the place's time
+--              left cuts it: it is a delay, not a lease)
 -- ARGV[2n+1]   (optional) channel suffix: a release is published on
 --              KEYS[3i-2] .. suffix ('' or absent = no notices)
 --
@@ -37,7 +40,13 @@ for i = 1, n do
         out[i] = 0
     else
         if delay > 0 then
-            redis.call('ZADD', holders, now + delay, token)
+            redis.call('ZREM', holders, token)
+            redis.call('ZADD', holders, now + delay, 'tombstone:' .. token)
+            local had = redis.call('HGET', permits, token)
+            if had then
+                redis.call('HDEL', permits, token)
+                redis.call('HSET', permits, 'tombstone:' .. token, had)
+            end
         else
             redis.call('ZREM', holders, token)
             local had = redis.call('HGET', permits, token)

@@ -66,6 +66,25 @@ void calls_renew(struct server *srv, struct lease *const *leases, const uint32_t
     free(subkeys);
 }
 
+static void group_release(struct server *srv, struct resource *res, const char *token,
+                          uint32_t delay_ms, rpool_cb *cb, void *arg)
+{
+    /* group_release.lua for one place: marker, holders, permits; token, delay, suffix. */
+    char sub[2 * (res->key_len + RESOURCE_SUBKEY_MAX + 1)], delay[16];
+    const char *suffix = pubsub_suffix(srv);
+    const char *args[6] = {res->key, NULL, NULL, token, delay, suffix};
+    size_t lens[6] = {res->key_len, 0, 0, strlen(token), 0, strlen(suffix)};
+    lens[4] = (size_t)snprintf(delay, sizeof delay, "%u", delay_ms);
+    group_subkeys(res, sub, &args[1], &lens[1]);
+    rpool_eval(srv->pool, res->route, SCRIPT_GROUP_RELEASE, 3, 6, args, lens, cb, arg);
+}
+
+void calls_release_later(struct server *srv, struct resource *res, const char *token,
+                         uint32_t delay_ms, rpool_cb *cb, void *arg)
+{
+    group_release(srv, res, token, delay_ms, cb, arg);
+}
+
 void calls_release(struct server *srv, struct resource *res, const char *token, int shared,
                    rpool_cb *cb, void *arg)
 {
@@ -77,11 +96,5 @@ void calls_release(struct server *srv, struct resource *res, const char *token, 
         rpool_eval(srv->pool, res->route, SCRIPT_RELEASE, 1, 3, args, lens, cb, arg);
         return;
     }
-    /* group_release.lua for one place: marker, holders, permits; token, delay 0, suffix. */
-    char sub[2 * (res->key_len + RESOURCE_SUBKEY_MAX + 1)];
-    const char *suffix = pubsub_suffix(srv);
-    const char *args[6] = {res->key, NULL, NULL, token, "0", suffix};
-    size_t lens[6] = {res->key_len, 0, 0, strlen(token), 1, strlen(suffix)};
-    group_subkeys(res, sub, &args[1], &lens[1]);
-    rpool_eval(srv->pool, res->route, SCRIPT_GROUP_RELEASE, 3, 6, args, lens, cb, arg);
+    group_release(srv, res, token, 0, cb, arg);
 }

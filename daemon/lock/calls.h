@@ -32,5 +32,11 @@ void calls_renew(struct server *srv, struct lease *const *leases, const uint32_t
  */
 void calls_release(struct server *srv, struct resource *res, const char *token, int shared,
                    rpool_cb *cb, void *arg);
+/*
+ * Give up token's shared place on res after delay_ms: it stays counted till
+ * then under another name, nobody's (group_release.lua's delay); cb as above.
+ */
+void calls_release_later(struct server *srv, struct resource *res, const char *token,
+                         uint32_t delay_ms, rpool_cb *cb, void *arg);
 
 #endif

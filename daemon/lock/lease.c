@@ -80,6 +80,8 @@ static void lease_count_kind(struct server *srv, const struct lease *l, int delt
 {
     if (!l->shared)
         return;
+    if (l->limit > 0)
+        l->res->permits_here += (uint32_t)(int32_t)(delta * (int32_t)l->permits);
     uint64_t *n = l->limit > 0 ? &srv->nleases_permits : &srv->nleases_shared;
     *n += (uint64_t)(int64_t)delta;
 }

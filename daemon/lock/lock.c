@@ -239,10 +239,12 @@ static void claim_drop(struct request *req)
     struct resource *res = req->res;
     if (!rpool_route_ready(req->srv->pool, res->route))
         return;
+    /* Announced on the resource's channel: shared waiters on other daemons look again. */
     char claim[res->key_len + RESOURCE_SUBKEY_MAX + 1];
-    const char *args[3] = {claim, req->token, ""};
+    char channel[res->key_len + sizeof PUBSUB_CHANNEL_SUFFIX];
+    const char *args[3] = {claim, req->token, channel};
     size_t lens[3] = {resource_subkey(res, RESOURCE_CLAIM_SUFFIX, claim, sizeof claim),
-                      UTIL_UUID_LEN, 0};
+                      UTIL_UUID_LEN, pubsub_channel(req->srv, res, channel, sizeof channel)};
     rpool_eval(req->srv->pool, res->route, SCRIPT_RELEASE, 1, 3, args, lens, claim_dropped_cb,
                NULL);
 }
@@ -544,10 +546,14 @@ static void acquire_try(struct request *req)
     }
     request_set_state(req, REQUEST_IN_REDIS);
     req->sent_ms = util_now_ms();
-    if (res->tombstones_unsent > 0 && res->promised_until_ms > req->sent_ms) {
+    int64_t guard = res->tombstones_unsent > 0 ? res->promised_until_ms : 0;
+    if (res->held_back_until_ms > guard)
+        guard = res->held_back_until_ms;
+    if (guard > req->sent_ms) {
         /* Its key may be free in Redis while a tombstone for a lost holder's promise is
-         * retried: the lock is taken until that promise ends, wherever the tombstone is. */
-        acquire_busy(req, res->promised_until_ms - req->sent_ms, 0);
+         * retried, or a place of ours stands in for it: the lock is taken until that
+         * promise ends, wherever the tombstone is. */
+        acquire_busy(req, guard - req->sent_ms, 0);
         return;
     }
     if (req->shared) {
@@ -581,12 +587,22 @@ static void acquire_try(struct request *req)
  * as if the lock were still held: a try gets NOT_ACQUIRED, a waiter waits
  * on. Returns 1 when it did so, 0 when no such promise runs (grant as usual).
  */
-static int acquire_found_lost_key(struct request *req)
+static void held_back_cb(const redisReply *reply, const char *err, void *arg)
+{
+    /* Unanswered, the place lives to the grant's ttl: longer, never shorter. */
+    (void)reply, (void)err, (void)arg;
+}
+
+static int acquire_found_lost_key(struct request *req, int overflow)
 {
     struct resource *res = req->res;
+    static const char why[] = "Redis lost the lock's key: another acquire found it free";
     /* Each sets the guard below, the promise still running. */
-    lease_lose_excluded(res, req->shared, req->limit,
-                        "Redis lost the lock's key: another acquire found it free");
+    lease_lose_excluded(res, req->shared, req->limit, why);
+    /* Redis counted fewer permits than this daemon holds: places of ours are gone, and
+     * which is not known; none can be vouched for. */
+    while (overflow && !LIST_EMPTY(&res->shared))
+        lease_lose(LIST_FIRST(&res->shared), RLOCK__V1__LOST_REASON__LOST_MISSING, why);
     /* A lost holder's tombstone not yet in Redis: this grant took the key it was for. */
     if (res->tombstones_unsent == 0)
         return 0;
@@ -597,13 +613,19 @@ static int acquire_found_lost_key(struct request *req)
     log_warn("%s: granted while this daemon's lease there was still valid for %lld ms (Redis "
              "lost its key): kept as a tombstone until then", res->name, (long long)left);
     /* Straight to the pool, not the paced release queue: it must be in place
-     * before the grant's own ttl could run out. A shared place is given back: the
-     * tombstone, once in, keeps the resource taken. */
-    if (req->shared)
-        lock_release_token(req->srv, res, req->token, 1, key_life_end(req->ttl_ms));
-    else
+     * before the grant's own ttl could run out. A shared or semaphore place is kept
+     * until then, nobody's (its group's marker keeps the key taken: a tombstone could
+     * not be set there), and this daemon grants nothing before then. */
+    int64_t wait = left + LEASE_DRIFT_MS(left);
+    if (req->shared) {
+        calls_release_later(req->srv, res, req->token, (uint32_t)wait, held_back_cb, NULL);
+        if (until + LEASE_DRIFT_MS(left) > res->held_back_until_ms)
+            res->held_back_until_ms = until + LEASE_DRIFT_MS(left);
+    } else {
         tombstone_swap(req->srv, res, req->token, until);
-    acquire_busy(req, left + LEASE_DRIFT_MS(left), 0);
+    }
+    req->granted = 0; /* waits again: a claim it holds goes with it if it gives up */
+    acquire_busy(req, wait, 0);
     return 1;
 }
 
@@ -629,19 +651,34 @@ static void acquire_granted(struct request *req, uint64_t fence)
         lock_request_done(req);
         return;
     }
-    if ((res->holder != NULL || grant_excludes_shared(req) ||
-         res->tombstones_unsent > 0) &&
-        acquire_found_lost_key(req))
-        return;
-    struct lease *mine = req->shared && req->limit == 0 ? session_hold(s, res) : NULL;
-    if (mine != NULL && mine->shared && mine->limit == 0) {
-        /* Two shared tries of one session were granted (tries without a wait run side by
-         * side): one lock per session, so this place is given back and the hold joins. */
+    struct lease *mine = req->shared ? session_hold(s, res) : NULL;
+    if (mine != NULL && mine->shared && mine->limit == req->limit) {
+        /* Two tries of one session were granted a place (tries without a wait run side by
+         * side): one lock per session, so this place is given back, and the request joins
+         * the session's lease, is refused, or waits for its other owner, as if it had
+         * come after. */
         lock_release_token(req->srv, res, req->token, 1, key_life_end(req->ttl_ms));
-        lock_join(mine, req->owner, s, req->id, req->arrival_ms);
+        const char *refusal;
+        Rlock__V1__Status st;
+        int joins = lock_joins(mine, req, &st, &refusal);
+        if (!joins && refusal == NULL) {
+            req->granted = 0;
+            acquire_busy(req, 0, REPLY_HELD_BY_RLOCKD);
+            return;
+        }
+        if (joins)
+            lock_join(mine, req->owner, s, req->id, req->arrival_ms);
+        else
+            answer_error(req, st, refusal);
         lock_request_done(req);
         return;
     }
+    /* Redis counted fewer permits than this daemon holds: it lost places of ours. */
+    int overflow = req->limit > 0 && res->permits_here + req->permits > req->limit;
+    if ((res->holder != NULL || grant_excludes_shared(req) || overflow ||
+         res->tombstones_unsent > 0) &&
+        acquire_found_lost_key(req, overflow))
+        return;
     if (util_now_ms() + LEASE_MARGIN_MS(req->ttl_ms) >= req->sent_ms + req->ttl_ms) {
         /* Redis answered so late that the lease may already have run out. */
         lock_release_token(req->srv, res, req->token, req->shared, key_life_end(req->ttl_ms));

@@ -41,6 +41,13 @@ struct resource {
      */
     uint32_t tombstones_unsent;
     int64_t promised_until_ms;
+    /*
+     * Nobody of this daemon is granted the resource before then: a shared or
+     * semaphore grant that found a lost holder's promise running stands in as
+     * its tombstone, a place kept in Redis until then (lock.c).
+     */
+    int64_t held_back_until_ms;
+    uint32_t permits_here;      /* permits of this daemon's semaphore leases here */
     struct event *wake_ev;      /* retry the head at the holder's remaining lease */
     /* The head waits behind a key held outside rlockd (lock.c: foreign_delay). */
     uint8_t foreign_wait;

@@ -60,7 +60,9 @@ static int answered(const struct tombstone *t, const redisReply *reply)
         long long pttl;
         int foreign;
         enum reply_acquire_kind k = reply_acquire(reply, &fence, &pttl, &foreign);
-        return k == REPLY_ACQUIRE_GRANTED || k == REPLY_ACQUIRE_BUSY;
+        /* WRONG_KIND: a semaphore's group holds the key, which keeps it taken. */
+        return k == REPLY_ACQUIRE_GRANTED || k == REPLY_ACQUIRE_BUSY ||
+               k == REPLY_ACQUIRE_WRONG_KIND;
     }
     return reply->type == REDIS_REPLY_ARRAY && reply->elements == 1 &&
            reply->element[0]->type == REDIS_REPLY_INTEGER;

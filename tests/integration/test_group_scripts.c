@@ -352,11 +352,18 @@ START_TEST(test_leases)
     /* Another marker: not this place. */
     ck_assert_int_eq(g_renew(&g, T2, LONG_PX, "group:sem:1"), -1);
 
-    /* A lock_delay: the place stays taken for that long, its permit counted, nobody's. */
+    /* A lock_delay: the place stays taken for that long, its permit counted, nobody's —
+     * under another name, so that a late renewal of T2 cannot lengthen it, nor a retried
+     * acquire or an adopt of T2 take it back. */
     ck_assert_int_eq(g_release(&g, T2, 300000), 1);
     ck_assert_int_eq(used(&g), 1);
     ck_assert_int_eq(g_acquire(&g, T3, LONG_PX, sem2, 2).code, 0);
     assert_pttl_in(&g, g.marker, 300000 - SLACK_MS, 300000);
+    ck_assert_int_eq(g_renew(&g, T2, LONG_PX, sem2), 0);
+    assert_pttl_in(&g, g.marker, 300000 - SLACK_MS, 300000);
+    ck_assert_int_eq(h_redis_int(g.f.r, "HEXISTS %s %s", g.permits, "tombstone:" T2), 1);
+    ck_assert_int_eq(g_release(&g, T2, 0), 0);
+    ck_assert_int_eq(used(&g), 1);
 
     /* The keys lost (a flush, a failover): the place is gone, not recreated. */
     ck_assert_int_eq(h_redis_int(g.f.r, "DEL %s %s %s", g.marker, g.holders, g.permits), 3);

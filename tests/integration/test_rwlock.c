@@ -1514,6 +1514,25 @@ START_TEST(test_renew_both_kinds)
 }
 END_TEST
 
+/* f's client holds res (shared or not, ttl 60 s); then Redis loses every key (FLUSHALL). */
+static struct rlock_lock *hold_then_flush(struct h_fixture *f, const char *res, int shared)
+{
+    struct rlock_lock *l;
+    ck_assert_int_eq(acq(f->c, res, shared, 0, 60000, 0, &l), RLOCK_OK);
+    redisReply *rep = redisCommand(f->r, "FLUSHALL");
+    ck_assert_ptr_nonnull(rep);
+    freeReplyObject(rep);
+    return l;
+}
+
+/* f's client is told, soon, that a lock is gone: MISSING. */
+static void told_missing(struct h_fixture *f, const char *what)
+{
+    for (int64_t t0 = h_now_ms(); atomic_load(&f->lost.count) == 0; h_sleep_ms(20))
+        ck_assert_msg(h_now_ms() - t0 < 5000, "%s", what);
+    ck_assert_int_eq(atomic_load(&f->lost.reason), RLOCK_LOST_MISSING);
+}
+
 /*
  * Redis loses a shared holder's keys (FLUSHALL) and an exclusive try through
  * the same daemon finds the key free: the reader is told at once (MISSING),
@@ -1524,21 +1543,45 @@ START_TEST(test_lost_group_told_at_grant)
 {
     struct h_fixture f;
     h_fixture_start(&f, NULL);
-    struct rlock_lock *l;
-    ck_assert_int_eq(acq(f.c, "rw/flushed", 1, 0, 60000, 0, &l), RLOCK_OK);
-    redisReply *rep = redisCommand(f.r, "FLUSHALL");
-    ck_assert_ptr_nonnull(rep);
-    freeReplyObject(rep);
+    struct rlock_lock *l = hold_then_flush(&f, "rw/flushed", 1);
     struct rlock_client *c2 = h_client_or_fail(&f.e, NULL);
     acq_refused(c2, "rw/flushed", 0, 0, RLOCK_ERR_NOT_ACQUIRED,
                 "exclusive while the lost reader's promise runs");
-    for (int64_t t0 = h_now_ms(); atomic_load(&f.lost.count) == 0; h_sleep_ms(20))
-        ck_assert_msg(h_now_ms() - t0 < 5000,
-                      "the reader was not told its place was gone when the key was found free");
-    ck_assert_int_eq(atomic_load(&f.lost.reason), RLOCK_LOST_MISSING);
+    told_missing(&f, "the reader was not told its place was gone when the key was found free");
     ck_assert_int_eq(rlock_lock_state(l), RLOCK_LOST);
     rlock_lock_free(l);
     rlock_close(c2);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/*
+ * Redis loses an exclusive holder's key (FLUSHALL) and a shared try through the
+ * same daemon finds the resource free: the holder is told (MISSING), the
+ * reader is refused, and the reader's place stays in Redis as the tombstone of
+ * the holder's promise (the group's marker keeps the key taken: a tombstone
+ * could not be set over it) — an exclusive try on any daemon is refused
+ * meanwhile, instead of finding the key free once the place was given back.
+ */
+START_TEST(test_lost_exclusive_shared_grant)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct rlock_lock *a = hold_then_flush(&f, "rw/flushed-x", 0);
+    struct rlock_client *b = h_client_or_fail(&f.e, NULL), *c = h_client_or_fail(&f.e, NULL);
+    acq_refused(b, "rw/flushed-x", 1, 0, RLOCK_ERR_NOT_ACQUIRED,
+                "shared while the lost writer's promise runs");
+    told_missing(&f, "the writer was not told its key was gone");
+    h_sleep_ms(500); /* whatever the daemon sends about it has run */
+    struct keys k;
+    keys_of(&f.e, "rw/flushed-x", &k);
+    ck_assert_msg(h_key_exists(f.r, k.lock) == 1,
+                  "the key is free while the lost writer was promised it for a minute");
+    acq_refused(c, "rw/flushed-x", 0, 0, RLOCK_ERR_NOT_ACQUIRED,
+                "exclusive while the lost writer's promise runs");
+    rlock_lock_free(a);
+    rlock_close(b);
+    rlock_close(c);
     h_fixture_stop(&f);
 }
 END_TEST
@@ -1650,6 +1693,6 @@ int main(void)
                             test_two_daemons,      test_rlockctl_shared,
                             test_mixed_processes,  test_upgrade_lone_owner,   test_renew_both_kinds,
                             test_lost_group_told_at_grant, test_restart_keeps_groups,
-                            test_claim_dropped};
+                            test_claim_dropped,    test_lost_exclusive_shared_grant};
     return h_run_tests("rwlock", 120, tests, H_LEN(tests));
 }

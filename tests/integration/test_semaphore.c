@@ -1289,6 +1289,101 @@ START_TEST(test_listing)
 }
 END_TEST
 
+/* --- faults: Redis loses the places; two tries of one session; max_hold ------------------ */
+
+/*
+ * Redis loses a semaphore's keys (FLUSHALL) while a client of this daemon
+ * holds its only permit; another client's try then finds the semaphore free:
+ * this daemon never has more holders than the limit — the holder is told its
+ * permit is gone (MISSING), and the try is refused while the holder's promise
+ * runs (its place kept as the tombstone).
+ */
+START_TEST(test_flushed_places)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct rlock_acquire_opts o = {.ttl_ms = 60000, .limit = 1};
+    struct rlock_lock *a = NULL;
+    ck_assert_int_eq(rlock_acquire(f.c, "sem/flushed", &o, CALL_MS, &a), RLOCK_OK);
+    redisReply *rep = redisCommand(f.r, "FLUSHALL");
+    ck_assert_ptr_nonnull(rep);
+    freeReplyObject(rep);
+    struct rlock_client *b = h_client_or_fail(&f.e, NULL);
+    sem_refused(b, "sem/flushed", 1, 1, 0, RLOCK_ERR_NOT_ACQUIRED,
+                "a try of a 1-permit semaphore whose holder's place Redis lost");
+    for (int64_t t0 = h_now_ms(); atomic_load(&f.lost.count) == 0; h_sleep_ms(20))
+        ck_assert_msg(h_now_ms() - t0 < 5000, "the holder was not told its place was gone");
+    ck_assert_int_eq(atomic_load(&f.lost.reason), RLOCK_LOST_MISSING);
+    ck_assert_int_eq(rlock_lock_state(a), RLOCK_LOST);
+    /* Still held back: the holder was promised the permit for its lease. */
+    h_sleep_ms(300);
+    sem_refused(b, "sem/flushed", 1, 1, 0, RLOCK_ERR_NOT_ACQUIRED, "again, later");
+    rlock_lock_free(a);
+    rlock_close(b);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/*
+ * Two tries of one session, by two owners, in flight at once (pipelined), on a
+ * semaphore of 3: Redis has room for both, but a session holds a semaphore
+ * once — the second is not a second lease: it waits for the first owner (a try:
+ * NOT_ACQUIRED), and its place is given back.
+ */
+START_TEST(test_two_tries_one_session)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct h_peer p;
+    h_peer_open(&p, &f.e, "two-tries");
+    struct h_acq a1 = {.resource = "sem/two", .owner = 1, .limit = 3};
+    struct h_acq a2 = {.resource = "sem/two", .owner = 2, .limit = 3};
+    uint64_t id1 = h_peer_acquire(&p, &a1), id2 = h_peer_acquire(&p, &a2);
+    Rlock__V1__ServerMessage *m1 = h_peer_response(&p, id1, "owner 1's try");
+    ck_assert_msg(m1->response->status == H_ST(OK), "owner 1: %s", h_msg_describe(m1));
+    h_raw_free(m1);
+    h_peer_expect_status(&p, id2, H_ST(NOT_ACQUIRED), "owner 2's try, in flight with owner 1's");
+    struct listed l[4];
+    int n = raw_list(&p, "sem/two", l, 4);
+    ck_assert_int_eq(n, 1);
+    struct keys k;
+    keys_of(&f.e, "sem/two", &k);
+    for (int64_t t0 = h_now_ms(); read_hash(f.r, &k).used != 1; h_sleep_ms(20))
+        ck_assert_msg(h_now_ms() - t0 < 5000, "the second place was not given back (used %lld)",
+                      read_hash(f.r, &k).used);
+    h_raw_close(&p.raw);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/*
+ * A holder's max_hold passes (it is lost, MAX_HOLD, and its place kept till its
+ * promise ends): the other permits of the semaphore stay free for others —
+ * the tombstone against the semaphore's key is answered, not retried for a
+ * whole ttl with every local acquire held back behind it.
+ */
+START_TEST(test_max_hold_others_free)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct rlock_acquire_opts o = {.ttl_ms = 20000, .limit = 2, .max_hold_ms = 1000};
+    struct rlock_lock *a = NULL;
+    ck_assert_int_eq(rlock_acquire(f.c, "sem/maxhold", &o, CALL_MS, &a), RLOCK_OK);
+    for (int64_t t0 = h_now_ms(); atomic_load(&f.lost.count) == 0; h_sleep_ms(20))
+        ck_assert_msg(h_now_ms() - t0 < 10000, "max_hold never ended the hold");
+    ck_assert_int_eq(atomic_load(&f.lost.reason), RLOCK_LOST_MAX_HOLD);
+    h_sleep_ms(500); /* the tombstone's answer */
+    struct rlock_client *b = h_client_or_fail(&f.e, NULL);
+    struct rlock_lock *l = sem_ok(b, "sem/maxhold", 2, 1, 0,
+                                  "the other permit, while the lost holder's promise runs");
+    release_ok(b, l, "the other permit");
+    rlock_lock_free(l);
+    rlock_lock_free(a);
+    rlock_close(b);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--mono") == 0) {
@@ -1305,6 +1400,7 @@ int main(int argc, char **argv)
     self_exe[len] = '\0';
     const TTest *tests[] = {test_rlockctl_limit, test_kill9,   test_paused_holder,
                             test_permits_fifo,   test_kinds,   test_one_session,
-                            test_listing};
+                            test_listing,        test_flushed_places, test_two_tries_one_session,
+                            test_max_hold_others_free};
     return h_run_tests("semaphore", 120, tests, H_LEN(tests));
 }
