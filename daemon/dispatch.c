@@ -18,6 +18,7 @@
 #include "admin.h"
 #include "auth.h"
 #include "config.h"
+#include "election.h"
 #include "hello.h"
 #include "lock.h"
 #include "log.h"
@@ -56,6 +57,16 @@ static int op_adopt(struct session *s, const Rlock__V1__Request *req)
 static int op_acquire(struct session *s, const Rlock__V1__Request *req)
 {
     return lock_acquire(s, req->id, req->acquire);
+}
+
+static int op_leader(struct session *s, const Rlock__V1__Request *req)
+{
+    return election_leader(s, req->id, req->leader);
+}
+
+static int op_observe(struct session *s, const Rlock__V1__Request *req)
+{
+    return election_observe(s, req->id, req->observe);
 }
 
 static int op_release(struct session *s, const Rlock__V1__Request *req)
@@ -150,6 +161,8 @@ static const struct op_entry {
     [RLOCK__V1__REQUEST__BODY_SERVER_INFO] = {op_server_info, 1},
     [RLOCK__V1__REQUEST__BODY_RESUME] = {op_resume, 0},
     [RLOCK__V1__REQUEST__BODY_ADOPT] = {op_adopt, 0},
+    [RLOCK__V1__REQUEST__BODY_LEADER] = {op_leader, 0},
+    [RLOCK__V1__REQUEST__BODY_OBSERVE] = {op_observe, 0},
 };
 
 /* The handler of op, or NULL when this daemon has none. */

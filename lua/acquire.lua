@@ -12,7 +12,14 @@
 -- ARGV[5]  (optional) the claimant: one id for every try of a request, each of
 --          which has a fresh token (default: the token)
 --          (docs/design-kinds.md: an exclusive request waiting on shared holds
---          claims the resource, so that no new shared hold joins them)
+--          claims the resource, so that no new shared hold joins them);
+--          claim_ms '0': no claim is taken (a campaign's first try)
+-- KEYS[4]  (optional, with KEYS[3]) leader key  PREFIX{resource}:leader: the
+--          request is a campaign (leader election); a grant records the new
+--          leader there as a HASH of token, term (the fence) and value, expiring
+--          with the lock (renew.lua keeps them together)
+-- ARGV[6]  (with KEYS[4]) the candidate's value
+-- ARGV[7]  (with KEYS[4]) where to PUBLISH the leader key after a grant ('' = none)
 --
 -- Returns  {1, fence}  granted; fence is strictly greater than every fence
 --                      handed out before for this resource
@@ -53,6 +60,15 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     if KEYS[3] and redis.call('GET', KEYS[3]) == (ARGV[5] or ARGV[1]) then
         redis.call('DEL', KEYS[3])
     end
+    if KEYS[4] then
+        redis.call('DEL', KEYS[4])
+        redis.call('HSET', KEYS[4], 'token', ARGV[1], 'term', string.format('%.0f', fence),
+                   'value', ARGV[6])
+        redis.call('PEXPIRE', KEYS[4], ARGV[2])
+        if ARGV[7] ~= '' then
+            redis.pcall('PUBLISH', ARGV[7], KEYS[4])
+        end
+    end
     return {1, fence}
 end
 -- pcall: a key of another type (a list where a lock was expected) is not ours, and
@@ -68,7 +84,7 @@ if type(holder) == 'string' and string.sub(holder, 1, 6) == 'group:' then
     if string.sub(holder, 1, 10) == 'group:sem:' then
         return {-1, holder}
     end
-    if KEYS[3] and holder == 'group:rw' then
+    if KEYS[3] and ARGV[4] ~= '0' and holder == 'group:rw' then
         local claimed = redis.call('GET', KEYS[3])
         local claimant = ARGV[5] or ARGV[1]
         if not claimed or claimed == claimant then

@@ -18,7 +18,13 @@
 --          token among the holders is given to new, with the same end or
 --          ttl from now if later, and its permits with it
 --
+-- An election's leader record (KEYS[1]:leader, acquire.lua) that names token
+-- names new from here on, and expires with the key.
+--
 -- Returns {1, pttl}  adopted: the key holds new and expires in pttl ms
+--         {1, pttl, 'leader'}
+--                    the same, and the lock leads an election (renew.lua
+--                    keeps its leader record alive with it)
 --         {1, pttl, marker, permits}
 --                    adopted a group place: new's place ends in pttl ms;
 --                    marker is the group's ("group:rw", "group:sem:N") and
@@ -79,4 +85,10 @@ if pttl < 1 then
     pttl = 1 -- expiring this very millisecond: SET refuses PX 0
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', pttl)
+local lk = KEYS[1] .. ':leader'
+if redis.call('HGET', lk, 'token') == ARGV[1] then
+    redis.call('HSET', lk, 'token', ARGV[2])
+    redis.call('PEXPIRE', lk, pttl)
+    return {1, pttl, 'leader'}
+end
 return {1, pttl}

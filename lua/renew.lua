@@ -6,7 +6,10 @@
 -- KEYS[i]       lock key i
 -- ARGV[2i-1]    token expected in KEYS[i]
 -- ARGV[2i]      new lease for KEYS[i], in milliseconds; 0 = only check the
---               token (after a failover, for a lease the client times itself)
+--               token (after a failover, for a lease the client times itself).
+--               Prefixed with 'L': the lock is an election's leader, whose
+--               record KEYS[i]:leader (acquire.lua) expires with the lock:
+--               it is lengthened alike (same hash slot: the braces)
 --
 -- Returns  an array with one entry per key:
 --           1  the key holds the token and now expires no sooner than
@@ -24,9 +27,17 @@ for i, key in ipairs(KEYS) do
     if type(v) == 'table' and v.err then
         out[i] = -1
     elseif v == ARGV[2 * i - 1] then
-        local ttl = tonumber(ARGV[2 * i])
+        local arg = ARGV[2 * i]
+        local leader = string.byte(arg) == 76 -- 'L'
+        local ttl = tonumber(leader and string.sub(arg, 2) or arg)
         if ttl > 0 and redis.call('PTTL', key) < ttl then
             redis.call('PEXPIRE', key, ttl)
+        end
+        if leader then
+            local lk = key .. ':leader'
+            if redis.call('HGET', lk, 'token') == v then
+                redis.call('PEXPIRE', lk, redis.call('PTTL', key))
+            end
         end
         out[i] = 1
     elseif v then

@@ -60,7 +60,7 @@ enum metric_http_reason {
 
 #define METRIC_STATUSES 15   /* rlock.v1 Status values 0..14 */
 #define METRIC_REASONS 7     /* LostReason values 0..6 */
-#define METRIC_OPS 17        /* Request oneof cases below this are timed */
+#define METRIC_OPS 19        /* Request oneof cases below this are timed */
 #define METRIC_BUCKETS 12    /* latency histogram buckets, +Inf included */
 
 struct metric_histogram {

@@ -107,6 +107,8 @@ struct server {
     uint64_t nleases;
     uint64_t nleases_shared;    /* of them: shared holds of read-write locks */
     uint64_t nleases_permits;   /* of them: semaphore places */
+    uint64_t nleases_leader;    /* of them: election leaders (exclusive locks) */
+    uint64_t nobserved;         /* elections sessions here observe (election.c) */
     uint64_t nwaiters;
     uint64_t nacquires;             /* acquire requests alive: waiting, or in Redis */
     uint64_t foreign_waits;         /* resources whose head waits behind a foreign key (lock.c) */

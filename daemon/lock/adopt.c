@@ -118,6 +118,7 @@ static void adopt_reply_cb(const redisReply *reply, const char *err, void *arg)
             .shared = place.group,
             .limit = place.limit,
             .permits = place.permits,
+            .leader = place.leader,
         };
         struct lease *l = lease_new(s, res, &g);
         if (l == NULL) {

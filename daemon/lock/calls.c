@@ -54,7 +54,9 @@ void calls_renew(struct server *srv, struct lease *const *leases, const uint32_t
         const uint32_t a = nkeys + nargv * i;
         args[a] = l->token;
         lens[a] = UTIL_UUID_LEN;
-        lens[a + 1] = (size_t)snprintf(ttl_text[i], sizeof ttl_text[i], "%u", ttls[i]);
+        /* 'L': a leader's record expires with its lock (renew.lua). */
+        lens[a + 1] = (size_t)snprintf(ttl_text[i], sizeof ttl_text[i], "%s%u",
+                                       l->leader ? "L" : "", ttls[i]);
         args[a + 1] = ttl_text[i];
         if (shared) {
             lens[a + 2] = lease_marker(l->limit, markers[i]);

@@ -78,6 +78,8 @@ void lease_lose_excluded(struct resource *res, int shared, uint32_t limit, const
 /* The daemon's count of l's kind goes up or down by one (metrics). */
 static void lease_count_kind(struct server *srv, const struct lease *l, int delta)
 {
+    if (l->leader)
+        srv->nleases_leader += (uint64_t)(int64_t)delta;
     if (!l->shared)
         return;
     if (l->limit > 0)
@@ -112,6 +114,7 @@ struct lease *lease_new(struct session *s, struct resource *res, const struct le
     l->watchdog = g->watchdog;
     l->lock_delay_ms = g->lock_delay_ms;
     l->shared = g->shared != 0;
+    l->leader = g->leader != 0;
     l->limit = g->limit;
     l->permits = g->permits;
     l->refs = 1;

@@ -63,6 +63,7 @@ struct lease {
     uint8_t verify;    /* the master moved: confirm the key is still ours (watchdog.c) */
     uint8_t shared;    /* a shared hold: a place in the holders ZSET (group_*.lua), not the key */
     uint8_t owners_mixed; /* shared: owners other than `owner` added holds */
+    uint8_t leader;       /* an election's leader: renewals keep its record (renew.lua) */
     uint64_t fence;
     uint64_t owner;       /* who in the session holds it (Acquire.owner) */
     uint32_t ttl_ms;      /* the lease renewals carry */
@@ -100,6 +101,7 @@ struct lease_grant {
     uint32_t key_ttl_ms;        /* the key's PTTL Redis answered (0: ttl_ms, a grant's) */
     int shared;                 /* a shared hold (group_acquire.lua granted it) */
     uint32_t limit, permits;    /* a semaphore's (shared is set); 0 = a read-write lock */
+    int leader;                 /* a campaign's grant: the lock leads an election */
 };
 
 /* The group marker of a shared lease or request: "group:rw" or "group:sem:N" (limit N). */

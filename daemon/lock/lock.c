@@ -23,6 +23,7 @@
 #include "calls.h"
 #include "cleanup.h"
 #include "config.h"
+#include "election.h"
 #include "log.h"
 #include "pubsub.h"
 #include "pool.h"
@@ -311,6 +312,11 @@ static int lock_joins(const struct lease *l, const struct request *ask, Rlock__V
             *refusal = msg;
             return 0;
         }
+    } else if (ask->value != NULL && !l->leader && !l->shared) {
+        if (l->owner == owner)
+            *refusal = "held by this owner as a plain lock: a campaign needs a grant of its own "
+                       "(release the lock, then campaign)";
+        return 0;
     } else if (l->shared && !shared) {
         if (l->owner == owner || l->owners_mixed) {
             *st = RLOCK__V1__STATUS__STATUS_WRONG_KIND;
@@ -528,6 +534,33 @@ static void acquire_send_shared(struct request *req, const char *ttl, size_t ttl
                acquire_reply_cb, req);
 }
 
+/*
+ * acquire.lua for a campaign: the lock's keys as for any exclusive try (args
+ * and lens as acquire_try fills them), with the claim key always there (claim
+ * ms '0' until the request claims), the token as claimant, then the leader
+ * key, the value and the channel its grant is announced on.
+ */
+static void acquire_send_campaign(struct request *req, const char **args, size_t *lens)
+{
+    struct resource *res = req->res;
+    char claim_key[res->key_len + RESOURCE_SUBKEY_MAX + 1];
+    char leader_key[res->key_len + RESOURCE_SUBKEY_MAX + 1];
+    char chan[res->key_len + sizeof PUBSUB_CHANNEL_SUFFIX];
+    char claim_ms[16];
+    const char *all[11] = {args[0], args[1], claim_key, leader_key, args[3], args[4], args[5],
+                           claim_ms, req->token, req->value, chan};
+    size_t all_lens[11] = {lens[0], lens[1],
+                           resource_subkey(res, RESOURCE_CLAIM_SUFFIX, claim_key, sizeof claim_key),
+                           resource_subkey(res, RESOURCE_LEADER_SUFFIX, leader_key,
+                                           sizeof leader_key),
+                           lens[3], lens[4], lens[5], 0, UTIL_UUID_LEN, req->value_len,
+                           pubsub_channel(req->srv, res, chan, sizeof chan)};
+    all_lens[7] = (size_t)snprintf(claim_ms, sizeof claim_ms, "%u",
+                                   req->claiming ? req->claim_ms : 0);
+    rpool_eval(req->srv->pool, res->route, SCRIPT_ACQUIRE, 4, 11, all, all_lens,
+               acquire_reply_cb, req);
+}
+
 static void acquire_try(struct request *req)
 {
     struct resource *res = req->res;
@@ -558,6 +591,10 @@ static void acquire_try(struct request *req)
     }
     if (req->shared) {
         acquire_send_shared(req, ttl, lens[4], fence_ttl, lens[5]);
+        return;
+    }
+    if (req->value != NULL) {
+        acquire_send_campaign(req, args, lens);
         return;
     }
     if (!req->claiming) {
@@ -699,6 +736,7 @@ static void acquire_granted(struct request *req, uint64_t fence)
         .shared = req->shared,
         .limit = req->limit,
         .permits = req->permits,
+        .leader = req->value != NULL,
     };
     struct lease *l = lease_new(s, res, &g);
     if (l == NULL) {
@@ -895,6 +933,14 @@ const char *lock_check_kind(const Rlock__V1__Acquire *a)
     if (a->mode != RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE &&
         a->mode != RLOCK__V1__LOCK_MODE__MODE_SHARED)
         return "mode must be EXCLUSIVE (0) or SHARED (1)";
+    if (!a->campaign && a->value != NULL && a->value[0] != '\0')
+        return "value is a campaign's: set campaign too";
+    if (a->campaign) {
+        if (a->mode != RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE || a->limit != 0)
+            return "a campaign is exclusive: leave mode EXCLUSIVE and limit 0";
+        if (a->value != NULL && strlen(a->value) > LOCK_VALUE_MAX)
+            return "value must be at most " LOCK_VALUE_MAX_TEXT " bytes";
+    }
     if (a->limit == 0)
         return a->permits != 0 ? "permits need a limit (a semaphore)" : NULL;
     if (a->limit > LOCK_LIMIT_MAX)
@@ -966,7 +1012,8 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
     int shared = a->mode == RLOCK__V1__LOCK_MODE__MODE_SHARED || a->limit > 0;
     struct request ask = {.owner = a->owner, .shared = (uint8_t)shared, .no_reentry = a->no_reentry,
                           .limit = a->limit, .permits = a->limit > 0 && a->permits == 0 ? 1
-                                                                                 : a->permits};
+                                                                                 : a->permits,
+                          .value = a->campaign ? (char *)(a->value != NULL ? a->value : "") : NULL};
     struct lease *held = lock_session_lease(s, a->resource);
     if (held != NULL) { /* a re-entry or join needs no Redis round trip */
         const char *refusal;
@@ -1041,6 +1088,16 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
     req->shared = (uint8_t)shared;
     req->limit = ask.limit;
     req->permits = ask.permits;
+    if (a->campaign) {
+        req->value_len = a->value != NULL ? strlen(a->value) : 0;
+        req->value = malloc(req->value_len + 1);
+        if (req->value == NULL) {
+            lock_request_done(req);
+            acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
+            return 0;
+        }
+        memcpy(req->value, req->value_len > 0 ? a->value : "", req->value_len + 1);
+    }
     req->max_hold_ms = effective_max_hold(cfg, a->max_hold_ms);
     req->lock_delay_ms = effective_lock_delay(cfg, a->lock_delay_ms);
     req->arrival_ms = s->last_frame_ms;
@@ -1251,6 +1308,7 @@ void lock_cancel(struct session *s, uint64_t id, const Rlock__V1__Cancel *c)
 uint32_t lock_session_end(struct session *s, int clean, uint32_t *budget)
 {
     struct request *req;
+    election_session_end(s);
     while ((req = TAILQ_FIRST(&s->requests)) != NULL) {
         if (req->state == REQUEST_IN_REDIS) {
             /* Orphan: its reply still arrives; a grant is then released by token. */

@@ -32,6 +32,9 @@ int lock_check_ttl(const struct config *cfg, uint32_t *ttl);
 /* lock_check_kind: NULL when mode, limit and permits go together, else the INVALID message. */
 #define LOCK_LIMIT_MAX 1000000u
 #define LOCK_LIMIT_MAX_TEXT "1000000"
+/* The longest campaign value (Acquire.value), in bytes. */
+#define LOCK_VALUE_MAX 1024
+#define LOCK_VALUE_MAX_TEXT "1024"
 const char *lock_check_kind(const Rlock__V1__Acquire *a);
 
 /*

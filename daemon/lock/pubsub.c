@@ -45,6 +45,7 @@
 #include <hiredis/async.h>
 
 #include "config.h"
+#include "election.h"
 #include "lock.h"
 #include "log.h"
 #include "pool.h"
@@ -144,16 +145,37 @@ static void ps_lost(struct pubsub *ps)
     ps->login_pending = 0;
 }
 
-void pubsub_watch(struct server *srv, struct resource *res, int on)
+/* res's wish: who wants its channel (PUBSUB_WANT_* bits); queued when it changed. */
+static void ps_want_set(struct server *srv, struct resource *res, uint8_t bit, int on)
 {
     struct pubsub *ps = srv->pubsub;
-    res->ps_want = on != 0;
+    res->ps_want = (uint8_t)(on ? res->ps_want | bit : res->ps_want & ~bit);
     if (ps == NULL)
         return;
     int have = res->ps_state == PS_SUB_SUBSCRIBING || res->ps_state == PS_SUB_ACTIVE;
     /* LEAVING: the UNSUBSCRIBE's confirmation looks at the wish again. */
-    if (res->ps_state != PS_SUB_LEAVING && have != res->ps_want)
+    if (res->ps_state != PS_SUB_LEAVING && have != (res->ps_want != 0))
         ps_queue(ps, res);
+}
+
+void pubsub_watch(struct server *srv, struct resource *res, int on)
+{
+    ps_want_set(srv, res, PUBSUB_WANT_WAITER, on);
+}
+
+void pubsub_observe(struct server *srv, struct resource *res, int on)
+{
+    ps_want_set(srv, res, PUBSUB_WANT_OBSERVER, on);
+}
+
+/* Whether a message on a resource's channel announces a campaign's grant (acquire.lua
+ * publishes the leader key) rather than a release (release.lua: the lock key). */
+static int ps_leader_notice(const redisReply *payload)
+{
+    static const char suffix[] = RESOURCE_LEADER_SUFFIX;
+    size_t n = sizeof suffix - 1;
+    return payload->type == REDIS_REPLY_STRING && payload->len >= n &&
+           memcmp(payload->str + payload->len - n, suffix, n) == 0;
 }
 
 /* Send cmd (SUBSCRIBE or UNSUBSCRIBE) for the channels of list[n]; -1 when it could not. */
@@ -312,12 +334,16 @@ static void ps_message_cb(redisAsyncContext *ac, void *r, void *privdata)
     struct resource *res = ps_resource(ps, chan, clen);
     if (strcmp(kind, "message") == 0) {
         ps->notices++;
-        if (res != NULL && res->ps_state == PS_SUB_ACTIVE)
-            lock_wake(res);
+        if (res != NULL && res->ps_state == PS_SUB_ACTIVE) {
+            if (!ps_leader_notice(reply->element[2]))
+                lock_wake(res); /* a grant frees nothing: waiters sleep on */
+            election_notice(res);
+        }
     } else if (strcmp(kind, "subscribe") == 0) {
         if (res != NULL && res->ps_state == PS_SUB_SUBSCRIBING) {
             channel_set(ps, res, PS_SUB_ACTIVE);
             lock_wake(res); /* a release before now reached nobody here */
+            election_notice(res);
         }
     } else if (strcmp(kind, "unsubscribe") == 0) {
         if (res != NULL && res->ps_state == PS_SUB_LEAVING)

@@ -39,6 +39,15 @@ void pubsub_stop(struct server *srv);
  * published before that reached nobody here.
  */
 void pubsub_watch(struct server *srv, struct resource *res, int on);
+/*
+ * Whether a session here observes the election res (election.c): its
+ * channel also carries campaign grants (acquire.lua publishes the leader
+ * key), and every notice or confirmation calls election_notice.
+ */
+void pubsub_observe(struct server *srv, struct resource *res, int on);
+/* The bits of struct resource's ps_want. */
+#define PUBSUB_WANT_WAITER 1u
+#define PUBSUB_WANT_OBSERVER 2u
 
 /*
  * The channel release.lua publishes res's notices on, into buf (at least

@@ -63,6 +63,7 @@ void request_free(struct request *r)
     }
     if (r->deadline_ev != NULL)
         event_free(r->deadline_ev);
+    free(r->value);
     if (r->quota != NULL) {
         r->quota->locks--;
         quota_put(&srv->quotas, r->quota);

@@ -41,6 +41,8 @@ struct request {
     uint32_t claim_ms;   /* acquire: the claim's PX, from the last busy answer */
     uint32_t limit;      /* acquire: a semaphore's permits in all (0: a lock; shared is set) */
     uint32_t permits;    /* acquire: the permits asked of it */
+    char *value;         /* acquire: a campaign's value (NULL: not a campaign); owned */
+    size_t value_len;
     int cancelled;       /* acquire: withdrawn by a Cancel while its try was in Redis */
     uint32_t max_hold_ms;   /* acquire: the lease's max_hold (0 = none) */
     uint32_t lock_delay_ms; /* acquire: the lease's lock_delay; tombstone: its delay */

@@ -16,6 +16,7 @@
 
 struct lease;
 struct event;
+struct election;
 
 struct resource {
     struct server *srv;
@@ -48,11 +49,12 @@ struct resource {
      */
     int64_t held_back_until_ms;
     uint32_t permits_here;      /* permits of this daemon's semaphore leases here */
+    struct election *el;        /* sessions here observe it as an election (election.c) */
     struct event *wake_ev;      /* retry the head at the holder's remaining lease */
     /* The head waits behind a key held outside rlockd (lock.c: foreign_delay). */
     uint8_t foreign_wait;
     uint16_t recheck_ms;        /* its backoff now */
-    /* Release notices (pubsub.c): whether a waiter here wants them, and the channel's state. */
+    /* Release notices (pubsub.c): who here wants them (PUBSUB_WANT_*), and the channel's state. */
     uint8_t ps_want;
     uint8_t ps_state;
     uint8_t ps_queued;          /* queued for the next subscription flush */
@@ -99,6 +101,7 @@ size_t resource_fence_key(const struct resource *r, char *buf, size_t cap);
 #define RESOURCE_HOLDERS_SUFFIX ":holders"
 #define RESOURCE_PERMITS_SUFFIX ":permits"
 #define RESOURCE_CLAIM_SUFFIX ":claim"
+#define RESOURCE_LEADER_SUFFIX ":leader"
 #define RESOURCE_SUBKEY_MAX 8
 /* Write r's key and suffix into buf (cap >= r->key_len + RESOURCE_SUBKEY_MAX + 1); its length. */
 size_t resource_subkey(const struct resource *r, const char *suffix, char *buf, size_t cap);

@@ -237,6 +237,7 @@ static void lock_info(const struct match *m, Rlock__V1__LockInfo *info, int64_t 
                                             : RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE;
     info->limit = l->limit;
     info->permits = l->permits;
+    info->leader = l->leader;
 }
 
 /* The page being built. */

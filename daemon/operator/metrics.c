@@ -57,12 +57,14 @@ READER(read_locks_held) { one(m, sample, ctx, (double)srv->nleases); }
 
 READER(read_locks_held_by_kind)
 {
-    uint64_t groups = srv->nleases_shared + srv->nleases_permits;
+    uint64_t others = srv->nleases_shared + srv->nleases_permits + srv->nleases_leader;
     labelled(m, sample, ctx, "kind", "exclusive",
-             (double)(srv->nleases > groups ? srv->nleases - groups : 0));
+             (double)(srv->nleases > others ? srv->nleases - others : 0));
+    labelled(m, sample, ctx, "kind", "leader", (double)srv->nleases_leader);
     labelled(m, sample, ctx, "kind", "shared", (double)srv->nleases_shared);
     labelled(m, sample, ctx, "kind", "semaphore", (double)srv->nleases_permits);
 }
+READER(read_elections_observed) { one(m, sample, ctx, (double)srv->nobserved); }
 READER(read_waiters) { one(m, sample, ctx, (double)srv->nwaiters); }
 READER(read_foreign_waits) { one(m, sample, ctx, (double)srv->foreign_waits); }
 READER(read_grants) { one(m, sample, ctx, (double)srv->ctr.grants); }
@@ -201,6 +203,9 @@ READER(read_latency)
     X("rlockd_locks_held_by_kind", "gauge",                                                     \
       "Locks held by sessions of this daemon, by kind (a semaphore's places counted once each).", \
       read_locks_held_by_kind)                                                                  \
+    X("rlockd_elections_observed", "gauge",                                                      \
+      "Elections that sessions of this daemon observe (each read again on its news).",          \
+      read_elections_observed)                                                                  \
     X("rlockd_waiters", "gauge", "Acquires waiting in the daemon's queues.", read_waiters)       \
     X("rlockd_foreign_waits", "gauge",                                                           \
       "Resources whose head waiter waits behind a key held outside rlockd.", read_foreign_waits) \

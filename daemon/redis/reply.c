@@ -2,8 +2,10 @@
 /* reply.c — see reply.h. */
 #include "reply.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Element i of array r if it is an integer, else NULL (r is an array of more than i). */
@@ -76,7 +78,8 @@ int reply_adopt_place(const redisReply *r, long long *pttl, struct reply_place *
 {
     place->group = 0;
     place->limit = place->permits = 0;
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || (r->elements != 2 && r->elements != 4))
+    place->leader = 0;
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 4)
         return REPLY_RENEW_UNKNOWN;
     const redisReply *code = int_element(r, 0), *value = int_element(r, 1);
     if (code == NULL || value == NULL)
@@ -92,6 +95,11 @@ int reply_adopt_place(const redisReply *r, long long *pttl, struct reply_place *
             place->group = 1;
             place->limit = (uint32_t)limit;
             place->permits = (uint32_t)k->integer;
+        } else if (r->elements == 3) {
+            const redisReply *tag = r->element[2];
+            if (tag->type != REDIS_REPLY_STRING || strcmp(tag->str, "leader") != 0)
+                return REPLY_RENEW_UNKNOWN;
+            place->leader = 1;
         }
         *pttl = value->integer;
         return REPLY_RENEW_OK;
@@ -101,6 +109,30 @@ int reply_adopt_place(const redisReply *r, long long *pttl, struct reply_place *
     if (code->integer == 0)
         return REPLY_RENEW_MISSING;
     return code->integer == -1 ? REPLY_RENEW_STOLEN : REPLY_RENEW_UNKNOWN;
+}
+
+int reply_leader(const redisReply *r, struct reply_leader *out)
+{
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || (r->elements != 1 && r->elements != 4))
+        return -1;
+    const redisReply *code = int_element(r, 0);
+    if (code == NULL || code->integer != (r->elements == 4 ? 1 : 0))
+        return -1;
+    if (r->elements == 1)
+        return 0;
+    const redisReply *term = r->element[1], *value = r->element[2], *pttl = int_element(r, 3);
+    if (term->type != REDIS_REPLY_STRING || value->type != REDIS_REPLY_STRING || pttl == NULL)
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long t = strtoull(term->str, &end, 10);
+    if (term->len == 0 || *end != '\0' || errno != 0 || t == 0 || term->str[0] == '-')
+        return -1;
+    out->term = t;
+    out->value = value->str;
+    out->value_len = value->len;
+    out->pttl = pttl->integer;
+    return 1;
 }
 
 enum reply_delete_kind reply_delete(const redisReply *r)

@@ -77,7 +77,8 @@ enum reply_delete_kind {
 enum reply_delete_kind reply_delete(const redisReply *r);
 
 /*
- * The answer to adopt.lua: {1, pttl} adopted, {1, pttl, marker, permits}
+ * The answer to adopt.lua: {1, pttl} adopted, {1, pttl, 'leader'} adopted an
+ * election's leader, {1, pttl, marker, permits}
  * adopted a group place, {0, 0} missing, {-1, 0} taken. Returns the enum
  * reply_renew_result it means (OK, MISSING, STOLEN) and sets *pttl and *place
  * for OK: whether it was a group's place, and for a semaphore ("group:sem:N")
@@ -88,8 +89,23 @@ enum reply_delete_kind reply_delete(const redisReply *r);
 struct reply_place {
     int group;
     uint32_t limit, permits;
+    int leader; /* an exclusive lock that leads an election ({1, pttl, 'leader'}) */
 };
 int reply_adopt_place(const redisReply *r, long long *pttl, struct reply_place *place);
+
+/*
+ * The answer to leader.lua: {1, term, value, pttl} or {0}. Returns 1 (a
+ * leader: *term, *value and *value_len (pointing into r) and *pttl set), 0
+ * (none), or -1 for anything else (no reply, an error, a term that is not a
+ * positive decimal).
+ */
+struct reply_leader {
+    uint64_t term;
+    const char *value;
+    size_t value_len;
+    long long pttl;
+};
+int reply_leader(const redisReply *r, struct reply_leader *out);
 
 /* The text of an error reply (NUL-terminated, valid while r is); NULL for anything else. */
 const char *reply_error_text(const redisReply *r);

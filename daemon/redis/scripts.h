@@ -14,7 +14,8 @@
     X(ADOPT, adopt)                                                                             \
     X(GROUP_ACQUIRE, group_acquire)                                                             \
     X(GROUP_RENEW, group_renew)                                                                 \
-    X(GROUP_RELEASE, group_release)
+    X(GROUP_RELEASE, group_release)                                                             \
+    X(LEADER, leader)
 
 enum script_id {
 #define SCRIPT_ENUM(id, name) SCRIPT_##id,

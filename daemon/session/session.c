@@ -324,6 +324,7 @@ void session_respond(struct session *s, uint64_t id, Rlock__V1__Status status, c
     case RLOCK__V1__RESPONSE__BODY_KILL_SESSION: r.kill_session = body; break;
     case RLOCK__V1__RESPONSE__BODY_SERVER_INFO: r.server_info = body; break;
     case RLOCK__V1__RESPONSE__BODY_ADOPT: r.adopt = body; break;
+    case RLOCK__V1__RESPONSE__BODY_LEADER: r.leader = body; break;
     default: r.body_case = RLOCK__V1__RESPONSE__BODY__NOT_SET; break;
     }
     if (status != RLOCK__V1__STATUS__STATUS_OK)
@@ -580,6 +581,7 @@ struct session *session_new(struct server *srv, int fd, const char *peer, const 
     s->role = AUTH_ROLE_NONE; /* until Hello says otherwise: nothing is allowed */
     TAILQ_INIT(&s->requests);
     TAILQ_INIT(&s->leases);
+    LIST_INIT(&s->observing);
     theap_init(&s->valid_heap);
     util_uuid(&srv->rng, s->id);
     snprintf(s->peer, sizeof s->peer, "%s", peer);

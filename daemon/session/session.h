@@ -69,6 +69,8 @@ struct session {
     struct event *timer;  /* Hello deadline, then keepalive deadline */
     struct request_list requests; /* in Redis or waiting */
     struct lease_list leases;     /* held locks */
+    LIST_HEAD(observer_list, observer) observing; /* elections it observes (election.c) */
+    uint32_t nobserving;
     uint32_t nleases;
     /* Its watchdog leases by the end of their validity (margin taken off):
      * the keepalive answer's valid_ms without a walk over every lease. */

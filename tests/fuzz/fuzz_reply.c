@@ -105,11 +105,20 @@ static void check_reply(const redisReply *r)
     FUZZ_CHECK(a >= REPLY_RENEW_STOLEN && a <= REPLY_RENEW_UNKNOWN);
     if (a == REPLY_RENEW_OK)
         FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && pttl >= 1 &&
-                   (r->elements == 2 || (r->elements == 4 && place.group &&
-                                         place.permits <= place.limit)));
+                   (r->elements == 2 || (r->elements == 3 && place.leader && !place.group) ||
+                    (r->elements == 4 && place.group && place.permits <= place.limit)));
     if (a != REPLY_RENEW_UNKNOWN)
         FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && is_int(r, 0) && is_int(r, 1) &&
-                   (r->elements == 2) == !place.group);
+                   (r->elements == 4) == (place.group != 0) &&
+                   (r->elements == 3) == (place.leader != 0));
+    struct reply_leader ld;
+    int lr = reply_leader(r, &ld);
+    FUZZ_CHECK(lr >= -1 && lr <= 1);
+    if (lr == 1)
+        FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 4 && ld.term > 0 &&
+                   ld.value == r->element[2]->str && ld.value_len == r->element[2]->len);
+    if (lr == 0)
+        FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 1);
     enum reply_delete_kind d = reply_delete(r);
     const redisReply *one = r->type == REDIS_REPLY_ARRAY && r->elements == 1 ? r->element[0] : r;
     FUZZ_CHECK(d != REPLY_DELETE_DONE ||

@@ -9,7 +9,11 @@
  *  - renew.lua: renews our keys only, never shortens one, and a key of
  *    another type does not fail the batch;
  *  - release.lua: deletes (and announces) only on a token match;
- *  - acquire.lua: fences above the last one and the clock, the PXs asked for.
+ *  - acquire.lua: fences above the last one and the clock, the PXs asked for;
+ *  - elections: a campaign's grant writes the leader record (token, term =
+ *    fence, value) with the lock's PX; leader.lua reads it only through the
+ *    lock key's token; renew.lua with 'L' keeps it alive with the lock (and
+ *    without, leaves it); adopt.lua moves it to the new token.
  * The script text is read from the source tree (RLOCK_LUA_DIR), the file
  * rlockd embeds.
  */
@@ -482,11 +486,163 @@ START_TEST(test_acquire_fence_and_expiry)
 }
 END_TEST
 
+/* Field f of the HASH at key into buf (asserted present). */
+static void hash_field(redisContext *r, const char *key, const char *f, char *buf, size_t len)
+{
+    redisReply *rep = redisCommand(r, "HGET %s %s", key, f);
+    ck_assert_msg(rep != NULL && rep->type == REDIS_REPLY_STRING, "HGET %s %s: type %d", key, f,
+                  rep ? rep->type : -1);
+    snprintf(buf, len, "%s", rep->str);
+    freeReplyObject(rep);
+}
+
+/* leader.lua on key and its record: 1 with *term, value and *pttl, or 0 (nobody leads). */
+static int leader_of(redisContext *r, const char *text, const char *key, const char *rec,
+                     long long *term, char *value, size_t len, long long *pttl)
+{
+    const char *keys[] = { key, rec };
+    redisReply *rep = eval(r, text, keys, 2, NULL, 0);
+    ck_assert_msg(rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1, "leader.lua: type %d",
+                  rep->type);
+    int found = (int)rep->element[0]->integer;
+    if (found == 1) {
+        ck_assert_uint_eq(rep->elements, 4);
+        *term = atoll(rep->element[1]->str);
+        snprintf(value, len, "%s", rep->element[2]->str);
+        *pttl = rep->element[3]->integer;
+    } else {
+        ck_assert_int_eq(found, 0);
+        ck_assert_uint_eq(rep->elements, 1);
+    }
+    freeReplyObject(rep);
+    return found;
+}
+
+/* A campaign (acquire.lua with the claim and leader keys) for entry i's token and value. */
+static void campaign(struct st *t, const char *fence_key, const char *claim, const char *rec,
+                     int i, const char *value, long long out[3])
+{
+    const char *keys[] = { t->e[0].key, fence_key, claim, rec };
+    const char *args[] = { t->e[i].token, STR(LONG_PX), STR(FENCE_TTL), "0", t->e[i].token,
+                           value, "" };
+    redisReply *rep = eval(t->f.r, t->text, keys, 4, args, 7);
+    ck_assert_msg(rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
+                  rep->element[0]->type == REDIS_REPLY_INTEGER, "acquire.lua: reply type %d",
+                  rep->type);
+    out[2] = -1;
+    int_array(rep, out, rep->element[0]->integer == 1 ? 2 : 3);
+}
+
+START_TEST(test_leader_record)
+{
+    struct st t;
+    st_start(&t, "acquire", 3);
+    redisContext *r = t.f.r;
+    const char *key = t.e[0].key;
+    char fence_key[KEY_LEN], claim[KEY_LEN + 8], rec[KEY_LEN + 8], buf[128], value[128];
+    h_fence_key(&t.f.e, t.e[0].res, fence_key, sizeof fence_key);
+    snprintf(claim, sizeof claim, "%s:claim", key);
+    snprintf(rec, sizeof rec, "%s:leader", key);
+    char *leader = h_lua_script("leader"), *renew = h_lua_script("renew"),
+         *adopt = h_lua_script("adopt");
+    long long got[3], term, pttl;
+
+    /* Nobody leads a free election. */
+    ck_assert_int_eq(leader_of(r, leader, key, rec, &term, value, sizeof value, &pttl), 0);
+    /* A grant: the record names the token, the fence as the term, the value, the lock's PX. */
+    campaign(&t, fence_key, claim, rec, 0, "10.0.0.1:7000", got);
+    ck_assert_int_eq(got[0], 1);
+    long long first = got[1];
+    hash_field(r, rec, "token", buf, sizeof buf);
+    ck_assert_str_eq(buf, t.e[0].token);
+    hash_field(r, rec, "value", buf, sizeof buf);
+    ck_assert_str_eq(buf, "10.0.0.1:7000");
+    hash_field(r, rec, "term", buf, sizeof buf);
+    ck_assert_int_eq(atoll(buf), first);
+    long long rec_pttl = h_pttl(r, rec);
+    ck_assert_msg(rec_pttl > LONG_PX - SLACK_MS && rec_pttl <= LONG_PX, "record PTTL %lld",
+                  rec_pttl);
+    ck_assert_int_eq(leader_of(r, leader, key, rec, &term, value, sizeof value, &pttl), 1);
+    ck_assert_int_eq(term, first);
+    ck_assert_str_eq(value, "10.0.0.1:7000");
+    ck_assert_msg(pttl > LONG_PX - SLACK_MS && pttl <= LONG_PX, "PTTL %lld", pttl);
+
+    /* Another candidate is refused; the record stays the leader's. */
+    campaign(&t, fence_key, claim, rec, 1, "other", got);
+    ck_assert_int_eq(got[0], 0);
+    hash_field(r, rec, "token", buf, sizeof buf);
+    ck_assert_str_eq(buf, t.e[0].token);
+
+    /* A renewal without 'L' leaves the record's expiry; with it, lengthens it with the lock. */
+    redis_do(r, "PEXPIRE %s %s", rec, "5000");
+    const char *rkeys[] = { key };
+    const char *plain[] = { t.e[0].token, STR(LONG_PX) };
+    long long one;
+    int_array(eval(r, renew, rkeys, 1, plain, 2), &one, 1);
+    ck_assert_int_eq(one, 1);
+    ck_assert_msg(h_pttl(r, rec) <= 5000, "a plain renewal touched the record");
+    const char *lead[] = { t.e[0].token, "L" STR(LONG_PX) };
+    int_array(eval(r, renew, rkeys, 1, lead, 2), &one, 1);
+    ck_assert_int_eq(one, 1);
+    rec_pttl = h_pttl(r, rec);
+    ck_assert_msg(rec_pttl > LONG_PX - SLACK_MS, "record PTTL %lld after an 'L' renewal",
+                  rec_pttl);
+    /* ... but not a record that names another token (a former leader's). */
+    redis_do(r, "HSET %s token %s", rec, t.e[1].token);
+    redis_do(r, "PEXPIRE %s %s", rec, "5000");
+    int_array(eval(r, renew, rkeys, 1, lead, 2), &one, 1);
+    ck_assert_msg(h_pttl(r, rec) <= 5000, "an 'L' renewal kept another token's record");
+    ck_assert_int_eq(leader_of(r, leader, key, rec, &term, value, sizeof value, &pttl), 0);
+    redis_do(r, "HSET %s token %s", rec, t.e[0].token);
+
+    /* An adopt moves the record to the new token and says it leads. */
+    const char *akeys[] = { key };
+    const char *aargs[] = { t.e[0].token, t.e[2].token, STR(LONG_PX) };
+    redisReply *rep = eval(r, adopt, akeys, 1, aargs, 3);
+    ck_assert_msg(rep->type == REDIS_REPLY_ARRAY && rep->elements == 3, "adopt.lua: %zu elements",
+                  rep->type == REDIS_REPLY_ARRAY ? rep->elements : 0);
+    ck_assert_int_eq(rep->element[0]->integer, 1);
+    ck_assert_str_eq(rep->element[2]->str, "leader");
+    freeReplyObject(rep);
+    hash_field(r, rec, "token", buf, sizeof buf);
+    ck_assert_str_eq(buf, t.e[2].token);
+    ck_assert_int_eq(leader_of(r, leader, key, rec, &term, value, sizeof value, &pttl), 1);
+    ck_assert_int_eq(term, first);
+
+    /* The lock gone (or another's), nobody leads, whatever the record says. */
+    redis_do(r, "SET %s %s PX " STR(LONG_PX), key, t.e[1].token);
+    ck_assert_int_eq(leader_of(r, leader, key, rec, &term, value, sizeof value, &pttl), 0);
+    ck_assert_int_eq(h_redis_int(r, "DEL %s", key), 1);
+    ck_assert_int_eq(leader_of(r, leader, key, rec, &term, value, sizeof value, &pttl), 0);
+
+    /* The next grant writes a record of its own, a higher term, an empty value allowed. */
+    campaign(&t, fence_key, claim, rec, 1, "", got);
+    ck_assert_int_eq(got[0], 1);
+    ck_assert_msg(got[1] > first, "term %lld not above %lld", got[1], first);
+    ck_assert_int_eq(leader_of(r, leader, key, rec, &term, value, sizeof value, &pttl), 1);
+    ck_assert_int_eq(term, got[1]);
+    ck_assert_str_eq(value, "");
+
+    /* A campaign's first try behind shared holds takes no claim (claim ms '0'). */
+    ck_assert_int_eq(h_redis_int(r, "DEL %s", key), 1);
+    redis_do(r, "SET %s %s PX " STR(LONG_PX), key, "group:rw");
+    campaign(&t, fence_key, claim, rec, 2, "x", got);
+    ck_assert_int_eq(got[0], 0);
+    ck_assert_int_eq(got[2], 2);
+    ck_assert_int_eq(h_redis_int(r, "EXISTS %s", claim), 0);
+
+    free(leader);
+    free(renew);
+    free(adopt);
+    st_stop(&t);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = { test_release_many_mixed_batch, test_release_many_notices,
                              test_renew_batch,
                              test_release_token_match, test_release_notice_on_delete_only,
-                             test_acquire_fence_and_expiry };
+                             test_acquire_fence_and_expiry, test_leader_record };
     return h_run_tests("scripts", 120, tests, H_LEN(tests));
 }

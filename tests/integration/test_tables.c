@@ -96,6 +96,8 @@ static const struct kind kinds[] = {
     {"server_info", 1, RLOCK__V1__REQUEST__BODY_SERVER_INFO},
     {"resume", 0, RLOCK__V1__REQUEST__BODY_RESUME},
     {"adopt", 0, RLOCK__V1__REQUEST__BODY_ADOPT},
+    {"leader", 0, RLOCK__V1__REQUEST__BODY_LEADER},
+    {"observe", 0, RLOCK__V1__REQUEST__BODY_OBSERVE},
 };
 
 /* Send one request of kind k on p and return the status of its answer. */
@@ -116,6 +118,8 @@ static Rlock__V1__Status send_kind(struct h_peer *p, const struct kind *k)
     Rlock__V1__ServerInfo si = RLOCK__V1__SERVER_INFO__INIT;
     Rlock__V1__Resume rs = RLOCK__V1__RESUME__INIT;
     Rlock__V1__Adopt ad = RLOCK__V1__ADOPT__INIT;
+    Rlock__V1__Leader ld = RLOCK__V1__LEADER__INIT;
+    Rlock__V1__Observe ob = RLOCK__V1__OBSERVE__INIT;
     void *body = NULL;
     switch (k->body_case) {
     case RLOCK__V1__REQUEST__BODY_HELLO:
@@ -173,6 +177,14 @@ static Rlock__V1__Status send_kind(struct h_peer *p, const struct kind *k)
         ad.resource = "roles";
         ad.ttl_ms = 1000;
         body = &ad;
+        break;
+    case RLOCK__V1__REQUEST__BODY_LEADER:
+        ld.resource = "roles";
+        body = &ld;
+        break;
+    case RLOCK__V1__REQUEST__BODY_OBSERVE:
+        ob.resource = "roles";
+        body = &ob;
         break;
     default:
         ck_abort_msg("no body for request kind %s", k->name);

@@ -184,6 +184,11 @@ static const struct {
     {"*4\r\n:1\r\n:900\r\n$9\r\ngroup:foo\r\n:0\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
     {"*4\r\n:1\r\n:900\r\n$11\r\ngroup:sem:x\r\n:0\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
     {"*4\r\n:0\r\n:0\r\n$8\r\ngroup:rw\r\n:0\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
+    /* An election's leader: limit -2 marks it (place.leader, no group). */
+    {"*3\r\n:1\r\n:900\r\n$6\r\nleader\r\n", REPLY_RENEW_OK, 900, -2, -1},
+    {"*3\r\n:1\r\n:900\r\n$6\r\nleadet\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
+    {"*3\r\n:0\r\n:0\r\n$6\r\nleader\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
+    {"*3\r\n:1\r\n:0\r\n$6\r\nleader\r\n", REPLY_RENEW_UNKNOWN, 0, -1, -1},
 };
 
 START_TEST(test_adopt)
@@ -195,6 +200,7 @@ START_TEST(test_adopt)
     if (adopts[_i].result == REPLY_RENEW_OK) {
         ck_assert_int_eq(pttl, adopts[_i].pttl);
         ck_assert_int_eq(place.group, adopts[_i].limit >= 0);
+        ck_assert_int_eq(place.leader, adopts[_i].limit == -2);
         if (place.group) {
             ck_assert_int_eq(place.limit, adopts[_i].limit);
             ck_assert_int_eq(place.permits, adopts[_i].permits);
@@ -212,6 +218,54 @@ START_TEST(test_adopt_no_reply)
 }
 END_TEST
 
+static const struct {
+    const char *resp;
+    int result;
+    uint64_t term;
+    const char *value;
+    long long pttl;
+} leaders[] = {
+    {"*4\r\n:1\r\n$16\r\n1733212345678901\r\n$9\r\nhost:7000\r\n:2900\r\n", 1,
+     1733212345678901ULL, "host:7000", 2900},
+    {"*4\r\n:1\r\n$1\r\n7\r\n$0\r\n\r\n:-1\r\n", 1, 7, "", -1},
+    {"*1\r\n:0\r\n", 0, 0, NULL, 0},
+    {"*1\r\n:1\r\n", -1, 0, NULL, 0},                          /* a leader, but of what? */
+    {"*4\r\n:0\r\n$1\r\n7\r\n$0\r\n\r\n:5\r\n", -1, 0, NULL, 0},  /* none, with a term */
+    {"*4\r\n:1\r\n$1\r\n0\r\n$0\r\n\r\n:5\r\n", -1, 0, NULL, 0},  /* term 0 is nobody's */
+    {"*4\r\n:1\r\n$2\r\n-7\r\n$0\r\n\r\n:5\r\n", -1, 0, NULL, 0},
+    {"*4\r\n:1\r\n$2\r\n7x\r\n$0\r\n\r\n:5\r\n", -1, 0, NULL, 0},
+    {"*4\r\n:1\r\n$0\r\n\r\n$0\r\n\r\n:5\r\n", -1, 0, NULL, 0},
+    {"*4\r\n:1\r\n$21\r\n999999999999999999999\r\n$0\r\n\r\n:5\r\n", -1, 0, NULL, 0},
+    {"*4\r\n:1\r\n:7\r\n$0\r\n\r\n:5\r\n", -1, 0, NULL, 0},       /* term not a string */
+    {"*4\r\n:1\r\n$1\r\n7\r\n:0\r\n:5\r\n", -1, 0, NULL, 0},       /* value not a string */
+    {"*4\r\n:1\r\n$1\r\n7\r\n$0\r\n\r\n$1\r\n5\r\n", -1, 0, NULL, 0},
+    {"*2\r\n:0\r\n:0\r\n", -1, 0, NULL, 0},
+    {":0\r\n", -1, 0, NULL, 0},
+    {"-BUSY Redis is busy running a script.\r\n", -1, 0, NULL, 0},
+};
+
+START_TEST(test_leader)
+{
+    redisReply *r = unit_resp(leaders[_i].resp);
+    struct reply_leader ld = {0};
+    ck_assert_int_eq(reply_leader(r, &ld), leaders[_i].result);
+    if (leaders[_i].result == 1) {
+        ck_assert_uint_eq(ld.term, leaders[_i].term);
+        ck_assert_uint_eq(ld.value_len, strlen(leaders[_i].value));
+        ck_assert(memcmp(ld.value, leaders[_i].value, ld.value_len) == 0);
+        ck_assert_int_eq(ld.pttl, leaders[_i].pttl);
+    }
+    freeReplyObject(r);
+}
+END_TEST
+
+START_TEST(test_leader_no_reply)
+{
+    struct reply_leader ld = {0};
+    ck_assert_int_eq(reply_leader(NULL, &ld), -1);
+}
+END_TEST
+
 int main(void)
 {
     const struct unit_test tests[] = {
@@ -223,6 +277,8 @@ int main(void)
         {"delete", test_delete_no_reply, 0},
         {"adopt", test_adopt, UNIT_COUNT(adopts)},
         {"adopt", test_adopt_no_reply, 0},
+        {"leader", test_leader, UNIT_COUNT(leaders)},
+        {"leader", test_leader_no_reply, 0},
     };
     return unit_run("reply", tests, sizeof tests / sizeof tests[0]);
 }
