@@ -124,7 +124,7 @@ export interface ExtendResult {
 
 /** One hold of a lock. */
 export class Lock extends EventEmitter {
-  private constructor();
+  protected constructor();
   readonly resource: string;
   /** The grant's token (the value of the Redis key when granted). */
   readonly token: string;
@@ -155,6 +155,63 @@ export class Lock extends EventEmitter {
   on(event: string | symbol, listener: (...args: any[]) => void): this;
   once(event: 'lost', listener: (error: RlockError) => void): this;
   once(event: 'uncertain', listener: (error: RlockError) => void): this;
+  once(event: string | symbol, listener: (...args: any[]) => void): this;
+}
+
+/** Options of campaign() and lead(): those of acquire() but shared, limit and permits (a campaign is exclusive). */
+export interface CampaignOptions extends Omit<AcquireOptions, 'shared' | 'limit' | 'permits'> {
+  /** Only false (the default) is accepted. */
+  shared?: false;
+}
+
+/**
+ * A campaign's grant: this client leads the election (one hold of its lock).
+ * release() and resign() step down; its 'lost' event ends the leadership.
+ */
+export class Leadership extends Lock {
+  private constructor();
+  /** The leader's term: the grant's fence, greater than every earlier leader's. */
+  readonly term: bigint;
+  /** The value this candidate campaigned with. */
+  readonly value: string;
+  /** Steps down (release()); resolves with the holds left (0: no longer the leader). */
+  resign(opts?: CallOptions): Promise<number>;
+}
+
+/** An election's leader, as a LeaderChanged event or an observer reports it. */
+export interface LeaderInfo {
+  /** A candidate leads. */
+  elected: boolean;
+  /** Its term (its grant's fence); with elected false, the last term seen, or 0n when none was. */
+  term: bigint;
+  /** Its value ('' when none leads). */
+  value: string;
+}
+
+/** client.leader(): the leader now, with its lease left. */
+export interface LeaderReply extends LeaderInfo {
+  /** ms left of the leader's lease in Redis (renewed while its session lives); 0 when none leads. */
+  ttlMs: number;
+}
+
+export type ObserverState = 'observing' | 'stopped' | 'closed';
+
+/** One election observed (client.observe()). */
+export class Observer extends EventEmitter {
+  private constructor();
+  readonly resource: string;
+  /** The latest leader known. */
+  readonly leader: LeaderInfo;
+  readonly state: ObserverState;
+  /** Stops observing; no 'change' follows. Resolves once the daemon has ended the subscription. */
+  stop(opts?: CallOptions): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+
+  on(event: 'change', listener: (leader: LeaderInfo) => void): this;
+  on(event: 'close', listener: (error: RlockError | null) => void): this;
+  on(event: string | symbol, listener: (...args: any[]) => void): this;
+  once(event: 'change', listener: (leader: LeaderInfo) => void): this;
+  once(event: 'close', listener: (error: RlockError | null) => void): this;
   once(event: string | symbol, listener: (...args: any[]) => void): this;
 }
 
@@ -301,6 +358,27 @@ export class Client extends EventEmitter {
   /** using() for several locks (acquireAll): `signal` aborts when any of them is lost or uncertain. */
   usingAll<T>(resources: readonly string[], opts: AcquireOptions, fn: (signal: AbortSignal, locks: Lock[]) => T | Promise<T>): Promise<T>;
   usingAll<T>(resources: readonly string[], fn: (signal: AbortSignal, locks: Lock[]) => T | Promise<T>): Promise<T>;
+  /**
+   * Campaigns for the election `resource` with `value` (at most 1024 bytes of
+   * UTF-8, no NUL; else RangeError): an exclusive acquire whose grant makes
+   * `value` the leader's. `wait` 0 (the default) tries once: NOT_ACQUIRED
+   * while another candidate leads.
+   */
+  campaign(resource: string, value: string, opts?: CampaignOptions): Promise<Leadership>;
+  /**
+   * Campaigns, runs fn while leading, resigns (even when fn throws). `signal`
+   * aborts when the leadership is lost or uncertain; lead then rejects with its reason.
+   */
+  lead<T>(resource: string, value: string, opts: CampaignOptions, fn: (signal: AbortSignal, leadership: Leadership) => T | Promise<T>): Promise<T>;
+  lead<T>(resource: string, value: string, fn: (signal: AbortSignal, leadership: Leadership) => T | Promise<T>): Promise<T>;
+  /** Who leads the election now (any daemon's candidates count). */
+  leader(resource: string, opts?: CallOptions): Promise<LeaderReply>;
+  /**
+   * Observes the election: `observer.leader` is the leader now; 'change'
+   * (onChange) follows each change, in order of terms, until stop().
+   */
+  observe(resource: string, opts?: CallOptions, onChange?: (leader: LeaderInfo) => void): Promise<Observer>;
+  observe(resource: string, onChange?: (leader: LeaderInfo) => void): Promise<Observer>;
   ping(opts?: CallOptions): Promise<PingResult>;
   stats(opts?: CallOptions): Promise<Stats>;
   /** Says Goodbye (the daemon releases every lock at once); resolves when the socket is closed. */

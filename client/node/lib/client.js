@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: BSD-3-Clause
 'use strict';
 
-// The client: one session on one connection. Acquire, using, the
-// informational and operators' requests, close.
+// The client: one session on one connection. Acquire, using, elections
+// (campaign, lead, leader, observe), the informational and operators'
+// requests, close.
 
 const path = require('node:path');
 const { EventEmitter } = require('node:events');
 const { Engine, now } = require('./engine');
 const {
-  Grant, Lock, checkMs, emitLater,
+  Grant, Lock, Leadership, checkMs, emitLater,
 } = require('./locks');
+const {
+  checkValue, leaderReply, leaderInfo, Observer, Watch,
+} = require('./elect');
 const { connectAny } = require('./connection');
 const { Mover } = require('./move');
 const { parseServers } = require('./address');
@@ -69,8 +73,23 @@ function checkSemaphore(opts) {
   return { limit, permits };
 }
 
-function abortError(signal, resource) {
-  return new RlockAbortError(`acquire ${resource}: aborted`, signal.reason);
+function abortError(signal, resource, what = 'acquire') {
+  return new RlockAbortError(`${what} ${resource}: aborted`, signal.reason);
+}
+
+function checkResource(resource) {
+  if (typeof resource !== 'string' || resource === '') {
+    throw new TypeError('resource must be a non-empty string');
+  }
+}
+
+/** A campaign is an exclusive lock: no shared, limit or permits. */
+function checkCampaignOptions(opts) {
+  for (const k of ['shared', 'limit', 'permits']) {
+    if (opts[k] !== undefined && !(k === 'shared' && opts[k] === false)) {
+      throw new TypeError(`a campaign is an exclusive lock: option ${k} is not allowed`);
+    }
+  }
 }
 
 class Client extends EventEmitter {
@@ -80,11 +99,21 @@ class Client extends EventEmitter {
     this._timeout = options.timeout;
     this._ownerSeq = 0n;
     this._closing = null;
+    this._watches = new Map(); // election -> Watch (lib/elect.js)
     this.address = link.addr.text;
     const hooks = {
       onLost: (lock, err) => emitLater(this, 'lost', lock, err),
-      onClose: (err) => emitLater(this, 'close', err),
+      onClose: (err) => {
+        const watches = [...this._watches.values()];
+        this._watches.clear();
+        for (const w of watches) w.close(err);
+        emitLater(this, 'close', err);
+      },
       onEnd: () => this._mover && this._mover.stop(),
+      onLeader: (ev) => {
+        const w = this._watches.get(ev.resource);
+        if (w) w.event(leaderInfo(ev));
+      },
     };
     if (options.resume) {
       hooks.onMove = (why, kind) => {
@@ -104,6 +133,7 @@ class Client extends EventEmitter {
       onResumed: () => {
         this._moveAnnounced = false;
         this.address = this._engine.link.addr.text;
+        for (const w of this._watches.values()) w.resubscribe();
         emitLater(this, 'resumed');
       },
     });
@@ -146,12 +176,13 @@ class Client extends EventEmitter {
     return this.acquireAs(resource, opts, undefined);
   }
 
-  /** acquire() with the owner set (acquireAll's one owner for the set); undefined: as acquire. */
-  acquireAs(resource, opts, setOwner) {
+  /**
+   * acquire() with the owner set (acquireAll's one owner for the set);
+   * undefined: as acquire. campaign: {value} for a campaign (its value checked).
+   */
+  acquireAs(resource, opts, setOwner, campaign) {
     return new Promise((resolve, reject) => {
-      if (typeof resource !== 'string' || resource === '') {
-        throw new TypeError('resource must be a non-empty string');
-      }
+      checkResource(resource);
       const ttl = opts.ttl ?? 0;
       const wait = opts.wait ?? 0;
       const maxHold = opts.maxHold ?? 0;
@@ -167,7 +198,8 @@ class Client extends EventEmitter {
       // setOwner: acquireAll's one owner for the set, checked there (it may be the client's own).
       const owner = setOwner ?? (opts.owner !== undefined ? checkOwner(opts.owner) : this.nextOwner());
       const { signal } = opts;
-      if (signal && signal.aborted) throw abortError(signal, resource);
+      const what = campaign ? 'campaign' : 'acquire';
+      if (signal && signal.aborted) throw abortError(signal, resource, what);
       const e = this._engine;
       // The daemon caps the wait at its max_wait (0: waiting disabled).
       const timeout = Math.min(wait, e.maxWait) + this.timeoutFor(opts);
@@ -192,12 +224,16 @@ class Client extends EventEmitter {
         limit: sem.limit,
         permits: sem.permits,
       };
+      if (campaign) {
+        body.campaign = true;
+        body.value = campaign.value;
+      }
       call = e.send('acquire', body, timeout, (err, reply, c) => {
         if (signal) signal.removeEventListener('abort', onAbort);
         if (c && c.cancelled) {
           // A grant that crossed the Cancel on the wire is ours: give it back at once.
           if (!err) this.giveBack(resource, reply.token, c.id);
-          reject(abortError(signal, resource));
+          reject(abortError(signal, resource, what));
           return;
         }
         if (err) {
@@ -205,16 +241,16 @@ class Client extends EventEmitter {
           return;
         }
         try {
-          resolve(this.granted(resource, owner, reply, c.sentAt));
+          resolve(this.granted(resource, owner, reply, c.sentAt, campaign));
         } catch (ex) {
           reject(ex);
         }
-      }, `acquire ${resource}`);
+      }, `${what} ${resource}`);
       if (call && signal) signal.addEventListener('abort', onAbort, { once: true });
     });
   }
 
-  granted(resource, owner, reply, sentAt) {
+  granted(resource, owner, reply, sentAt, campaign) {
     const e = this._engine;
     if (!reply.token) {
       e.end('PROTOCOL', 'an acquire was granted without a token');
@@ -225,9 +261,13 @@ class Client extends EventEmitter {
       g.update(reply, sentAt); // a re-entry: the same grant, one hold more
     } else {
       g = new Grant(e, resource, owner, reply, sentAt);
+      if (campaign) {
+        g.campaign = true;
+        g.value = campaign.value;
+      }
       e.addGrant(g);
     }
-    return new Lock(this, g, owner);
+    return g.campaign ? new Leadership(this, g, owner) : new Lock(this, g, owner);
   }
 
   giveBack(resource, token, acquireId) {
@@ -411,6 +451,80 @@ class Client extends EventEmitter {
     if (typeof fn !== 'function') throw new TypeError('usingAll(resources, [opts], fn): fn must be a function');
     const locks = await this.acquireAll(resources, opts);
     return this.guarded(locks, opts, fn, locks);
+  }
+
+  // --- elections (docs/protocol.md §6.11) -------------------------------------------
+
+  /**
+   * Campaigns for the election `resource` with `value` (a string of at most
+   * 1024 bytes of UTF-8, no NUL): an exclusive acquire whose grant also makes
+   * `value` the leader's. Resolves with a Leadership (a Lock: `term` is its
+   * fence; release() or resign() steps down; its loss is reported like any
+   * lock's). Options as acquire() without shared, limit and permits; `wait`
+   * 0 (the default) tries once (NOT_ACQUIRED while another candidate leads).
+   */
+  campaign(resource, value, opts = {}) {
+    return new Promise((resolve) => {
+      checkResource(resource);
+      checkValue(value);
+      checkCampaignOptions(opts);
+      resolve(this.acquireAs(resource, opts, undefined, { value }));
+    });
+  }
+
+  /**
+   * Campaigns (as campaign()), runs fn(signal, leadership) while leading,
+   * resigns (even when fn throws) and returns what fn returned. `signal`
+   * aborts when the leadership is lost or becomes uncertain (or opts.signal
+   * aborts); lead then rejects with its reason, even when fn returned.
+   */
+  async lead(resource, value, opts, fn) {
+    if (typeof opts === 'function') {
+      fn = opts;
+      opts = {};
+    }
+    if (typeof fn !== 'function') throw new TypeError('lead(resource, value, [opts], fn): fn must be a function');
+    const leadership = await this.campaign(resource, value, opts);
+    return this.guarded([leadership], opts, fn, leadership);
+  }
+
+  /**
+   * Who leads the election `resource` now, as Redis says (any daemon's
+   * candidates count): {elected, term, value, ttlMs}; term 0n when none leads.
+   */
+  async leader(resource, opts = {}) {
+    checkResource(resource);
+    return leaderReply(await this._engine.call('leader', { resource }, this.timeoutFor(opts),
+      `leader ${resource}`));
+  }
+
+  /**
+   * Observes the election `resource`: resolves with an Observer whose
+   * `leader` is the leader now ({elected, term, value}) and which emits
+   * 'change' ({elected, term, value}) for each later change, in order of
+   * terms (onChange, when given, is added as a 'change' listener), until
+   * observer.stop(), or 'close' (error) when the session ends.
+   */
+  async observe(resource, opts, onChange) {
+    if (typeof opts === 'function') {
+      onChange = opts;
+      opts = {};
+    }
+    opts = opts || {};
+    checkResource(resource);
+    if (onChange !== undefined && typeof onChange !== 'function') {
+      throw new TypeError('observe(resource, [opts], [onChange]): onChange must be a function');
+    }
+    this.timeoutFor(opts);
+    let w = this._watches.get(resource);
+    if (!w) {
+      if (!this._engine.usable()) throw this._engine.closedError();
+      w = new Watch(this, resource);
+      this._watches.set(resource, w);
+    }
+    const obs = new Observer(w, onChange);
+    await w.join(obs, opts);
+    return obs;
   }
 
   // --- the session ------------------------------------------------------------------

@@ -19,7 +19,7 @@ const REPLY_BODY = {
   hello: 'hello', resume: 'hello', acquire: 'acquire', release: 'release', extend: 'extend',
   ping: 'ping', stats: 'stats', cancel: 'cancel', goodbye: null, list_sessions: 'list_sessions',
   list_locks: 'list_locks', force_release: 'force_release', kill_session: 'kill_session',
-  server_info: 'server_info', adopt: 'adopt',
+  server_info: 'server_info', adopt: 'adopt', leader: 'leader', observe: 'leader',
 };
 
 const STATUS_SHUTTING_DOWN = 9;
@@ -31,7 +31,8 @@ class Engine {
   /**
    * @param {object} link {sock, reader, rest, addr}: a connection past its HelloReply
    * @param {object} hello the HelloReply
-   * @param {object} hooks {onLost(lock, err), onClose(err), onEnd(), onMove(why, kind)}
+   * @param {object} hooks {onLost(lock, err), onClose(err), onEnd(), onMove(why, kind),
+   *   onLeader(change)}
    */
   constructor(link, hello, hooks) {
     this.hooks = hooks;
@@ -282,6 +283,8 @@ class Engine {
       const why = `the daemon is closing the session: ${sc.reason || 'no reason given'}`;
       if (sc.resume) this.moveOrEnd(why, 'handover');
       else this.end('CLOSED', why);
+    } else if (ev.leader_changed) {
+      if (this.hooks.onLeader) this.hooks.onLeader(ev.leader_changed);
     }
     // Event kinds this client does not know are ignored (§4.1).
   }

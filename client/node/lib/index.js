@@ -4,9 +4,10 @@
 // rlockd: the Node.js client of the rlockd lock daemon.
 
 const { connect, Client } = require('./client');
-const { Lock } = require('./locks');
+const { Lock, Leadership } = require('./locks');
+const { Observer } = require('./elect');
 const { RlockError, RlockAbortError, STATUS_NAMES, LOST_REASONS } = require('./errors');
 
 module.exports = {
-  connect, Client, Lock, RlockError, RlockAbortError, STATUS_NAMES, LOST_REASONS,
+  connect, Client, Lock, Leadership, Observer, RlockError, RlockAbortError, STATUS_NAMES, LOST_REASONS,
 };

@@ -38,6 +38,10 @@ class Grant {
     // permits); 0 and 0 for a lock. A re-entry holds the same permits.
     this.limit = reply.limit || 0;
     this.permits = reply.permits || 0;
+    // A campaign's grant: the election's leadership, its value as the
+    // candidate gave it (set by Client.granted); the term is the fence.
+    this.campaign = false;
+    this.value = null;
     this.state = 'held';        // 'held' | 'lost' | 'released'
     this.lostReason = null;
     this.handles = new Set();
@@ -213,6 +217,21 @@ class Lock extends EventEmitter {
   }
 }
 
+/**
+ * A campaign's grant: this client leads the election named `resource` (one
+ * hold of it). `term` is the grant's fence, strictly greater than every
+ * earlier leader's; release() (or resign()) steps down; a loss ends the
+ * leadership as it ends any lock.
+ */
+class Leadership extends Lock {
+  /** The leader's term: the grant's fence. */
+  get term() { return this._grant.fence; }
+  /** The value this candidate campaigned with (the leader's value while it leads). */
+  get value() { return this._grant.value; }
+  /** Steps down: release(). Resolves with the holds left (0: no longer the leader). */
+  resign(opts = {}) { return this.release(opts); }
+}
+
 if (typeof Symbol.asyncDispose === 'symbol') {
   // `await using lock = await client.acquire(...)`: released at the end of the block.
   Lock.prototype[Symbol.asyncDispose] = async function dispose() {
@@ -227,4 +246,6 @@ function checkMs(name, v) {
   }
 }
 
-module.exports = { Grant, Lock, checkMs, emitLater };
+module.exports = {
+  Grant, Lock, Leadership, checkMs, emitLater,
+};

@@ -64,6 +64,9 @@ test('every request kind, every field written at its default, is answered as it 
     [{ server_info: {} }, 'OK'],
     [{ force_release: { resource: 'defaults:none' } }, 'NOT_HELD'],
     [{ kill_session: { session_id: 'no-such-session' } }, 'NOT_FOUND'],
+    [{ leader: { resource: 'defaults:a' } }, 'OK'],
+    [{ observe: { resource: 'defaults:a' } }, 'OK'],
+    [{ observe: { resource: 'defaults:a', stop: true } }, 'OK'],
     [{ release: { resource: 'defaults:a' } }, 'OK'],
     [{ goodbye: {} }, 'OK'],
   ];
@@ -86,6 +89,8 @@ test('every request kind, every field written at its default, is answered as it 
       if (kind === 'release') assert.equal(resp.release.hold_count, 0);
       if (kind === 'cancel') assert.equal(resp.cancel.found, false);
       if (kind === 'list_locks') assert.equal(resp.list_locks.locks.length, 1);
+      // A plain lock is nobody's lead.
+      if (kind === 'leader' || kind === 'observe') assert.equal(resp.leader.elected, false);
     }
   } finally {
     raw.sock.destroy();
@@ -119,6 +124,13 @@ test('every request kind this client sends is accepted', async () => {
     assert.equal((await waiting.then(() => null, (e) => e)).code, 'CANCELLED');
     await held.release();
     assert.equal(await lock.release(), 0);
+    // Elections: a campaign (an Acquire), Leader, Observe and its stop.
+    const leadership = await client.campaign('defaults:e', '', { wait: 0 });
+    assert.equal((await client.leader('defaults:e')).elected, true);
+    const observer = await client.observe('defaults:e');
+    assert.equal(observer.leader.term, leadership.term);
+    await observer.stop();
+    assert.equal(await leadership.resign(), 0);
     await client.close();
 
     const kinds = new Set(frames.map((f) => {
@@ -127,7 +139,7 @@ test('every request kind this client sends is accepted', async () => {
     }));
     assert.deepEqual([...kinds].sort(), [
       'acquire', 'cancel', 'extend', 'force_release', 'goodbye', 'hello', 'kill_session',
-      'list_locks', 'list_sessions', 'ping', 'release', 'server_info', 'stats',
+      'leader', 'list_locks', 'list_sessions', 'observe', 'ping', 'release', 'server_info', 'stats',
     ]);
   } finally {
     await holder.close();

@@ -2,7 +2,9 @@
 // A typed program against the declarations (index.d.ts): compiled with
 // tsc --noEmit by test/package.test.js, never run.
 
-import { connect, RlockError, Lock, type LockState, type LostReason } from 'rlockd';
+import {
+  connect, RlockError, Lock, Leadership, Observer, type LockState, type LostReason, type LeaderInfo, type LeaderReply,
+} from 'rlockd';
 
 async function main(): Promise<void> {
   const client = await connect({ servers: ['unix:/run/rlockd/rlockd.sock'], name: 'typed', timeout: 5000 });
@@ -35,6 +37,26 @@ async function main(): Promise<void> {
     if (e instanceof RlockError && e.code === 'NOT_ACQUIRED') console.log(e.retryAfter);
     if (e instanceof RlockError && e.code === 'WRONG_KIND') console.log('held shared: release, then acquire exclusive');
   }
+  const leadership: Leadership = await client.campaign('scheduler', 'host-a:8080', { wait: 30000, ttl: 10000 });
+  const term: bigint = leadership.term;
+  const asLock: Lock = leadership;
+  const value: string = leadership.value;
+  leadership.on('lost', (e) => console.log(e.lostReason));
+  const resigned: number = await leadership.resign();
+  const ran: bigint = await client.lead('scheduler', 'host-a:8080', { wait: 1000 }, async (signal, l) => {
+    signal.throwIfAborted();
+    return l.term;
+  });
+  const ranToo: string = await client.lead('scheduler', '', (signal, l) => l.value);
+  const now: LeaderReply = await client.leader('scheduler');
+  const ttlLeft: number = now.ttlMs;
+  const observer: Observer = await client.observe('scheduler', (c: LeaderInfo) => console.log(c.elected, c.term, c.value));
+  const first: LeaderInfo = observer.leader;
+  observer.on('close', (err) => console.log(err?.code));
+  const other: Observer = await client.observe('scheduler', { timeout: 1000 });
+  await other.stop();
+  await observer[Symbol.asyncDispose]();
+  console.log(term, asLock.fence, value, resigned, ran, ranToo, ttlLeft, first.term, observer.state);
   const info = await client.serverInfo();
   const prefix: string = info.keyPrefix;
   const locks = await client.locks({ prefix: 'orders/', limit: 100 });
