@@ -159,6 +159,7 @@ RLOCK_API enum rlock_err rlock_list_locks(struct rlock_client *c,
             .shared = l->mode == RLOCK__V1__LOCK_MODE__MODE_SHARED,
             .limit = l->limit,
             .permits = l->permits,
+            .leader = l->leader != 0,
         };
         if (visit(&entry, arg) != 0)
             break;

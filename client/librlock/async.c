@@ -32,19 +32,37 @@ static void async_changed(struct rlock_client *c)
         c->change_fn(c, c->change_arg);
 }
 
-/* Queue req as an owned call of kind with its completion. */
-static enum rlock_err async_submit(struct rlock_client *c, Rlock__V1__Request *req,
-                                   enum rlk_call_kind kind, struct rlock_lock *handle,
-                                   rlock_done_fn done, void *arg, uint64_t *id)
+/* An owned call of kind with its completion, or NULL when out of memory. */
+static struct rlk_call *async_call(enum rlk_call_kind kind, struct rlock_lock *handle,
+                                   rlock_done_fn done, void *arg)
 {
     struct rlk_call *call = calloc(1, sizeof *call);
     if (call == NULL)
-        return rlk_fail(RLOCK_ERR_NOMEM, "out of memory");
+        return NULL;
     call->kind = kind;
     call->owned = 1;
     call->handle = handle;
     call->done_fn = done;
     call->done_arg = arg;
+    return call;
+}
+
+/* Free an owned call that was never submitted (its handle is the caller's). */
+static void async_call_free(struct rlk_call *call)
+{
+    if (call == NULL)
+        return;
+    free(call->leader);
+    free(call->acq_resource);
+    free(call);
+}
+
+/* Queue req as call (from async_call; NULL: out of memory), which is freed on failure. */
+static enum rlock_err async_queue(struct rlock_client *c, Rlock__V1__Request *req,
+                                  struct rlk_call *call, uint64_t *id)
+{
+    if (call == NULL)
+        return rlk_fail(RLOCK_ERR_NOMEM, "out of memory");
     rlk_client_lock(c);
     (void)rlk_eng_check(c);
     enum rlock_err e = rlk_eng_submit(c, req, call);
@@ -52,7 +70,7 @@ static enum rlock_err async_submit(struct rlock_client *c, Rlock__V1__Request *r
     rlk_client_unlock(c);
     if (e != RLOCK_OK) {
         rlk_fail_with(&call->detail);
-        free(call);
+        async_call_free(call);
         return e;
     }
     if (id != NULL)
@@ -60,6 +78,14 @@ static enum rlock_err async_submit(struct rlock_client *c, Rlock__V1__Request *r
     if (queued)
         async_changed(c);
     return RLOCK_OK;
+}
+
+/* Queue req as an owned call of kind with its completion. */
+static enum rlock_err async_submit(struct rlock_client *c, Rlock__V1__Request *req,
+                                   enum rlk_call_kind kind, struct rlock_lock *handle,
+                                   rlock_done_fn done, void *arg, uint64_t *id)
+{
+    return async_queue(c, req, async_call(kind, handle, done, arg), id);
 }
 
 RLOCK_API enum rlock_err rlock_async_connect(const char *address,
@@ -177,13 +203,15 @@ static void deliver_call(struct rlock_client *c, struct rlk_call *call)
     r.hold_count = call->hold_count;
     r.ttl_ms = call->ttl_ms;
     r.server_time_ms = call->server_time_ms;
+    if (call->err == RLOCK_OK)
+        r.leader = call->leader;
     call->done_fn(c, &r, call->done_arg);
     if (call->handle != NULL && call->kind == RLK_CALL_ACQUIRE) {
         rlk_client_lock(c);
         rlk_handle_destroy(c, call->handle);
         rlk_client_unlock(c);
     }
-    free(call);
+    async_call_free(call);
 }
 
 void rlk_async_deliver(struct rlock_client *c)
@@ -206,9 +234,8 @@ void rlk_async_deliver(struct rlock_client *c)
         }
         while (notes != NULL) {
             struct rlk_note *next = notes->next;
-            if (c->on_lost != NULL && !atomic_load(&c->cb_closed))
-                c->on_lost(c, notes->resource, notes->token, notes->fence, notes->reason,
-                           c->on_lost_arg);
+            if (!atomic_load(&c->cb_closed))
+                rlk_note_deliver(c, notes);
             free(notes);
             notes = next;
         }
@@ -263,6 +290,8 @@ RLOCK_API enum rlock_err rlock_async_acquire(struct rlock_client *c, const char 
     uint64_t owner = opts->owner ? opts->owner : rlock_thread_owner();
     if (opts->owner >= RLOCK_OWNER_THREAD_BIT)
         return rlk_fail(RLOCK_ERR_ARG, "owner must be below RLOCK_OWNER_THREAD_BIT");
+    if ((e = rlk_acquire_check(opts)) != RLOCK_OK)
+        return e;
     rlk_client_lock(c);
     struct rlock_lock *h = rlk_handle_new(c, resource);
     if (h != NULL)
@@ -270,19 +299,8 @@ RLOCK_API enum rlock_err rlock_async_acquire(struct rlock_client *c, const char 
     rlk_client_unlock(c);
     if (h == NULL)
         return rlk_fail(RLOCK_ERR_NOMEM, "out of memory");
-    Rlock__V1__Acquire a = RLOCK__V1__ACQUIRE__INIT;
-    a.resource = (char *)rlk_handle_resource(h);
-    a.ttl_ms = opts->ttl_ms;
-    a.wait_ms = opts->wait_ms;
-    a.watchdog_off = opts->watchdog_off != 0;
-    a.owner = owner;
-    a.no_reentry = opts->no_reentry != 0;
-    a.max_hold_ms = opts->max_hold_ms;
-    a.lock_delay_ms = opts->lock_delay_ms;
-    a.mode = opts->shared ? RLOCK__V1__LOCK_MODE__MODE_SHARED
-                          : RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE;
-    a.limit = opts->limit;
-    a.permits = opts->permits;
+    Rlock__V1__Acquire a;
+    rlk_acquire_fill(&a, rlk_handle_resource(h), opts, owner);
     Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
     req.body_case = RLOCK__V1__REQUEST__BODY_ACQUIRE;
     req.acquire = &a;
@@ -355,6 +373,55 @@ RLOCK_API enum rlock_err rlock_async_ping(struct rlock_client *c, rlock_done_fn 
     req.body_case = RLOCK__V1__REQUEST__BODY_PING;
     req.ping = &p;
     return async_submit(c, &req, RLK_CALL_PING, NULL, done, arg, id);
+}
+
+/* A Leader or Observe request of kind for election name. */
+static enum rlock_err async_elect(struct rlock_client *c, const char *name,
+                                  enum rlk_call_kind kind, rlock_done_fn done, void *arg,
+                                  uint64_t *id)
+{
+    enum rlock_err e = async_check(c);
+    if (e != RLOCK_OK)
+        return e;
+    if (name == NULL || name[0] == '\0' || done == NULL)
+        return rlk_fail(RLOCK_ERR_ARG, "election name is empty or no completion given");
+    struct rlk_call *call = async_call(kind, NULL, done, arg);
+    if (call != NULL && ((call->acq_resource = strdup(name)) == NULL ||
+                         (call->leader = calloc(1, sizeof *call->leader)) == NULL)) {
+        async_call_free(call);
+        call = NULL;
+    }
+    if (call == NULL)
+        return rlk_fail(RLOCK_ERR_NOMEM, "out of memory");
+    call->name = call->acq_resource;
+    Rlock__V1__Request req;
+    Rlock__V1__Leader l;
+    Rlock__V1__Observe o;
+    rlk_elect_fill(call, &req, &l, &o);
+    if (kind == RLK_CALL_UNOBSERVE) {
+        rlk_client_lock(c);
+        rlk_elect_unobserve(c, name);
+        rlk_client_unlock(c);
+    }
+    return async_queue(c, &req, call, id);
+}
+
+RLOCK_API enum rlock_err rlock_async_leader(struct rlock_client *c, const char *name,
+                                            rlock_done_fn done, void *arg, uint64_t *id)
+{
+    return async_elect(c, name, RLK_CALL_LEADER, done, arg, id);
+}
+
+RLOCK_API enum rlock_err rlock_async_observe(struct rlock_client *c, const char *name,
+                                             rlock_done_fn done, void *arg, uint64_t *id)
+{
+    return async_elect(c, name, RLK_CALL_OBSERVE, done, arg, id);
+}
+
+RLOCK_API enum rlock_err rlock_async_observe_stop(struct rlock_client *c, const char *name,
+                                                  rlock_done_fn done, void *arg, uint64_t *id)
+{
+    return async_elect(c, name, RLK_CALL_UNOBSERVE, done, arg, id);
 }
 
 RLOCK_API enum rlock_err rlock_async_cancel(struct rlock_client *c, uint64_t id)

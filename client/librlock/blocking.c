@@ -408,7 +408,10 @@ RLOCK_API enum rlock_err rlock_acquire(struct rlock_client *c, const char *resou
     uint64_t owner = acquire_owner(opts);
     if (owner == 0)
         return rlk_fail(RLOCK_ERR_ARG, "owner must be below RLOCK_OWNER_THREAD_BIT");
-    enum rlock_err e = call_enter(c);
+    enum rlock_err e = rlk_acquire_check(opts);
+    if (e != RLOCK_OK)
+        return e;
+    e = call_enter(c);
     if (e != RLOCK_OK)
         return e;
 
@@ -421,19 +424,8 @@ RLOCK_API enum rlock_err rlock_acquire(struct rlock_client *c, const char *resou
         call_leave(c);
         return rlk_fail(RLOCK_ERR_NOMEM, "out of memory");
     }
-    Rlock__V1__Acquire a = RLOCK__V1__ACQUIRE__INIT;
-    a.resource = (char *)rlk_handle_resource(h);
-    a.ttl_ms = opts->ttl_ms;
-    a.wait_ms = opts->wait_ms;
-    a.watchdog_off = opts->watchdog_off != 0;
-    a.owner = owner;
-    a.no_reentry = opts->no_reentry != 0;
-    a.max_hold_ms = opts->max_hold_ms;
-    a.lock_delay_ms = opts->lock_delay_ms;
-    a.mode = opts->shared ? RLOCK__V1__LOCK_MODE__MODE_SHARED
-                          : RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE;
-    a.limit = opts->limit;
-    a.permits = opts->permits;
+    Rlock__V1__Acquire a;
+    rlk_acquire_fill(&a, rlk_handle_resource(h), opts, owner);
     Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
     req.body_case = RLOCK__V1__REQUEST__BODY_ACQUIRE;
     req.acquire = &a;

@@ -35,6 +35,8 @@ struct rlock_client *rlk_client_new(const struct rlock_options *opts, enum rlk_m
     c->notes_tail = &c->notes;
     c->on_lost = opts->on_lost;
     c->on_lost_arg = opts->on_lost_arg;
+    c->on_leader = opts->on_leader;
+    c->on_leader_arg = opts->on_leader_arg;
     c->old_fd = -1;
     /* What a Resume repeats of the Hello. */
     c->hello_name = strdup(opts->client_name ? opts->client_name : "librlock");
@@ -69,6 +71,7 @@ void rlk_client_free(struct rlock_client *c)
     pthread_mutex_lock(&c->mu);
     rlk_lock_free_all(c);
     rlk_eng_free(c);
+    rlk_elect_free(c);
     pthread_mutex_unlock(&c->mu);
     free(c->addrs);
     free(c->hello_name);

@@ -151,6 +151,7 @@ static void owned_free(struct rlock_client *c, struct rlk_call *call)
 {
     free(call->held_frame);
     free(call->acq_resource);
+    free(call->leader);
     if (call->lock != NULL)
         rlk_lock_unref(call->lock);
     if (call->handle != NULL && call->kind == RLK_CALL_ACQUIRE)
@@ -227,18 +228,31 @@ void rlk_eng_note_lost(struct rlock_client *c, const char *resource, const char 
     }
     if (quiet || c->on_lost == NULL)
         return;
-    size_t rlen = strlen(resource) + 1, tlen = strlen(token) + 1;
-    struct rlk_note *n = malloc(sizeof *n + rlen + tlen);
+    struct rlk_note *n = rlk_note_add(c, RLK_NOTE_LOST, resource, token);
     if (n == NULL)
         return; /* the handle's state still says LOST */
-    memcpy(n->resource, resource, rlen);
-    n->token = n->resource + rlen;
-    memcpy(n->token, token, tlen);
     n->fence = fence;
     n->reason = reason;
+}
+
+struct rlk_note *rlk_note_add(struct rlock_client *c, enum rlk_note_kind kind,
+                              const char *resource, const char *text)
+{
+    size_t rlen = strlen(resource) + 1, tlen = strlen(text) + 1;
+    struct rlk_note *n = malloc(sizeof *n + rlen + tlen);
+    if (n == NULL)
+        return NULL;
+    memcpy(n->resource, resource, rlen);
+    n->token = n->resource + rlen;
+    memcpy(n->token, text, tlen);
+    n->kind = kind;
+    n->fence = 0;
+    n->reason = RLOCK_LOST_UNSPECIFIED;
+    n->elected = 0;
     n->next = NULL;
     *c->notes_tail = n;
     c->notes_tail = &n->next;
+    return n;
 }
 
 /* --- writing ------------------------------------------------------------------------- */
@@ -488,6 +502,10 @@ static Rlock__V1__Response__BodyCase expected_body(const struct rlk_call *call)
     case RLK_CALL_KEEP: return call->keep_body;
     case RLK_CALL_RESUME: return RLOCK__V1__RESPONSE__BODY_HELLO;
     case RLK_CALL_ADOPT: return RLOCK__V1__RESPONSE__BODY_ADOPT;
+    case RLK_CALL_LEADER:
+    case RLK_CALL_OBSERVE:
+    case RLK_CALL_UNOBSERVE:
+    case RLK_CALL_REOBSERVE: return RLOCK__V1__RESPONSE__BODY_LEADER;
     }
     return RLOCK__V1__RESPONSE__BODY__NOT_SET;
 }
@@ -624,6 +642,11 @@ static enum rlock_err take_ok(struct rlock_client *c, struct rlk_call *call,
         return RLOCK_OK;
     case RLK_CALL_KEEP:
         return keep_response(call, r);
+    case RLK_CALL_LEADER:
+    case RLK_CALL_OBSERVE:
+    case RLK_CALL_UNOBSERVE:
+    case RLK_CALL_REOBSERVE:
+        return rlk_elect_answer(c, call, r->leader);
     case RLK_CALL_CANCEL:
     case RLK_CALL_FORGET:
     case RLK_CALL_RESUME: /* answered in move.c */
@@ -696,6 +719,9 @@ static void take_event(struct rlock_client *c, const Rlock__V1__Event *ev)
             rlk_eng_end(c, why, 0);
         return;
     }
+    case RLOCK__V1__EVENT__BODY_LEADER_CHANGED:
+        rlk_elect_changed(c, ev->leader_changed);
+        return;
     default:
         return; /* an event kind this library does not know: ignore */
     }

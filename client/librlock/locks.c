@@ -653,3 +653,41 @@ RLOCK_API int rlock_lost_fd(struct rlock_client *c)
     rlk_client_unlock(c);
     return fd;
 }
+
+/* --- acquire requests ----------------------------------------------------------------- */
+
+enum rlock_err rlk_acquire_check(const struct rlock_acquire_opts *o)
+{
+    if (o->campaign_value == NULL)
+        return RLOCK_OK;
+    size_t len = strlen(o->campaign_value);
+    if (len > RLOCK_VALUE_MAX)
+        return rlk_fail(RLOCK_ERR_ARG,
+                        "campaign value of %zu bytes: at most RLOCK_VALUE_MAX (%u) bytes", len,
+                        RLOCK_VALUE_MAX);
+    if (o->shared || o->limit > 0 || o->permits > 0)
+        return rlk_fail(RLOCK_ERR_ARG,
+                        "a campaign is an exclusive lock: shared, limit and permits must be 0");
+    return RLOCK_OK;
+}
+
+void rlk_acquire_fill(Rlock__V1__Acquire *a, const char *resource,
+                      const struct rlock_acquire_opts *o, uint64_t owner)
+{
+    rlock__v1__acquire__init(a);
+    a->resource = (char *)resource;
+    a->ttl_ms = o->ttl_ms;
+    a->wait_ms = o->wait_ms;
+    a->watchdog_off = o->watchdog_off != 0;
+    a->owner = owner;
+    a->no_reentry = o->no_reentry != 0;
+    a->max_hold_ms = o->max_hold_ms;
+    a->lock_delay_ms = o->lock_delay_ms;
+    a->mode = o->shared ? RLOCK__V1__LOCK_MODE__MODE_SHARED : RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE;
+    a->limit = o->limit;
+    a->permits = o->permits;
+    if (o->campaign_value != NULL) {
+        a->campaign = 1;
+        a->value = (char *)o->campaign_value;
+    }
+}

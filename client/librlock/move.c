@@ -96,8 +96,12 @@ void rlk_move_settle(struct rlock_client *c, struct rlk_call *call)
     case RLK_CALL_STATS:
     case RLK_CALL_KEEP:
     case RLK_CALL_HELLO:
+    case RLK_CALL_LEADER:
+    case RLK_CALL_OBSERVE:
+    case RLK_CALL_UNOBSERVE:
         rlk_eng_complete_err(c, call, RLOCK_ERR_UNAVAILABLE, "%s", lost);
         return;
+    case RLK_CALL_REOBSERVE: /* sent again after the next resume */
     case RLK_CALL_KEEPALIVE:
     case RLK_CALL_CANCEL:
     case RLK_CALL_RESUME:
@@ -313,6 +317,8 @@ static void finish(struct rlock_client *c)
         rlk_reactor_reschedule(c, now);
     else
         c->async_wake = now;
+    /* This daemon may not know what the session observed, nor what changed meanwhile. */
+    rlk_elect_resumed(c);
 }
 
 /* The daemon refused the Resume for good: the session cannot be carried on. */

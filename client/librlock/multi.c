@@ -98,6 +98,9 @@ RLOCK_API enum rlock_err rlock_acquire_all(struct rlock_client *c, const char *c
     if (n == 0 || n > RLOCK_ACQUIRE_ALL_MAX)
         return rlk_fail(RLOCK_ERR_ARG, "between 1 and %d resources, not %zu",
                         RLOCK_ACQUIRE_ALL_MAX, n);
+    if (opts != NULL && opts->campaign_value != NULL)
+        return rlk_fail(RLOCK_ERR_ARG, "rlock_acquire_all takes no campaign_value: an "
+                                       "election is campaigned for on its own");
     size_t order[RLOCK_ACQUIRE_ALL_MAX];
     for (size_t i = 0; i < n; i++) {
         out[i] = NULL;

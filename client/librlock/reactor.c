@@ -14,8 +14,8 @@
  * time. It never runs application code, so a slow callback cannot delay a
  * keepalive and cost every client its session.
  *
- * The callback thread runs the lost-lock callbacks, one at a time, from a
- * queue the engine's notes are posted to.
+ * The callback thread runs the lost-lock and election callbacks, one at a
+ * time, from a queue the engine's notes are posted to.
  *
  * Removing a client: the I/O thread holds client pointers only within one
  * turn of its loop (epoll's data, the heap pop), and counts turns. A client
@@ -488,7 +488,7 @@ static void *cb_main(void *arg)
             /* Closed from an earlier callback of this batch: no further calls. */
             if (atomic_load(&c->cb_closed))
                 break;
-            c->on_lost(c, n->resource, n->token, n->fence, n->reason, c->on_lost_arg);
+            rlk_note_deliver(c, n);
         }
         notes_free(it->notes);
         free(it);

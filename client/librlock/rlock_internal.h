@@ -18,6 +18,8 @@
  *   async.c     the asynchronous API, the engine driven by the application
  *   admin.c     the operators' requests (blocking), their replies unpacked by
  *               the calling thread
+ *   elect.c     leader elections: Leader and Observe (blocking), the elections
+ *               a session observes, their LeaderChanged events
  *
  * Who calls whom. The API layers (blocking.c, async.c, admin.c) call down into
  * the engine and locks under c->mu. The engine and locks.c call above them only
@@ -98,6 +100,11 @@ enum rlk_call_kind {
                            call->kept for the caller to unpack on its own thread */
     RLK_CALL_RESUME,    /* the engine's Resume of a moving session (move.c) */
     RLK_CALL_ADOPT,     /* the engine's Adopt of one lock after a Resume (move.c) */
+    RLK_CALL_LEADER,    /* Leader: the answer goes to call->leader (elect.c) */
+    RLK_CALL_OBSERVE,   /* Observe: likewise, and call->name is observed from then on */
+    RLK_CALL_UNOBSERVE, /* Observe with stop */
+    RLK_CALL_REOBSERVE, /* the engine's own Observe of an observed election after a resume:
+                           a change since is reported (elect.c) */
 };
 
 /* Bits of rlk_call.state, the futex word a blocking caller sleeps on. */
@@ -144,15 +151,31 @@ struct rlk_call {
     Rlock__V1__Response__BodyCase keep_body; /* keep: the reply body expected */
     uint8_t *kept;            /* keep: the packed Response (malloc'd; the caller frees it) */
     size_t kept_len;
+    const char *name;         /* leader, observe: the election (owned calls: acq_resource) */
+    struct rlock_leader *leader; /* leader, observe: filled in on completion (owned calls:
+                                    malloc'd, freed with the call) */
 };
 
-/* A lost lock to report to the application (callback and lost fd). */
+/* What a note reports: a lost lock (on_lost), or a change of an observed election (on_leader). */
+enum rlk_note_kind { RLK_NOTE_LOST, RLK_NOTE_LEADER };
+
+/* A lost lock or an election's change to report to the application, in order. */
 struct rlk_note {
     struct rlk_note *next;
-    uint64_t fence;
-    enum rlock_lost_reason reason;
-    char *token;
+    enum rlk_note_kind kind;
+    uint64_t fence;  /* lost: the lock's fence; leader: the term */
+    enum rlock_lost_reason reason; /* lost */
+    int elected;     /* leader */
+    char *token;     /* lost: the lock's token; leader: the value */
     char resource[]; /* NUL-terminated */
+};
+
+/* An election the session observes (elect.c): the latest leader reported for it. */
+struct rlk_observed {
+    struct rlk_observed *next;
+    uint64_t term;
+    int elected;
+    char name[]; /* NUL-terminated */
 };
 
 /* --- the client ----------------------------------------------------------------- */
@@ -213,6 +236,8 @@ struct rlock_client {
     unsigned fork_gen;       /* rlk_fork_gen() when created: another value = inherited */
     rlock_lost_fn on_lost;   /* immutable */
     void *on_lost_arg;
+    rlock_leader_fn on_leader; /* immutable */
+    void *on_leader_arg;
     int fd;
 
     /* TLS (tls.c): the options kept from rlock_options, the context made from them when an
@@ -265,7 +290,8 @@ struct rlock_client {
     int lost_fd;                    /* eventfd, or -1 */
     /* outputs of the engine, handed over by the driver once mu is released */
     struct rlk_call *done_head, **done_tail; /* owned calls completed, with a done_fn */
-    struct rlk_note *notes, **notes_tail;    /* lost locks to report */
+    struct rlk_note *notes, **notes_tail;    /* lost locks and elections' changes to report */
+    struct rlk_observed *observed;           /* the elections observed (elect.c) */
     /* blocking mode */
     uint32_t calls_active;          /* blocking calls between entry and return */
     pthread_cond_t idle_cv;         /* signalled when calls_active drops to 0 */
@@ -448,6 +474,10 @@ int rlk_eng_cancel_id(struct rlock_client *c, uint64_t id);
 /* Complete call with err and a detail message (the engine's own failures). */
 void rlk_eng_complete_err(struct rlock_client *c, struct rlk_call *call, enum rlock_err err,
                           const char *fmt, ...) RLK_PRINTF(4, 5);
+/* Queue a note of kind about resource, with text (lost: the token; leader: the value) and
+ * every other field 0, for the application; NULL when out of memory. */
+struct rlk_note *rlk_note_add(struct rlock_client *c, enum rlk_note_kind kind,
+                              const char *resource, const char *text);
 /* Record a lost lock for the application: the lost fd, and the callback unless quiet. */
 void rlk_eng_note_lost(struct rlock_client *c, const char *resource, const char *token,
                        uint64_t fence, enum rlock_lost_reason reason, int quiet);
@@ -484,6 +514,26 @@ void rlk_reactor_swap_fd(struct rlock_client *c, int old_fd);
 int rlk_conn_start(const char *address, unsigned pick, int *done, char *err, size_t errlen);
 /* A connect started by rlk_conn_start ended: 0 connected, or the errno. */
 int rlk_conn_result(int fd);
+
+/* --- elect.c ------------------------------------------------------------------------ */
+/* Every function here but rlk_note_deliver runs with c->mu held. */
+
+/* Fill a Leader or Observe request for call (kind LEADER, OBSERVE or UNOBSERVE; name set). */
+void rlk_elect_fill(const struct rlk_call *call, Rlock__V1__Request *req, Rlock__V1__Leader *l,
+                    Rlock__V1__Observe *o);
+/* Before an UNOBSERVE call is sent: its election is no longer observed, no change reported. */
+void rlk_elect_unobserve(struct rlock_client *c, const char *name);
+/* The OK answer r to call (LEADER, OBSERVE, UNOBSERVE, REOBSERVE); returns the call's error. */
+enum rlock_err rlk_elect_answer(struct rlock_client *c, struct rlk_call *call,
+                                const Rlock__V1__LeaderReply *r);
+/* A LeaderChanged event: reported when its election is observed and it is news. */
+void rlk_elect_changed(struct rlock_client *c, const Rlock__V1__LeaderChanged *ev);
+/* The session resumed on a new connection: observe every observed election there again. */
+void rlk_elect_resumed(struct rlock_client *c);
+/* Forget every observed election (the client is freed). */
+void rlk_elect_free(struct rlock_client *c);
+/* Run the application's callback for note n (mu not held; on the callback's thread). */
+void rlk_note_deliver(struct rlock_client *c, const struct rlk_note *n);
 
 /* --- locks.c ------------------------------------------------------------------------ */
 
@@ -548,6 +598,14 @@ int64_t rlk_lock_earliest_end(const struct rlock_client *c);
 void rlk_lock_free_all(struct rlock_client *c);
 /* c->mu held: the keepalive interval the held locks need (0: no requirement). */
 uint32_t rlk_lock_keepalive_need(const struct rlock_client *c);
+/*
+ * Check the options of an acquire (RLOCK_ERR_ARG with the thread's error set, as for a
+ * campaign value too long or a campaign that is shared), and fill its request for
+ * resource and owner (strings point into resource and o).
+ */
+enum rlock_err rlk_acquire_check(const struct rlock_acquire_opts *o);
+void rlk_acquire_fill(Rlock__V1__Acquire *a, const char *resource,
+                      const struct rlock_acquire_opts *o, uint64_t owner);
 
 /* --- blocking.c / async.c ------------------------------------------------------------ */
 

@@ -2,7 +2,8 @@
 /*
  * rlockctl.c — the command-line client of rlockd: global options, the auth
  * token, the table of subcommands, and the small ones (ping, stats). `run`
- * lives in rlockctl_run.c, the operators' views in rlockctl_admin.c.
+ * and `elect` live in rlockctl_run.c, `leader` in rlockctl_leader.c, the
+ * operators' views in rlockctl_admin.c.
  */
 #include "rlockctl.h"
 #include "rlockctl_out.h"
@@ -27,20 +28,22 @@
 
 /* Every exit status rlockctl uses, for --help (docs/rlockctl.md repeats it). */
 #define CTL_EXIT_CODES(X)                                                                     \
-    X("0", "success (run: the command's own exit status; 128+N if killed by signal N)")       \
+    X("0", "success (run, elect: the command's own exit status; 128+N if killed by")         \
+    X("", "signal N; leader: a candidate leads)")                                             \
     X("64", "usage error, or the daemon refused an argument as invalid")                      \
     X("66", "release --force: no session of the daemon holds the resource; kill-session:") \
-    X("", "no such session")                                                                  \
+    X("", "no such session; leader: nobody leads the election")                               \
     X("69", "cannot connect, or the daemon is unavailable, shutting down or not answering")   \
     X("70", "any other failure")                                                              \
     X("75", "lock not acquired: held elsewhere, --wait ran out, or a daemon limit was")       \
-    X("", "reached (too many locks on the session or waiters on the resource)")               \
+    X("", "reached (too many locks on the session or waiters on the resource); elect:")       \
+    X("", "not elected within --wait")                                                        \
     X("77", "the daemon refused the auth token (missing or wrong), or the command needs")    \
     X("", "an admin token")                                                                   \
     X("79", "run: the lock was lost before the job was over (it was stopped), or before")     \
-    X("", "the command started (it was not started)")                                         \
-    X("126", "run: the command could not be executed")                                        \
-    X("127", "run: the command was not found")
+    X("", "the command started (it was not started); elect: the leadership, likewise")        \
+    X("126", "run, elect: the command could not be executed")                                 \
+    X("127", "run, elect: the command was not found")
 
 void ctl_err(const char *fmt, ...)
 {
@@ -396,6 +399,8 @@ static const struct ctl_cmd {
     const char *summary;
 } ctl_cmds[] = {
     {"run", ctl_run, "run a command while holding a lock (a distributed flock)"},
+    {"elect", ctl_elect, "campaign in an election, run a command while leader"},
+    {"leader", ctl_leader, "print who leads an election, or watch it change"},
     {"ping", cmd_ping, "time round trips to the daemon"},
     {"stats", cmd_stats, "print the daemon's counters"},
     {"info", ctl_info, "describe the daemon: version, configuration, Redis, limits"},

@@ -13,6 +13,8 @@
 
 /* The lock was lost while the command ran (no sysexits.h code fits). */
 #define CTL_EX_LOST 79
+/* leader: nobody leads the election (as for release --force when nobody holds the lock). */
+#define CTL_EX_NO_LEADER EX_NOINPUT
 /* The shell's codes for a command that cannot be executed / found. */
 #define CTL_EX_NOEXEC 126
 #define CTL_EX_NOTFOUND 127
@@ -76,6 +78,10 @@ int ctl_other_option(struct ctl *ctl, const char *cmd, int ch, char *const argv[
 
 /* Subcommands: argv[0] is the subcommand's name; each returns the exit code. */
 int ctl_run(struct ctl *ctl, int argc, char **argv);
+/* `run` under a campaign: the command runs while leader (rlockctl_run.c). */
+int ctl_elect(struct ctl *ctl, int argc, char **argv);
+/* Who leads an election, once or as it changes (rlockctl_leader.c). */
+int ctl_leader(struct ctl *ctl, int argc, char **argv);
 /* The operators' views and actions (rlockctl_admin.c). */
 int ctl_sessions(struct ctl *ctl, int argc, char **argv);
 int ctl_locks(struct ctl *ctl, int argc, char **argv);

@@ -441,7 +441,10 @@ static int lock_visit(const struct rlock_lock_entry *e, void *arg)
         ctl_json_bool(&j, "watchdog", e->watchdog);
         ctl_json_num(&j, "hold_count", e->hold_count);
         ctl_json_num(&j, "waiters", e->waiters);
-        ctl_json_str(&j, "kind", e->limit > 0 ? "semaphore" : e->shared ? "shared" : "exclusive");
+        ctl_json_str(&j, "kind", e->limit > 0 ? "semaphore"
+                                 : e->leader  ? "leader"
+                                 : e->shared  ? "shared"
+                                              : "exclusive");
         ctl_json_num(&j, "limit", e->limit);
         ctl_json_num(&j, "permits", e->permits);
         ctl_json_close(&j);
@@ -452,7 +455,7 @@ static int lock_visit(const struct rlock_lock_entry *e, void *arg)
     if (e->limit > 0)
         snprintf(kind, sizeof kind, "sem %" PRIu32 "/%" PRIu32, e->permits, e->limit);
     else
-        snprintf(kind, sizeof kind, "%s", e->shared ? "shared" : "excl");
+        snprintf(kind, sizeof kind, "%s", e->leader ? "leader" : e->shared ? "shared" : "excl");
     ctl_fmt_time(e->acquired_at_ms, since, sizeof since);
     ctl_fmt_duration(e->ttl_ms, ttl, sizeof ttl);
     ctl_fmt_duration(e->ttl_left_ms, left, sizeof left);

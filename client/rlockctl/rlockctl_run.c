@@ -23,6 +23,12 @@
  * machine suspended) until long after, and the lock's session with it. The
  * command dies with rlockctl (PR_SET_PDEATHSIG), since the lock dies with
  * its session; the rest of the job cannot be covered that way.
+ *
+ * `rlockctl elect` is the same job under a campaign: the lock is the
+ * election's (rlock_acquire_opts.campaign_value), its fence the leader's term
+ * (RLOCK_TERM too), the wait is for ever unless --wait, losing the lock is
+ * losing the leadership (the job is stopped as on any loss), and the release
+ * when the job is over is the resignation.
  */
 #include "rlockctl.h"
 #include "rlockctl_job.h"
@@ -33,6 +39,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +60,12 @@
  */
 #define RUN_KILL_ROUND_MS 20
 #define RUN_KILL_WAIT_MS 10000
+/*
+ * The wait asked for by a campaign that waits for ever (elect without
+ * --wait): the daemon caps it ([limits] max_wait) and answers TIMEOUT at the
+ * cap; the campaign then asks again.
+ */
+#define RUN_FOREVER_WAIT_MS (24u * 3600u * 1000u)
 
 /*
  * Write end of the self-pipe. A signal handler can reach nothing else, and
@@ -83,11 +96,37 @@ struct run {
     uint32_t limit;       /* --limit N: RESOURCE is a semaphore of N permits (0: a lock) */
     uint32_t permits;     /* --permits K: permits taken (0: 1) */
     int no_wait_children; /* release when the command exits, whatever it left running */
+    const char *campaign_value; /* elect: the candidate's value (NULL: run) */
+    int wait_forever;     /* elect without --wait */
     const char *name;
     int caught[RUN_NSIGNALS]; /* 1 where our handler is installed */
     sigset_t old_mask;        /* the signal mask rlockctl was started with */
     int wake[2];              /* self-pipe; -1 when not open */
 };
+
+/* The subcommand, for messages: "run" or "elect" (one per process), and what it holds. */
+static const char *run_cmd = "run";
+static const char *run_noun = "lock";
+
+/* "rlockctl: run: " (or "elect: ") + message + newline on stderr. */
+static void run_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void run_err(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "rlockctl: %s: ", run_cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* "run: OPT" (or "elect: OPT"), for ctl_duration's messages. */
+static const char *run_opt(const char *opt)
+{
+    static char buf[64];
+    snprintf(buf, sizeof buf, "%s: %s", run_cmd, opt);
+    return buf;
+}
 
 static void run_usage(FILE *f)
 {
@@ -144,12 +183,59 @@ static void run_usage(FILE *f)
             "70 other.\n");
 }
 
+static void elect_usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: rlockctl [OPTIONS] elect [ELECT-OPTIONS] NAME [--] COMMAND [ARGS...]\n"
+            "\n"
+            "Campaign in the election NAME, waiting (for ever, unless --wait) until elected,\n"
+            "then run COMMAND as the leader, as 'rlockctl run' runs it, and resign once\n"
+            "COMMAND and every process it started have exited; exit with COMMAND's status.\n"
+            "COMMAND finds RLOCK_TERM (decimal: the leader's term, which only grows), and\n"
+            "RLOCK_FENCE (the same number), RLOCK_TOKEN and RLOCK_RESOURCE (NAME) in its\n"
+            "environment; pass the term to the storage you guard, which should refuse writes\n"
+            "with a term below the highest it has seen. 'rlockctl leader NAME' shows who\n"
+            "leads, by the value given with --value.\n"
+            "\n"
+            "      --value V       this candidate's value, shown to everyone who asks who\n"
+            "                      leads (an address, a name; at most %u bytes; default\n"
+            "                      HOST:PID of this rlockctl)\n"
+            "  -w, --wait D        give up after waiting D to be elected (exit 75; default:\n"
+            "                      wait for ever; 0: try once); a daemon that cannot reach\n"
+            "                      Redis is asked again meanwhile\n"
+            "  -l, --ttl D         lease of the leadership (default: the daemon's default_ttl);\n"
+            "                      renewed while rlockctl's session lives, so a leader that\n"
+            "                      dies or is cut off is replaced at the latest after it\n"
+            "  -g, --grace D       after the leadership is lost, time between SIGTERM and\n"
+            "                      SIGKILL to the job (default 5s)\n"
+            "  -N, --no-watchdog   the daemon does not renew the lease: the job is stopped\n"
+            "                      once the lease runs out\n"
+            "      --no-wait-children\n"
+            "                      resign as soon as COMMAND exits, and leave what it started\n"
+            "                      running\n"
+            "  -n, --name NAME     client name shown in the daemon's logs (default rlockctl)\n"
+            "  -h, --help          show this help\n" CTL_GLOBAL_HELP
+            "\n"
+            "If the leadership is lost (the session ended, an operator took it away), every\n"
+            "process of the job gets SIGTERM, then SIGKILL after --grace, and rlockctl exits\n"
+            "79 once they are gone: another candidate may be leader by then. Signals and the\n"
+            "terminal are handled as by 'rlockctl run'. If rlockctl itself dies (kill -9),\n"
+            "COMMAND is killed with it, the session ends and the next candidate is elected.\n"
+            "\n"
+            "Exit status: COMMAND's (128+N if killed by signal N); 75 not elected within\n"
+            "--wait (or a daemon limit reached); 79 leadership lost (the job was stopped, or\n"
+            "COMMAND not started); 69 daemon unreachable or unavailable; 64 usage error; 126\n"
+            "COMMAND not executable; 127 COMMAND not found; 70 other.\n",
+            RLOCK_VALUE_MAX);
+}
+
 /* getopt_long's value for the options without a short form (above any char). */
 enum {
     RUN_OPT_NO_WAIT_CHILDREN = 0x100,
     RUN_OPT_SHARED = 0x101,
     RUN_OPT_LIMIT = 0x102,
-    RUN_OPT_PERMITS = 0x103
+    RUN_OPT_PERMITS = 0x103,
+    RUN_OPT_VALUE = 0x104
 };
 
 /* A count from 1 to max for option what; 0, or -1 after saying why. */
@@ -159,7 +245,7 @@ static int run_count(const char *what, const char *text, uint32_t max, uint32_t 
     errno = 0;
     unsigned long v = strtoul(text, &end, 10);
     if (errno != 0 || *end != '\0' || text[0] == '-' || v < 1 || v > max) {
-        ctl_err("run: %s: '%s' is not a number from 1 to %u", what, text, max);
+        run_err("%s: '%s' is not a number from 1 to %u", what, text, max);
         return -1;
     }
     *out = (uint32_t)v;
@@ -169,7 +255,7 @@ static int run_count(const char *what, const char *text, uint32_t max, uint32_t 
 /* Parse options and operands. Returns -1 to go on, else the exit code. */
 static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
 {
-    static const struct option longopts[] = {
+    static const struct option run_longopts[] = {
         {"ttl", required_argument, NULL, 'l'},
         {"also", required_argument, NULL, 'a'},
         {"wait", required_argument, NULL, 'w'},
@@ -184,27 +270,53 @@ static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
         CTL_GLOBAL_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
+    /* elect: run's options that make sense for one exclusive lock, and --value. */
+    static const struct option elect_longopts[] = {
+        {"value", required_argument, NULL, RUN_OPT_VALUE},
+        {"ttl", required_argument, NULL, 'l'},
+        {"wait", required_argument, NULL, 'w'},
+        {"grace", required_argument, NULL, 'g'},
+        {"no-watchdog", no_argument, NULL, 'N'},
+        {"no-wait-children", no_argument, NULL, RUN_OPT_NO_WAIT_CHILDREN},
+        {"name", required_argument, NULL, 'n'},
+        {"help", no_argument, NULL, 'h'},
+        CTL_GLOBAL_LONGOPTS,
+        {NULL, 0, NULL, 0},
+    };
+    int elect = r->campaign_value != NULL;
+    const struct option *longopts = elect ? elect_longopts : run_longopts;
+    const char *shortopts = elect ? "+:l:w:g:Nn:h" CTL_GLOBAL_SHORTOPTS
+                                  : "+:l:a:w:g:Nn:h" CTL_GLOBAL_SHORTOPTS;
     int ch, rc;
-    while ((ch = getopt_long(argc, argv, "+:l:a:w:g:Nn:h" CTL_GLOBAL_SHORTOPTS, longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
         switch (ch) {
         case 'l':
-            if (ctl_duration("run: --ttl", optarg, &r->ttl_ms) < 0)
+            if (ctl_duration(run_opt("--ttl"), optarg, &r->ttl_ms) < 0)
                 return EX_USAGE;
             break;
         case 'a':
             if (r->nres + 1 >= RLOCK_ACQUIRE_ALL_MAX) {
-                ctl_err("run: at most %d resources (RESOURCE and %d --also)",
+                run_err("at most %d resources (RESOURCE and %d --also)",
                         RLOCK_ACQUIRE_ALL_MAX, RLOCK_ACQUIRE_ALL_MAX - 1);
                 return EX_USAGE;
             }
             r->resources[++r->nres] = optarg; /* [0] is RESOURCE, known after the options */
             break;
         case 'w':
-            if (ctl_duration("run: --wait", optarg, &r->wait_ms) < 0)
+            if (ctl_duration(run_opt("--wait"), optarg, &r->wait_ms) < 0)
                 return EX_USAGE;
+            r->wait_forever = 0;
+            break;
+        case RUN_OPT_VALUE:
+            if (strlen(optarg) > RLOCK_VALUE_MAX) {
+                run_err("--value is %zu bytes long: at most %u", strlen(optarg),
+                        RLOCK_VALUE_MAX);
+                return EX_USAGE;
+            }
+            r->campaign_value = optarg;
             break;
         case 'g':
-            if (ctl_duration("run: --grace", optarg, &r->grace_ms) < 0)
+            if (ctl_duration(run_opt("--grace"), optarg, &r->grace_ms) < 0)
                 return EX_USAGE;
             break;
         case 'N':
@@ -228,16 +340,19 @@ static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
             r->name = optarg;
             break;
         case 'h':
-            run_usage(stdout);
+            if (elect)
+                elect_usage(stdout);
+            else
+                run_usage(stdout);
             return EX_OK;
         default:
-            if ((rc = ctl_other_option(ctl, "run", ch, argv)) != 0)
+            if ((rc = ctl_other_option(ctl, run_cmd, ch, argv)) != 0)
                 return rc;
             break;
         }
     }
     if (optind >= argc) {
-        ctl_err("run: no RESOURCE given (see rlockctl run --help)");
+        run_err("no %s given (see rlockctl %s --help)", elect ? "NAME" : "RESOURCE", run_cmd);
         return EX_USAGE;
     }
     r->resource = r->resources[0] = argv[optind++];
@@ -245,21 +360,21 @@ static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
     for (size_t i = 1; i < r->nres; i++)
         for (size_t k = 0; k < i; k++)
             if (strcmp(r->resources[i], r->resources[k]) == 0) {
-                ctl_err("run: '%s' is named twice", r->resources[i]);
+                run_err("'%s' is named twice", r->resources[i]);
                 return EX_USAGE;
             }
     if (r->limit > 0 && (r->shared || r->nres > 1)) {
-        ctl_err("run: --limit takes one RESOURCE, without --shared or --also");
+        run_err("--limit takes one RESOURCE, without --shared or --also");
         return EX_USAGE;
     }
     if (r->permits > 0 && (r->limit == 0 || r->permits > r->limit)) {
-        ctl_err("run: --permits needs --limit, and at most that many");
+        run_err("--permits needs --limit, and at most that many");
         return EX_USAGE;
     }
     if (optind < argc && strcmp(argv[optind], "--") == 0)
         optind++;
     if (optind >= argc) {
-        ctl_err("run: no COMMAND given (see rlockctl run --help)");
+        run_err("no COMMAND given (see rlockctl %s --help)", run_cmd);
         return EX_USAGE;
     }
     r->argv = argv + optind;
@@ -374,8 +489,9 @@ static void run_exec(const struct run *r, const struct job *j, int errfd, pid_t 
 }
 
 /* RESOURCE's fence, token and name; every fence in RLOCK_FENCES (always set: a run nested in
- * a run with --also must not inherit the outer one's list). */
-static int run_export(struct rlock_lock *const *locks, size_t n)
+ * a run with --also must not inherit the outer one's list); elect: the fence as RLOCK_TERM
+ * (and a run nested in an elect's job does not inherit it). */
+static int run_export(struct rlock_lock *const *locks, size_t n, int elect)
 {
     char fence[32], fences[RLOCK_ACQUIRE_ALL_MAX * 21 + 1];
     size_t used = 0;
@@ -386,8 +502,9 @@ static int run_export(struct rlock_lock *const *locks, size_t n)
     if (setenv("RLOCK_FENCE", fence, 1) < 0 ||
         setenv("RLOCK_TOKEN", rlock_lock_token(locks[0]), 1) < 0 ||
         setenv("RLOCK_RESOURCE", rlock_lock_resource(locks[0]), 1) < 0 ||
-        setenv("RLOCK_FENCES", fences, 1) < 0) {
-        ctl_err("run: setenv: %s", strerror(errno));
+        setenv("RLOCK_FENCES", fences, 1) < 0 ||
+        (elect ? setenv("RLOCK_TERM", fence, 1) : unsetenv("RLOCK_TERM")) < 0) {
+        run_err("setenv: %s", strerror(errno));
         return -1;
     }
     return 0;
@@ -402,7 +519,7 @@ static pid_t run_spawn(const struct run *r, struct job *j, int *status)
 {
     int errpipe[2];
     if (pipe2(errpipe, O_CLOEXEC) < 0) {
-        ctl_err("run: pipe: %s", strerror(errno));
+        run_err("pipe: %s", strerror(errno));
         return -1;
     }
     pid_t parent = getpid();
@@ -411,7 +528,7 @@ static pid_t run_spawn(const struct run *r, struct job *j, int *status)
         run_exec(r, j, errpipe[1], parent);
     close(errpipe[1]);
     if (pid < 0) {
-        ctl_err("run: fork: %s", strerror(errno));
+        run_err("fork: %s", strerror(errno));
         close(errpipe[0]);
         return -1;
     }
@@ -424,7 +541,7 @@ static pid_t run_spawn(const struct run *r, struct job *j, int *status)
     while (n < 0 && errno == EINTR);
     close(errpipe[0]);
     if (n == (ssize_t)sizeof err) {
-        ctl_err("run: cannot execute '%s': %s", r->argv[0], strerror(err));
+        run_err("cannot execute '%s': %s", r->argv[0], strerror(err));
         while (waitpid(pid, status, 0) < 0 && errno == EINTR)
             ;
         return 0;
@@ -538,7 +655,7 @@ static void run_enter(const struct run *r, const struct job *j, struct run_sup *
          * time. SIGTERM went out once: what is forked after it is the
          * job's own clean-up, which the grace period is for.
          */
-        ctl_err("run: the job is still running %" PRIu32 " ms after SIGTERM: SIGKILL",
+        run_err("the job is still running %" PRIu32 " ms after SIGTERM: SIGKILL",
                 r->grace_ms);
         s->deadline = now + RUN_KILL_WAIT_MS;
     }
@@ -552,12 +669,12 @@ static void run_lost(const struct run *r, const struct job *j, struct run_sup *s
     const char *why = run_lock_why(s->gone);
     const char *name = rlock_lock_resource(s->gone);
     if (s->phase == RUN_COMMAND)
-        ctl_err("run: lock '%s' lost (%s): stopping the job (command pid %ld)", name, why,
+        run_err("%s '%s' lost (%s): stopping the job (command pid %ld)", run_noun, name, why,
                 (long)j->pid);
     else if (s->phase == RUN_LEFTOVERS)
-        ctl_err("run: lock '%s' lost (%s): stopping what the command left running", name, why);
+        run_err("%s '%s' lost (%s): stopping what the command left running", run_noun, name, why);
     else
-        ctl_err("run: lock '%s' lost (%s) while stopping the job", name, why);
+        run_err("%s '%s' lost (%s) while stopping the job", run_noun, name, why);
     if (s->phase < RUN_STOPPING)
         run_enter(r, j, s, RUN_STOPPING);
 }
@@ -583,7 +700,7 @@ static void run_job_stopped(const struct run *r, struct job *j, struct run_sup *
 static void run_stop_leftovers(const struct run *r, const struct job *j, struct run_sup *s,
                                int sig)
 {
-    ctl_err("run: SIG%s: stopping what the command left running", sigabbrev_np(sig));
+    run_err("SIG%s: stopping what the command left running", sigabbrev_np(sig));
     run_enter(r, j, s, RUN_STOPPING);
 }
 
@@ -690,7 +807,7 @@ static int run_supervise(const struct run *r, struct job *j, struct rlock_lock *
         if (s.phase == RUN_KILLING) {
             if (now >= s.deadline) {
                 if (job_survivors(j) > 0)
-                    ctl_err("run: warning: not waiting any longer, %d ms after SIGKILL",
+                    run_err("warning: not waiting any longer, %d ms after SIGKILL",
                             RUN_KILL_WAIT_MS);
                 return s.lost;
             }
@@ -748,12 +865,12 @@ static int run_settle(const struct ctl *ctl, const struct run *r, struct rlock_c
         struct rlock_lock *l = locks[i];
         if (rlock_lock_state(l) == RLOCK_LOST) {
             /* Noticed only after the job's end: its status stands, nothing to release. */
-            ctl_err("run: note: lock '%s' found lost (%s) only after the command ended",
-                    r->resources[i], rlock_lost_reason_str(rlock_lock_lost_reason(l)));
+            run_err("note: %s '%s' found lost (%s) only after the command ended",
+                    run_noun, r->resources[i], rlock_lost_reason_str(rlock_lock_lost_reason(l)));
         } else if (run_release(ctl, l) != RLOCK_OK) {
             char msg[256];
             rlock_errmsg(c, msg, sizeof msg);
-            ctl_err("run: warning: release of '%s' failed: %s (closing the session releases "
+            run_err("warning: release of '%s' failed: %s (closing the session releases "
                     "it)", r->resources[i], msg);
         }
     }
@@ -764,10 +881,10 @@ static int run_settle(const struct ctl *ctl, const struct run *r, struct rlock_c
 static int run_locked(const struct ctl *ctl, struct run *r, struct rlock_client *c,
                       struct rlock_lock *const *locks)
 {
-    if (run_export(locks, r->nres) < 0)
+    if (run_export(locks, r->nres, r->campaign_value != NULL) < 0)
         return EX_SOFTWARE;
     if (pipe2(r->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
-        ctl_err("run: pipe: %s", strerror(errno));
+        run_err("pipe: %s", strerror(errno));
         r->wake[0] = r->wake[1] = -1;
         return EX_SOFTWARE;
     }
@@ -775,14 +892,14 @@ static int run_locked(const struct ctl *ctl, struct run *r, struct rlock_client 
     int rc = EX_SOFTWARE;
     struct job j = {.tty = -1};
     if (run_catch_signals(r) < 0) {
-        ctl_err("run: sigaction: %s", strerror(errno));
+        run_err("sigaction: %s", strerror(errno));
         goto out;
     }
     /* Lost already (e.g. rlockctl was stopped right after the grant): never start unguarded. */
     struct run_sup first = {.locks = locks, .nlocks = r->nres};
     if (run_first_gone(&first) != NULL) {
-        ctl_err("run: lock '%s' lost (%s) before the command started; not running it",
-                rlock_lock_resource(first.gone), run_lock_why(first.gone));
+        run_err("%s '%s' lost (%s) before the command started; not running it",
+                run_noun, rlock_lock_resource(first.gone), run_lock_why(first.gone));
         rc = CTL_EX_LOST;
         goto out;
     }
@@ -795,7 +912,9 @@ static int run_locked(const struct ctl *ctl, struct run *r, struct rlock_client 
     int lost = pid > 0 ? run_supervise(r, &j, locks) : 0;
     job_fini(&j); /* the terminal back, if the job still has it, before any message */
     if (lost) {
-        ctl_err("run: %s lost while the job ran", r->nres > 1 ? "a lock was" : "the lock was");
+        run_err("%s lost while the job ran", r->campaign_value != NULL ? "the leadership was"
+                                             : r->nres > 1                ? "a lock was"
+                                                                          : "the lock was");
         rc = CTL_EX_LOST;
     } else {
         rc = run_settle(ctl, r, c, locks, pid > 0 ? j.status : status);
@@ -817,28 +936,32 @@ out:
 static enum rlock_err run_acquire(const struct ctl *ctl, const struct run *r,
                                   struct rlock_client *c, struct rlock_lock **locks)
 {
-    int64_t end = now_ms() + r->wait_ms;
+    int64_t end = r->wait_forever ? INT64_MAX : now_ms() + r->wait_ms;
     for (;;) {
-        int64_t left = end - now_ms();
+        int64_t left = r->wait_forever ? RUN_FOREVER_WAIT_MS : end - now_ms();
         struct rlock_acquire_opts ao = {.ttl_ms = r->ttl_ms,
                                         .wait_ms = left > 0 ? (uint32_t)left : 0,
                                         .watchdog_off = r->no_watchdog,
                                         .shared = r->shared,
                                         .limit = r->limit,
-                                        .permits = r->permits};
+                                        .permits = r->permits,
+                                        .campaign_value = r->campaign_value};
         enum rlock_err e =
             r->nres == 1 ? rlock_acquire(c, r->resource, &ao, ctl->timeout_ms, &locks[0])
                          : rlock_acquire_all(c, r->resources, r->nres, &ao, ctl->timeout_ms, locks);
-        if (e != RLOCK_ERR_UNAVAILABLE || r->wait_ms == 0)
+        if (e == RLOCK_ERR_TIMEOUT && r->wait_forever)
+            continue; /* the daemon's max_wait, not ours: campaign again */
+        if (e != RLOCK_ERR_UNAVAILABLE || (r->wait_ms == 0 && !r->wait_forever))
             return e;
         if (run_pause_retry(end, 250) < 0)
             return e;
     }
 }
 
-int ctl_run(struct ctl *ctl, int argc, char **argv)
+/* run or elect, with r's defaults: parse, connect, acquire, run the job; the exit code. */
+static int run_main(struct ctl *ctl, const struct run *defaults, int argc, char **argv)
 {
-    struct run r = {.grace_ms = 5000, .name = "rlockctl", .wake = {-1, -1}};
+    struct run r = *defaults;
     int rc = run_parse(ctl, &r, argc, argv);
     if (rc >= 0)
         return rc;
@@ -855,18 +978,20 @@ int ctl_run(struct ctl *ctl, int argc, char **argv)
     } else {
         char msg[256], what[160];
         rlock_errmsg(c, msg, sizeof msg);
-        if (r.nres == 1)
+        if (r.campaign_value != NULL)
+            snprintf(what, sizeof what, "leadership of '%.120s'", r.resource);
+        else if (r.nres == 1)
             snprintf(what, sizeof what, "lock '%.120s'", r.resource);
         else
             snprintf(what, sizeof what, "locks '%.120s' and %zu more", r.resource, r.nres - 1);
         if (e == RLOCK_ERR_NOT_ACQUIRED)
-            ctl_err("run: %s not acquired: held elsewhere (%s)", what, msg);
+            run_err("%s not acquired: held elsewhere (%s)", what, msg);
         else if (e == RLOCK_ERR_TIMEOUT)
-            ctl_err("run: %s not acquired within %" PRIu32 " ms (%s)", what, r.wait_ms, msg);
+            run_err("%s not acquired within %" PRIu32 " ms (%s)", what, r.wait_ms, msg);
         else if (e == RLOCK_ERR_LIMIT_EXCEEDED)
-            ctl_err("run: %s not acquired: a limit of the daemon was reached (%s)", what, msg);
+            run_err("%s not acquired: a limit of the daemon was reached (%s)", what, msg);
         else
-            ctl_err("run: acquire of %s: %s", what, msg);
+            run_err("acquire of %s: %s", what, msg);
         rc = ctl_exit_code(e);
     }
     for (size_t i = 0; i < r.nres; i++)
@@ -879,4 +1004,28 @@ int ctl_run(struct ctl *ctl, int argc, char **argv)
         close(r.wake[1]);
     }
     return rc;
+}
+
+int ctl_run(struct ctl *ctl, int argc, char **argv)
+{
+    struct run r = {.grace_ms = 5000, .name = "rlockctl", .wake = {-1, -1}};
+    run_cmd = "run";
+    return run_main(ctl, &r, argc, argv);
+}
+
+int ctl_elect(struct ctl *ctl, int argc, char **argv)
+{
+    /* The default value says who leads: this host and rlockctl's pid. */
+    char host[256] = "", value[300];
+    if (gethostname(host, sizeof host - 1) < 0)
+        snprintf(host, sizeof host, "?");
+    snprintf(value, sizeof value, "%s:%ld", host, (long)getpid());
+    struct run r = {.grace_ms = 5000,
+                    .name = "rlockctl",
+                    .wake = {-1, -1},
+                    .campaign_value = value,
+                    .wait_forever = 1};
+    run_cmd = "elect";
+    run_noun = "leadership of";
+    return run_main(ctl, &r, argc, argv);
 }

@@ -456,7 +456,8 @@ void h_waiter_close(struct h_waiter *w);
  * read-sleep-write increments of a counter file in e's dir under `rlockctl run --wait 60s
  * counter`. Fails the test unless every worker exits 0 within deadline_ms, the counter ends
  * at procs * rounds and the fences the sections saw, in entry order, strictly increase.
- * Prints the figures; returns the time it took, in ms.
+ * Prints the figures; returns the time it took, in ms. Sanitizer builds run a quarter of
+ * the rounds (the plain build runs them all).
  */
 #define H_COUNTER_PROCS_MAX 64
 int64_t h_counter_run(struct h_env *e, const char *const addrs[], int naddrs, int procs,

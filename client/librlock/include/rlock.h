@@ -31,8 +31,8 @@
  * threads may share one blocking client. A lock handle may be used by one
  * thread at a time. The library runs two threads per process whatever the
  * number of clients: one does all socket I/O and keepalives, the other runs
- * the lost-lock callbacks (all signals are blocked in both). Asynchronous
- * clients (below) use neither: the application drives them.
+ * the callbacks, lost locks' and elections' (all signals are blocked in both).
+ * Asynchronous clients (below) use neither: the application drives them.
  *
  * Callbacks run on the library's callback thread, one at a time for the whole
  * process. They may call the non-blocking functions (getters, rlock_lock_free,
@@ -136,6 +136,19 @@ struct rlock_error {
 typedef void (*rlock_lost_fn)(struct rlock_client *c, const char *resource, const char *token,
                               uint64_t fence, enum rlock_lost_reason reason, void *arg);
 
+/*
+ * Called for each change of an election the client observes (rlock_observe),
+ * in the order of the daemon's LeaderChanged events: never a lower term than
+ * an earlier call for that election. elected = 0 when the leader left without
+ * a successor yet (term is then the last leader's). Changes that came and went
+ * between two looks of the daemon may be skipped: the terms show it. resource
+ * and value are valid only during the call. Runs where on_lost runs (the
+ * library's callback thread; rlock_async_process for an asynchronous client),
+ * in one order with the lost-lock callbacks of the client. See "Callbacks".
+ */
+typedef void (*rlock_leader_fn)(struct rlock_client *c, const char *resource, int elected,
+                                uint64_t term, const char *value, void *arg);
+
 struct rlock_options {
     const char *client_name;      /* shown in the daemon's logs; NULL = "librlock" */
     uint32_t session_timeout_ms;  /* 0 = the daemon's default */
@@ -154,6 +167,8 @@ struct rlock_options {
     const char *tls_server_name;  /* the name the daemon's certificate must be issued for;
                                      NULL = the address's host (its IP address when numeric;
                                      no name check for tls://unix:) */
+    rlock_leader_fn on_leader;    /* changes of observed elections; may be NULL */
+    void *on_leader_arg;
 };
 
 /* The owner bit the library sets on thread owners; explicit owners stay below it. */
@@ -183,9 +198,18 @@ struct rlock_acquire_opts {
                                (its owner re-enters; other owners wait). RLOCK_ERR_WRONG_KIND
                                when the name is held as a lock or with another limit */
     uint32_t permits;       /* with limit: the permits to take, all or none; 0 = 1 */
+    const char *campaign_value; /* not NULL: this acquire is a campaign in the election
+                               named by the resource, with this value (at most
+                               RLOCK_VALUE_MAX bytes; "" is allowed). An exclusive lock
+                               (shared and limit must be 0) whose grant also makes value
+                               the leader's, atomically: the lock's fence is the leader's
+                               term. Releasing the lock resigns; losing it is losing the
+                               leadership. Usually with a wait. Not for rlock_acquire_all */
 };
 /* The largest semaphore limit the daemon takes. */
 #define RLOCK_LIMIT_MAX 1000000u
+/* The longest campaign value, in bytes (without the NUL). */
+#define RLOCK_VALUE_MAX 1024u
 
 struct rlock_stats {
     uint64_t sessions;
@@ -346,6 +370,49 @@ size_t rlock_foreach_lock(struct rlock_client *c,
                           int (*visit)(const struct rlock_lock_info *info, void *arg),
                           void *arg);
 
+/* --- leader elections ---------------------------------------------------------- */
+/*
+ * An election is a name that candidates campaign for: rlock_acquire with
+ * rlock_acquire_opts.campaign_value (see there), usually with a wait. The
+ * winner holds an exclusive lock on the name whose fence is its term: terms
+ * only grow, so a store that refuses writes with a term below the highest it
+ * has seen never takes one from a deposed leader. The leader resigns by
+ * releasing the lock (rlock_release); a leader that crashes, or whose session
+ * ends, leaves when its session does, and the next candidate waiting is
+ * granted with a higher term.
+ */
+
+/* Who leads an election. Plain data: nothing to free. */
+struct rlock_leader {
+    int elected;        /* 1: a candidate leads now */
+    uint64_t term;      /* its term (its grant's fence); 0 when none leads */
+    uint32_t ttl_ms;    /* its lease left in Redis (renewed while its session lives) */
+    char value[RLOCK_VALUE_MAX + 1]; /* its campaign value, NUL-terminated; "" when none */
+};
+
+/* Who leads the election name now, as Redis says (candidates of every daemon count). */
+enum rlock_err rlock_leader(struct rlock_client *c, const char *name, uint32_t timeout_ms,
+                            struct rlock_leader *out);
+
+/*
+ * Observe the election name: now (may be NULL) gets who leads it now, and
+ * from then on every change is reported to rlock_options.on_leader, until
+ * rlock_observe_stop or the session's end. Observing an election already
+ * observed only reads its leader again. A session that moves to another
+ * daemon (docs/client.md, "When the daemon goes away") observes its
+ * elections there again, and a change that happened meanwhile is reported
+ * (once, with the leader found there). A change may be reported before
+ * rlock_observe returns: compare terms.
+ */
+enum rlock_err rlock_observe(struct rlock_client *c, const char *name, uint32_t timeout_ms,
+                             struct rlock_leader *now);
+
+/*
+ * Stop observing the election name: no change that reaches the client after
+ * this is sent is reported (a call for one that came before may still run).
+ */
+enum rlock_err rlock_observe_stop(struct rlock_client *c, const char *name, uint32_t timeout_ms);
+
 /* --- cancellation ------------------------------------------------------------ */
 
 /*
@@ -438,6 +505,7 @@ struct rlock_lock_entry {
     int shared;              /* a shared (read) hold: one entry per holding session */
     uint32_t limit;          /* a semaphore's limit (0: a lock); one entry per holder */
     uint32_t permits;        /* the permits this holder has */
+    int leader;              /* a campaign's grant: the holder leads the election of that name */
 };
 
 /* Which locks to list; NULL or empty members match everything. */
@@ -585,6 +653,7 @@ struct rlock_result {
     uint32_t hold_count;             /* release: holds left */
     uint32_t ttl_ms;                 /* extend: the new lease */
     uint64_t server_time_ms;         /* ping */
+    const struct rlock_leader *leader; /* leader and observe OK: who leads, else NULL */
 };
 /* Completion of an asynchronous request: runs exactly once, inside rlock_async_process
  * (or inside rlock_shutdown / rlock_close, with RLOCK_ERR_CLOSED). */
@@ -633,6 +702,13 @@ enum rlock_err rlock_async_extend(struct rlock_lock *l, uint32_t ttl_ms, rlock_d
                                   void *arg, uint64_t *id);
 enum rlock_err rlock_async_ping(struct rlock_client *c, rlock_done_fn done, void *arg,
                                 uint64_t *id);
+/* rlock_leader, rlock_observe and rlock_observe_stop, their answer in rlock_result.leader. */
+enum rlock_err rlock_async_leader(struct rlock_client *c, const char *name, rlock_done_fn done,
+                                  void *arg, uint64_t *id);
+enum rlock_err rlock_async_observe(struct rlock_client *c, const char *name, rlock_done_fn done,
+                                   void *arg, uint64_t *id);
+enum rlock_err rlock_async_observe_stop(struct rlock_client *c, const char *name,
+                                        rlock_done_fn done, void *arg, uint64_t *id);
 /*
  * Withdraw the acquire with this id: its completion then reports
  * RLOCK_ERR_CANCELLED (a grant that raced the cancel is released). Returns
