@@ -202,6 +202,15 @@ void cleanup_stop(struct cleanup_list *cl, int64_t deadline_ms)
     cleanup_rearm(cl);
 }
 
+/* What a confirmed cleanup did: an exclusive key deleted, or one holder's place given up. */
+static void log_done(const struct cleanup *e)
+{
+    if (e->shared)
+        log_info("cleanup: gave up a place in %s left by an unconfirmed operation", e->res->key);
+    else
+        log_info("cleanup: deleted %s left by an unconfirmed operation", e->res->key);
+}
+
 static void cleanup_reply_cb(const redisReply *reply, const char *err, void *arg)
 {
     (void)err;
@@ -217,7 +226,7 @@ static void cleanup_reply_cb(const redisReply *reply, const char *err, void *arg
     if (cl->stopping) {
         /* One attempt each at shutdown: there is no time to settle or retry. */
         if (kind == REPLY_DELETE_DONE)
-            log_info("cleanup: deleted %s left by an unconfirmed operation", e->res->key);
+            log_done(e);
         else if (kind == REPLY_DELETE_UNKNOWN)
             log_warn("cleanup: delete of %s not confirmed at shutdown; it expires by ttl",
                      e->res->key);
@@ -227,7 +236,7 @@ static void cleanup_reply_cb(const redisReply *reply, const char *err, void *arg
     }
     if (kind != REPLY_DELETE_UNKNOWN) {
         if (kind == REPLY_DELETE_DONE) {
-            log_info("cleanup: deleted %s left by an unconfirmed operation", e->res->key);
+            log_done(e);
             /* A local waiter may have seen the key's old (perhaps lengthened)
              * PTTL and sleep until then: the lock is free now. */
             lock_kick(e->res);

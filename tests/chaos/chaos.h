@@ -81,6 +81,13 @@ enum chaos_overlap {
     CHAOS_OV_SHARED = 4,    /* both shared, the occupant neither paused nor killed: allowed */
     CHAOS_OV_SHARED_FAULTED = 5, /* both shared, the occupant paused or being killed */
 };
+/*
+ * A semaphore's entrant that finds more than the limit of permits inside (with its
+ * own) is classed with the first four, by what explains the excess: PAUSED when the
+ * permits of occupants paused in their hold do, KILLED when those and the killed
+ * ones' do, REDIS_LOST when those and the ones whose places a Redis restart lost
+ * do, else VIOLATION (README.md "Semaphores").
+ */
 #define CHAOS_OV_KINDS 6
 
 /*
@@ -94,6 +101,25 @@ static inline uint64_t chaos_occupant_bit(int slot, int shared)
 {
     return UINT64_C(1) << (slot + (shared ? CHAOS_SHARED_SHIFT : 0));
 }
+
+/*
+ * The semaphore resource (--semaphore N, README.md "Semaphores"): its occupant
+ * word holds, besides who is inside (the shared bits: every holder of a
+ * semaphore is one of a group), the permits they hold in its low 32 bits. An
+ * entrant adds its bit plus its permits in one atomic_fetch_add (its bit is
+ * never set already: a slot holds one lock at a time), so the word before it
+ * says exactly who was inside and how many permits they held. No holder of
+ * the semaphore's name is ever exclusive (a lock acquire there is WRONG_KIND),
+ * so the low bits are free.
+ */
+#define CHAOS_SEM_LIMIT 3      /* --semaphore default: the semaphore's limit */
+#define CHAOS_SEM_LIMIT_MAX 64
+#define CHAOS_SEM_TWO_PCT 25   /* per cent of semaphore acquires that take 2 permits */
+static inline uint64_t chaos_sem_word(int slot, uint32_t permits)
+{
+    return chaos_occupant_bit(slot, 1) + permits;
+}
+#define CHAOS_SEM_PERMITS(word) ((uint32_t)((word) & 0xffffffffu))
 
 /* Per cent of acquires that ask for a shared hold on resource 0, which is
  * read-mostly (--shared; the other resources get a third of it). */
@@ -116,6 +142,7 @@ struct chaos_slot {
     _Atomic int long_hold;       /* its current hold is a long one (what server faults aim at) */
     _Atomic int shared;          /* its current hold is a shared one */
     _Atomic uint64_t enter_epoch; /* redis_epoch when it entered its current hold */
+    _Atomic uint32_t permits;    /* its current hold's permits (a semaphore's; 0 otherwise) */
 };
 
 struct chaos_shm {
@@ -127,11 +154,21 @@ struct chaos_shm {
     _Atomic uint64_t redis_epoch;  /* bumped when the nemesis restarts Redis (keys lost) */
     int shared_pct;                /* per cent of acquires asked shared on resource 0 (the others
                                       get a third of it); 0: every acquire exclusive */
+    /* The resources: nres locks (chaos/r<i>, exclusive and shared), then the semaphore
+     * (chaos/sem, index sem_res, when sem_limit > 0) and the election (chaos/leader,
+     * index elect_res); -1: not in this run. nres_all counts them all. */
+    int nres_all;
+    int sem_res;
+    int sem_limit;
+    int elect_res;
     _Atomic uint64_t occupants[CHAOS_MAX_RES]; /* chaos_occupant_bit(i, shared): slot i inside */
     struct chaos_slot slots[CHAOS_MAX_WORKERS];
     /* Live counters (the offline check recounts from the histories). */
     _Atomic uint64_t grants;
     _Atomic uint64_t shared_grants;
+    _Atomic uint64_t sem_grants;
+    _Atomic uint64_t leader_grants;
+    _Atomic uint64_t leader_events; /* on_leader callbacks of every worker */
     _Atomic uint64_t overlaps[CHAOS_OV_KINDS]; /* by enum chaos_overlap */
     _Atomic uint64_t writes_accepted;
     _Atomic uint64_t writes_refused; /* stale writes the store refused */
@@ -167,8 +204,8 @@ int chaos_log_open(const char *dir, const char *name);
 void chaos_log(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void chaos_vlog(int fd, const char *fmt, va_list ap);
 
-/* The resource name of index i ("chaos/r<i>"), written into buf. */
-const char *chaos_res_name(int i, char *buf, size_t len);
+/* The resource name of index i ("chaos/r<i>", "chaos/sem", "chaos/leader"), into buf. */
+const char *chaos_res_name(const struct chaos_shm *m, int i, char *buf, size_t len);
 
 /* --- the fenced store's wire format (SOCK_SEQPACKET on DIR/store.sock) --- */
 
@@ -179,15 +216,17 @@ struct chaos_write {
     int32_t believed;  /* enum rlock_lock_state the writer saw at its last check */
     uint64_t fence;
     uint64_t hold_seq; /* identifies the hold: two holds never share a fence */
-    int32_t shared;    /* the writer holds the lock shared */
-    uint32_t pad;
+    int32_t shared;    /* the writer holds the lock shared, or a semaphore's permits */
+    uint32_t permits;  /* a semaphore holder's permits; 0: a lock's write */
 };
 
 /*
  * The store's rule (chaos_store.c, README.md "The fenced store"): an exclusive
- * write is stale below the highest fence accepted from any write; a shared write
- * is stale below the highest fence accepted from an exclusive write. Shared
- * writes among themselves may come in any order.
+ * write (a leader's too: its fence is its term) is stale below the highest fence
+ * accepted from any write; a shared write is stale below the highest fence
+ * accepted from an exclusive write. Shared writes among themselves may come in
+ * any order, and so may a semaphore's holders' writes, judged as shared ones
+ * (README.md "Semaphores").
  */
 enum chaos_verdict {
     CHAOS_W_ACCEPTED = 1, /* fence not below what the writer's mode is judged against */

@@ -11,6 +11,8 @@
  *   <us> SEED seed seconds workers resources
  *   <us> DAEMONS n                 how many rlockd share Redis and the resume key
  *   <us> SHARED pct pct_others     per cent of acquires asked shared (r0, the others)
+ *   <us> KINDS sem_res=i sem_limit=n elect_res=j   the semaphore's and the election's
+ *                                  resource indices (-1: none)
  *   <us> RLOCKD_START pid          a new incarnation of an rlockd
  *   <us> RSS pid kb                VmRSS of rlockd
  *   <us> FAULT kind fields...      one line per fault, once done
@@ -53,6 +55,8 @@ struct driver {
     struct h_env peer;   /* the second rlockd (--daemons 2): DIR/b, on e's Redis */
     int ndaemons;
     int shared_pct;      /* --shared: per cent of acquires asked shared on resource 0 */
+    int sem_limit;       /* --semaphore: the semaphore's limit; 0: no semaphore */
+    int election;        /* --election: 1 (default) with an election resource */
     char worker_addr[700]; /* every rlockd's address, comma-separated */
     struct chaos_shm *m;
     char self[512];      /* this executable, for the workers and the store */

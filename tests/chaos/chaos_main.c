@@ -4,7 +4,7 @@
  * point of its other parts (see chaos.h).
  *
  *   rlock-chaos [--seconds N] [--workers N] [--resources N] [--seed N] [--keep]
- *               [--daemons 1|2] [--shared PCT]
+ *               [--daemons 1|2] [--shared PCT] [--semaphore N] [--election 0|1]
  *               [--workaround-shutdown-keys] [--workaround-redis-delayed-restart]
  *   rlock-chaos --check DIR [--verbose]
  *
@@ -17,8 +17,10 @@
  * check on the histories. With --daemons 2 a second rlockd shares Redis and
  * a resume key (DIR/resume.key) with the first, the workers are given both
  * addresses, and the nemesis also pauses an rlockd and stops one with SIGTERM
- * (a handover): sessions move to the other daemon and resume there. Exit
- * status 0 only when every rule held. The dir
+ * (a handover): sessions move to the other daemon and resume there. Beside
+ * the --resources locks the workers use a semaphore (--semaphore N, its limit;
+ * 0: none) and campaign in an election that each of them observes (--election
+ * 0: none). Exit status 0 only when every rule held. The dir
  * is removed after a passing run unless --keep; a failing run keeps it as
  * evidence and prints its path.
  *
@@ -102,15 +104,25 @@ void drv_sample_rss(struct driver *d)
 void drv_clear_slot(struct driver *d, int i)
 {
     uint64_t bits = chaos_occupant_bit(i, 0) | chaos_occupant_bit(i, 1);
-    for (int r = 0; r < d->nres; r++)
-        atomic_fetch_and(&d->m->occupants[r], ~bits);
     struct chaos_slot *s = &d->m->slots[i];
+    for (int r = 0; r < d->m->nres_all; r++) {
+        if (r != d->m->sem_res) {
+            atomic_fetch_and(&d->m->occupants[r], ~bits);
+            continue;
+        }
+        /* The semaphore's word also sums the permits inside: take the dead worker's
+         * out with its bit. Nobody else touches its bit, and it is dead (reaped). */
+        uint64_t bit = chaos_occupant_bit(i, 1);
+        if (atomic_load(&d->m->occupants[r]) & bit)
+            atomic_fetch_sub(&d->m->occupants[r], bit + atomic_load(&s->permits));
+    }
     atomic_store(&s->pid, 0);
     atomic_store(&s->phase, CHAOS_PH_IDLE);
     atomic_store(&s->inside, -1);
     atomic_store(&s->paused_seq, 0);
     atomic_store(&s->long_hold, 0);
     atomic_store(&s->shared, 0);
+    atomic_store(&s->permits, 0);
     atomic_store(&s->killed, 0);
 }
 
@@ -286,12 +298,19 @@ static int drv_start(struct driver *d)
     d->m->nworkers = d->nworkers;
     d->m->nres = d->nres;
     d->m->shared_pct = d->shared_pct;
+    /* The semaphore and the election come after the locks: chaos/r<i> keep their options. */
+    d->m->nres_all = d->nres;
+    d->m->sem_limit = d->sem_limit;
+    d->m->sem_res = d->sem_limit > 0 ? d->m->nres_all++ : -1;
+    d->m->elect_res = d->election ? d->m->nres_all++ : -1;
     d->log = chaos_log_open(d->e.dir, "run.log");
     if (d->log < 0)
         return -1;
     chaos_log(d->log, "SEED %" PRIu64 " %d %d %d", d->seed, d->seconds, d->nworkers, d->nres);
     chaos_log(d->log, "DAEMONS %d", d->ndaemons);
     chaos_log(d->log, "SHARED %d %d", d->shared_pct, chaos_shared_pct(d->shared_pct, 1));
+    chaos_log(d->log, "KINDS sem_res=%d sem_limit=%d elect_res=%d", d->m->sem_res, d->sem_limit,
+              d->m->elect_res);
     chaos_log(d->log, "WORKAROUNDS shutdown_keys=%d redis_delayed_restart=%d", d->workaround_keys,
               d->workaround_redis);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -336,9 +355,13 @@ static int drv_start(struct driver *d)
  * holding off new ones) is left by a waiter that was withdrawn (cancelled, timed
  * out, its session closed): by design it lapses by itself a few seconds after
  * its last try (docs/protocol.md §6.2). It is not counted while it has an expiry;
- * *claims gets how many there were (logged CLAIMLEFT when record).
+ * *claims gets how many there were (logged CLAIMLEFT when record). Likewise an
+ * election's leader record (PREFIX{e}:leader), which nobody deletes when its leader
+ * goes: it expires with the leader's lock (renew.lua keeps them together) and names
+ * nobody once the lock key holds another token (docs/protocol.md §6.11); one
+ * without an expiry would be a leak. *leaders gets how many had one (LEADERLEFT).
  */
-static int drv_count_lock_keys(struct driver *d, int record, int *claims)
+static int drv_count_lock_keys(struct driver *d, int record, int *claims, int *leaders)
 {
     redisContext *r = h_redis(&d->e);
     if (!r)
@@ -360,6 +383,13 @@ static int drv_count_lock_keys(struct driver *d, int record, int *claims)
             size_t n = strlen(k);
             if (n >= 6 && strcmp(k + n - 6, ":fence") == 0)
                 continue;
+            if (n >= 7 && strcmp(k + n - 7, ":leader") == 0 && h_pttl(r, k) > 0) {
+                if (record)
+                    chaos_log(d->log, "LEADERLEFT %s pttl=%lld", k, h_pttl(r, k));
+                if (leaders)
+                    (*leaders)++;
+                continue;
+            }
             if (n >= 6 && strcmp(k + n - 6, ":claim") == 0 && h_pttl(r, k) > 0) {
                 if (record) {
                     char val[128] = "";
@@ -436,10 +466,10 @@ static int drv_teardown(struct driver *d, int started)
          * ttl"). Waiting here, at most a ttl, lets those deletes run first.
          */
         int64_t t0 = chaos_now_ms();
-        int first = drv_count_lock_keys(d, 0, NULL), n = first;
+        int first = drv_count_lock_keys(d, 0, NULL, NULL), n = first;
         while (n > 0 && chaos_now_ms() - t0 < (int64_t)CHAOS_TTL_MAX_MS + 1000) {
             chaos_sleep_ms(50);
-            n = drv_count_lock_keys(d, 0, NULL);
+            n = drv_count_lock_keys(d, 0, NULL, NULL);
         }
         chaos_log(d->log, "RESULT workaround_keys_before_stop %d waited_ms=%lld", first,
                   (long long)(chaos_now_ms() - t0));
@@ -460,10 +490,11 @@ static int drv_teardown(struct driver *d, int started)
         bad |= !clean;
     }
     if (d->e.redis_pid > 0 && d->log >= 0) {
-        int claims = 0;
-        int left = drv_count_lock_keys(d, 1, &claims);
+        int claims = 0, leaders = 0;
+        int left = drv_count_lock_keys(d, 1, &claims, &leaders);
         chaos_log(d->log, "RESULT lock_keys_left %d", left);
         chaos_log(d->log, "RESULT claim_keys_left %d", claims);
+        chaos_log(d->log, "RESULT leader_records_left %d", leaders);
         bad |= left != 0;
     }
     if (d->store_pid > 0) {
@@ -490,6 +521,10 @@ static int drv_run(struct driver *d)
     printf("chaos: seed %" PRIu64 ", %d s, %d workers, %d resources, shared %d%% on r0 and "
            "%d%% elsewhere, dir %s\n", d->seed, d->seconds, d->nworkers, d->nres, d->shared_pct,
            chaos_shared_pct(d->shared_pct, 1), d->e.dir);
+    if (d->m->sem_res >= 0)
+        printf("chaos: semaphore chaos/sem (r%d), limit %d\n", d->m->sem_res, d->sem_limit);
+    if (d->m->elect_res >= 0)
+        printf("chaos: election chaos/leader (r%d), observed by every worker\n", d->m->elect_res);
     fflush(stdout);
     drv_idle(d, 3000); /* let the workers get going before the first fault */
     while (!d->interrupted && chaos_now_ms() < quiet_ms) {
@@ -523,12 +558,16 @@ static int drv_main(int argc, char **argv)
     d.log = -1;
     d.ndaemons = 1;
     d.shared_pct = CHAOS_SHARED_PCT;
+    d.sem_limit = CHAOS_SEM_LIMIT;
+    d.election = 1;
     int keep = 0;
     static const struct option opts[] = {
         { "seconds", required_argument, NULL, 's' }, { "workers", required_argument, NULL, 'w' },
         { "resources", required_argument, NULL, 'r' }, { "seed", required_argument, NULL, 'S' },
         { "keep", no_argument, NULL, 'k' }, { "daemons", required_argument, NULL, 'd' },
         { "shared", required_argument, NULL, 'H' },
+        { "semaphore", required_argument, NULL, 'M' },
+        { "election", required_argument, NULL, 'E' },
         { "workaround-shutdown-keys", no_argument, NULL, 'K' },
         { "workaround-redis-delayed-restart", no_argument, NULL, 'R' },
         { NULL, 0, NULL, 0 },
@@ -543,21 +582,27 @@ static int drv_main(int argc, char **argv)
         case 'k': keep = 1; break;
         case 'd': d.ndaemons = atoi(optarg); break;
         case 'H': d.shared_pct = atoi(optarg); break;
+        case 'M': d.sem_limit = atoi(optarg); break;
+        case 'E': d.election = atoi(optarg); break;
         case 'K': d.workaround_keys = 1; break;
         case 'R': d.workaround_redis = 1; break;
         default:
             fprintf(stderr, "usage: rlock-chaos [--seconds N] [--workers N] [--resources N] "
-                            "[--seed N] [--keep]\n                   [--daemons 1|2] [--shared PCT] [--workaround-shutdown-keys] "
-                            "[--workaround-redis-delayed-restart]\n       rlock-chaos --check DIR [--verbose]\n");
+                            "[--seed N] [--keep]\n                   [--daemons 1|2] [--shared PCT] "
+                            "[--semaphore N] [--election 0|1]\n                   "
+                            "[--workaround-shutdown-keys] [--workaround-redis-delayed-restart]\n"
+                            "       rlock-chaos --check DIR [--verbose]\n");
             return 64;
         }
     }
     if (d.seconds < 30 || d.nworkers < 2 || d.nworkers > CHAOS_MAX_WORKERS || d.nres < 2 ||
-        d.nres > CHAOS_MAX_RES || d.ndaemons < 1 || d.ndaemons > CHAOS_MAX_DAEMONS ||
-        d.shared_pct < 0 || d.shared_pct > 100) {
+        d.nres > CHAOS_MAX_RES - 2 || d.ndaemons < 1 || d.ndaemons > CHAOS_MAX_DAEMONS ||
+        d.shared_pct < 0 || d.shared_pct > 100 || d.sem_limit < 0 ||
+        d.sem_limit > CHAOS_SEM_LIMIT_MAX || (d.election != 0 && d.election != 1)) {
         fprintf(stderr, "rlock-chaos: --seconds >= 30, 2 <= --workers <= %d, "
-                        "2 <= --resources <= %d, 1 <= --daemons <= %d, 0 <= --shared <= 100\n",
-                CHAOS_MAX_WORKERS, CHAOS_MAX_RES, CHAOS_MAX_DAEMONS);
+                        "2 <= --resources <= %d, 1 <= --daemons <= %d, 0 <= --shared <= 100, "
+                        "0 <= --semaphore <= %d, --election 0 or 1\n",
+                CHAOS_MAX_WORKERS, CHAOS_MAX_RES - 2, CHAOS_MAX_DAEMONS, CHAOS_SEM_LIMIT_MAX);
         return 64;
     }
     chaos_rng_seed(&d.rng, d.seed);

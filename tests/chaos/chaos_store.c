@@ -9,8 +9,12 @@
  * highest exclusive fence: a writer was granted after it. Shared writes among
  * themselves may come in any order: readers hold the resource together, and
  * their fences order their grants, not their writes (README.md, "Shared
- * holds"). A write with the same fence as one already accepted is accepted
- * only from the same hold.
+ * holds"). A semaphore's holders write as shared ones (shared set, with their
+ * permits): they hold its places together, and a place held long keeps a low
+ * fence while others come and go, so no order of fences among them says one
+ * is stale (README.md, "Semaphores"). A leader writes as an exclusive holder,
+ * its term the fence: a deposed leader's lower term is refused. A write with
+ * the same fence as one already accepted is accepted only from the same hold.
  *
  *   rlock-chaos --store DIR
  *
@@ -20,7 +24,8 @@
  *
  *   <us> STORE <res> <fence> <verdict> <believed> <slot> <pid> <hold_seq> <highest> <mode>
  *
- * (highest: of either mode, after this write; mode: x exclusive, s shared.)
+ * (highest: of either mode, after this write; mode: x exclusive (a leader's
+ * too), s shared, p a semaphore's holder.)
  * A write that is accepted although it is stale (lower than its mode's bound,
  * or an equal fence from another hold) cannot happen by construction; the
  * counter for it (writes_bad) is there so that a broken store would show.
@@ -81,7 +86,7 @@ static void store_handle(struct chaos_shm *m, struct store_res *res, int logfd,
                          const struct chaos_write *w, struct chaos_reply *rep)
 {
     memset(rep, 0, sizeof *rep);
-    if (w->res >= (uint32_t)m->nres) {
+    if (w->res >= (uint32_t)m->nres_all) {
         rep->verdict = CHAOS_W_REFUSED;
         chaos_log(logfd, "BADRES %u", w->res);
         return;
@@ -117,7 +122,7 @@ static void store_handle(struct chaos_shm *m, struct store_res *res, int logfd,
     chaos_log(logfd, "STORE %u %llu %d %d %u %d %llu %llu %c", w->res,
               (unsigned long long)w->fence, rep->verdict, w->believed, w->slot, w->pid,
               (unsigned long long)w->hold_seq, (unsigned long long)r->highest,
-              w->shared ? 's' : 'x');
+              w->shared ? (w->permits ? 'p' : 's') : 'x');
 }
 
 int chaos_store_main(int argc, char **argv)

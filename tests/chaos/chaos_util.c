@@ -38,6 +38,8 @@ struct chaos_shm *chaos_shm_map(const char *dir, int create)
     if (create) {
         /* A fresh file reads as zeros, which is every field's initial value but these. */
         m->magic = CHAOS_SHM_MAGIC;
+        m->sem_res = -1;
+        m->elect_res = -1;
         for (int i = 0; i < CHAOS_MAX_WORKERS; i++)
             atomic_store(&m->slots[i].inside, -1);
     } else if (m->magic != CHAOS_SHM_MAGIC) {
@@ -126,8 +128,13 @@ void chaos_log(int fd, const char *fmt, ...)
     va_end(ap);
 }
 
-const char *chaos_res_name(int i, char *buf, size_t len)
+const char *chaos_res_name(const struct chaos_shm *m, int i, char *buf, size_t len)
 {
-    snprintf(buf, len, "chaos/r%d", i);
+    if (i == m->sem_res)
+        snprintf(buf, len, "chaos/sem");
+    else if (i == m->elect_res)
+        snprintf(buf, len, "chaos/leader");
+    else
+        snprintf(buf, len, "chaos/r%d", i);
     return buf;
 }
