@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * multi.c — rlock_acquire_all: several locks, all or none (rlock.h).
+ * multi.c — rlock_acquire_all(_kinds): several locks, all or none (rlock.h).
  *
  * The locks are taken one at a time in one global order, the byte order of
  * their names, each through its own queue on the daemon. Ordered acquisition
@@ -93,6 +93,15 @@ RLOCK_API enum rlock_err rlock_acquire_all(struct rlock_client *c, const char *c
                                            size_t n, const struct rlock_acquire_opts *opts,
                                            uint32_t timeout_ms, struct rlock_lock **out)
 {
+    return rlock_acquire_all_kinds(c, resources, NULL, n, opts, timeout_ms, out);
+}
+
+RLOCK_API enum rlock_err rlock_acquire_all_kinds(struct rlock_client *c,
+                                                 const char *const *resources,
+                                                 const struct rlock_kind *kinds, size_t n,
+                                                 const struct rlock_acquire_opts *opts,
+                                                 uint32_t timeout_ms, struct rlock_lock **out)
+{
     if (out == NULL || resources == NULL)
         return rlk_fail(RLOCK_ERR_ARG, "resources and out must not be NULL");
     if (n == 0 || n > RLOCK_ACQUIRE_ALL_MAX)
@@ -126,6 +135,11 @@ RLOCK_API enum rlock_err rlock_acquire_all(struct rlock_client *c, const char *c
              * granted), with the shortest wait, so that a busy one times out. */
             int64_t left = deadline - mono_ms();
             one.wait_ms = left > 1 ? (uint32_t)left : 1;
+        }
+        if (kinds != NULL) {
+            one.shared = kinds[i].shared;
+            one.limit = kinds[i].limit;
+            one.permits = kinds[i].permits;
         }
         enum rlock_err e = rlock_acquire(c, resources[i], &one, timeout_ms, &out[i]);
         if (e != RLOCK_OK) {

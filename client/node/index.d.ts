@@ -79,6 +79,14 @@ export interface CallOptions {
   timeout?: number;
 }
 
+/** An acquireAll entry taken in its own kind: the call's other options apply to it. */
+export interface AcquireAllEntry {
+  name: string;
+  shared?: boolean;
+  limit?: number;
+  permits?: number;
+}
+
 export interface AcquireOptions extends CallOptions {
   /** Lease, ms; 0 (default) = the daemon's default_ttl. */
   ttl?: number;
@@ -354,10 +362,10 @@ export class Client extends EventEmitter {
    * been released again. `shared` takes every one of them shared; `limit` (and
    * `permits`) takes permits of every one of them, each a semaphore of that limit.
    */
-  acquireAll(resources: readonly string[], opts?: AcquireOptions): Promise<Lock[]>;
+  acquireAll(resources: readonly (string | AcquireAllEntry)[], opts?: AcquireOptions): Promise<Lock[]>;
   /** using() for several locks (acquireAll): `signal` aborts when any of them is lost or uncertain. */
-  usingAll<T>(resources: readonly string[], opts: AcquireOptions, fn: (signal: AbortSignal, locks: Lock[]) => T | Promise<T>): Promise<T>;
-  usingAll<T>(resources: readonly string[], fn: (signal: AbortSignal, locks: Lock[]) => T | Promise<T>): Promise<T>;
+  usingAll<T>(resources: readonly (string | AcquireAllEntry)[], opts: AcquireOptions, fn: (signal: AbortSignal, locks: Lock[]) => T | Promise<T>): Promise<T>;
+  usingAll<T>(resources: readonly (string | AcquireAllEntry)[], fn: (signal: AbortSignal, locks: Lock[]) => T | Promise<T>): Promise<T>;
   /**
    * Campaigns for the election `resource` with `value` (at most 1024 bytes of
    * UTF-8, no NUL; else RangeError): an exclusive acquire whose grant makes

@@ -86,6 +86,7 @@ static const int run_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCONT, SIG
 struct run {
     const char *resource;                        /* resources[0] */
     const char *resources[RLOCK_ACQUIRE_ALL_MAX]; /* RESOURCE, then each --also */
+    struct rlock_kind kinds[RLOCK_ACQUIRE_ALL_MAX]; /* how each is taken (--also-shared) */
     size_t nres;
     char **argv;         /* the command */
     uint32_t ttl_ms;
@@ -148,6 +149,9 @@ static void run_usage(FILE *f)
             "                      once, none while an exclusive one (a run without --shared)\n"
             "                      holds the lock; waiting is first come, first served across\n"
             "                      both modes (with --also: every lock shared)\n"
+            "      --also-shared RESOURCE\n"
+            "                      as --also, the lock taken shared (whatever --shared says\n"
+            "                      of the others)\n"
             "      --limit N       RESOURCE is a semaphore of N permits: at most N jobs (or N\n"
             "                      permits, with --permits) hold it at once across every\n"
             "                      rlockctl and daemon on the Redis; every run on it names\n"
@@ -235,7 +239,8 @@ enum {
     RUN_OPT_SHARED = 0x101,
     RUN_OPT_LIMIT = 0x102,
     RUN_OPT_PERMITS = 0x103,
-    RUN_OPT_VALUE = 0x104
+    RUN_OPT_VALUE = 0x104,
+    RUN_OPT_ALSO_SHARED = 0x105
 };
 
 /* A count from 1 to max for option what; 0, or -1 after saying why. */
@@ -258,6 +263,7 @@ static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
     static const struct option run_longopts[] = {
         {"ttl", required_argument, NULL, 'l'},
         {"also", required_argument, NULL, 'a'},
+        {"also-shared", required_argument, NULL, RUN_OPT_ALSO_SHARED},
         {"wait", required_argument, NULL, 'w'},
         {"grace", required_argument, NULL, 'g'},
         {"no-watchdog", no_argument, NULL, 'N'},
@@ -295,12 +301,14 @@ static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
                 return EX_USAGE;
             break;
         case 'a':
+        case RUN_OPT_ALSO_SHARED:
             if (r->nres + 1 >= RLOCK_ACQUIRE_ALL_MAX) {
-                run_err("at most %d resources (RESOURCE and %d --also)",
+                run_err("at most %d resources (RESOURCE and %d --also or --also-shared)",
                         RLOCK_ACQUIRE_ALL_MAX, RLOCK_ACQUIRE_ALL_MAX - 1);
                 return EX_USAGE;
             }
             r->resources[++r->nres] = optarg; /* [0] is RESOURCE, known after the options */
+            r->kinds[r->nres].shared = ch == RUN_OPT_ALSO_SHARED;
             break;
         case 'w':
             if (ctl_duration(run_opt("--wait"), optarg, &r->wait_ms) < 0)
@@ -357,6 +365,8 @@ static int run_parse(struct ctl *ctl, struct run *r, int argc, char **argv)
     }
     r->resource = r->resources[0] = argv[optind++];
     r->nres++;
+    for (size_t i = 0; i < r->nres; i++) /* --shared: RESOURCE and every --also shared */
+        r->kinds[i].shared |= r->shared;
     for (size_t i = 1; i < r->nres; i++)
         for (size_t k = 0; k < i; k++)
             if (strcmp(r->resources[i], r->resources[k]) == 0) {
@@ -948,7 +958,8 @@ static enum rlock_err run_acquire(const struct ctl *ctl, const struct run *r,
                                         .campaign_value = r->campaign_value};
         enum rlock_err e =
             r->nres == 1 ? rlock_acquire(c, r->resource, &ao, ctl->timeout_ms, &locks[0])
-                         : rlock_acquire_all(c, r->resources, r->nres, &ao, ctl->timeout_ms, locks);
+                         : rlock_acquire_all_kinds(c, r->resources, r->kinds, r->nres, &ao,
+                                                   ctl->timeout_ms, locks);
         if (e == RLOCK_ERR_TIMEOUT && r->wait_forever)
             continue; /* the daemon's max_wait, not ours: campaign again */
         if (e != RLOCK_ERR_UNAVAILABLE || (r->wait_ms == 0 && !r->wait_forever))

@@ -323,6 +323,75 @@ START_TEST(test_bad_arguments)
 }
 END_TEST
 
+/* Try resource in kind (shared or not) on c: the status of the try; a grant is released. */
+static enum rlock_err try_kind(struct rlock_client *c, const char *resource, int shared)
+{
+    struct rlock_acquire_opts o = {.shared = shared};
+    struct rlock_lock *l = NULL;
+    enum rlock_err e = rlock_acquire(c, resource, &o, CALL_TIMEOUT_MS, &l);
+    if (e == RLOCK_OK) {
+        ck_assert_int_eq(rlock_release(l, CALL_TIMEOUT_MS), RLOCK_OK);
+        rlock_lock_free(l);
+    }
+    return e;
+}
+
+/*
+ * A kind per resource: rlock_acquire_all_kinds takes each as its kind says (another client
+ * joins the shared one, not the exclusive one nor the semaphore's last permit), and so does
+ * `rlockctl run --also-shared`.
+ */
+START_TEST(test_kinds)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct rlock_client *other = h_client_or_fail(&f.e, NULL);
+    const char *names[] = { "kind/x", "kind/s", "kind/m" };
+    const struct rlock_kind kinds[] = { {0, 0, 0}, {1, 0, 0}, {0, 2, 2} };
+    struct rlock_lock *out[3];
+    ck_assert_int_eq(rlock_acquire_all_kinds(f.c, names, kinds, 3, NULL, CALL_TIMEOUT_MS, out),
+                     RLOCK_OK);
+    ck_assert_int_eq(try_kind(other, "kind/s", 1), RLOCK_OK);
+    ck_assert_int_eq(try_kind(other, "kind/s", 0), RLOCK_ERR_NOT_ACQUIRED);
+    ck_assert_int_eq(try_kind(other, "kind/x", 1), RLOCK_ERR_NOT_ACQUIRED);
+    struct rlock_acquire_opts sem = {.limit = 2};
+    struct rlock_lock *l = NULL;
+    ck_assert_int_eq(rlock_acquire(other, "kind/m", &sem, CALL_TIMEOUT_MS, &l),
+                     RLOCK_ERR_NOT_ACQUIRED); /* both permits are taken */
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(rlock_release(out[i], CALL_TIMEOUT_MS), RLOCK_OK);
+        rlock_lock_free(out[i]);
+    }
+    /* NULL kinds: opts says, for every one. */
+    struct rlock_acquire_opts shared = {.shared = 1};
+    ck_assert_int_eq(rlock_acquire_all_kinds(f.c, names, NULL, 2, &shared, CALL_TIMEOUT_MS, out),
+                     RLOCK_OK);
+    ck_assert_int_eq(try_kind(other, "kind/x", 1), RLOCK_OK);
+    ck_assert_int_eq(try_kind(other, "kind/s", 1), RLOCK_OK);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(rlock_release(out[i], CALL_TIMEOUT_MS), RLOCK_OK);
+        rlock_lock_free(out[i]);
+    }
+
+    /* rlockctl: RESOURCE exclusive, the --also-shared one shared, while its job runs. */
+    char ctl[512], err[400];
+    h_bin("rlockctl", ctl, sizeof ctl);
+    snprintf(err, sizeof err, "%s/kinds.err", f.e.dir);
+    char *argv[] = { ctl, "--server", f.e.rlockd_addr, "run", "--also-shared", "kind/s",
+                     "kind/x", "--", "sleep", "60", NULL };
+    pid_t pid = h_spawn_io(argv, NULL, err);
+    ck_assert_msg(h_wait_stats(&f.e, 2, 0, 10000, NULL) == 0, "rlockctl run did not hold both");
+    ck_assert_int_eq(try_kind(other, "kind/s", 1), RLOCK_OK);
+    ck_assert_int_eq(try_kind(other, "kind/s", 0), RLOCK_ERR_NOT_ACQUIRED);
+    ck_assert_int_eq(try_kind(other, "kind/x", 1), RLOCK_ERR_NOT_ACQUIRED);
+    kill(pid, SIGTERM);
+    int status;
+    ck_assert_int_eq(h_wait_exit(pid, 30000, &status), 0);
+    rlock_close(other);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 #define CTL_PROCS 4
 #define CTL_JOBS 15
 
@@ -432,6 +501,7 @@ END_TEST
 int main(void)
 {
     const TTest *tests[] = { test_opposite_orders, test_all_or_nothing, test_lost_while_waiting,
-                             test_one_budget, test_bad_arguments, test_rlockctl_also };
+                             test_one_budget, test_bad_arguments, test_kinds,
+                             test_rlockctl_also };
     return h_run_tests("acquire_all", 360, tests, H_LEN(tests));
 }

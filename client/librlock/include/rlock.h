@@ -320,6 +320,25 @@ enum rlock_err rlock_acquire_all(struct rlock_client *c, const char *const *reso
                                  const struct rlock_acquire_opts *opts, uint32_t timeout_ms,
                                  struct rlock_lock **out);
 
+/* How one resource of rlock_acquire_all_kinds is taken: as rlock_acquire_opts's fields. */
+struct rlock_kind {
+    int shared;        /* 1: a shared hold */
+    uint32_t limit;    /* > 0: a semaphore of limit permits (shared must be 0) */
+    uint32_t permits;  /* with limit: the permits to take; 0 = 1 */
+};
+
+/*
+ * rlock_acquire_all with a kind per resource: kinds[i] says how resources[i] is
+ * taken (shared, or a semaphore's permits), overriding opts's shared, limit and
+ * permits; kinds NULL takes every one as opts says. The one order of names
+ * keeps any mix of kinds from deadlocking: whatever each lock's kind, every
+ * caller waits for the names in the same order.
+ */
+enum rlock_err rlock_acquire_all_kinds(struct rlock_client *c, const char *const *resources,
+                                       const struct rlock_kind *kinds, size_t n,
+                                       const struct rlock_acquire_opts *opts,
+                                       uint32_t timeout_ms, struct rlock_lock **out);
+
 /* Release one hold of the lock. The handle stays valid (state RELEASED) until freed. */
 enum rlock_err rlock_release(struct rlock_lock *l, uint32_t timeout_ms);
 

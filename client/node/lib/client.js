@@ -92,6 +92,18 @@ function checkCampaignOptions(opts) {
   }
 }
 
+// An acquireAll entry given as an object: its name and its own kind (the other options
+// are the call's). Only the kind's fields are taken from it.
+function kindOf(entry) {
+  if (entry === null || typeof entry !== 'object') {
+    throw new TypeError('an acquireAll entry is a name or { name, shared, limit, permits }');
+  }
+  if (entry.shared !== undefined && typeof entry.shared !== 'boolean') {
+    throw new TypeError(`shared must be a boolean, got ${typeof entry.shared}`);
+  }
+  return { shared: entry.shared ?? false, limit: entry.limit, permits: entry.permits };
+}
+
 class Client extends EventEmitter {
   constructor(options, link) {
     super();
@@ -310,7 +322,7 @@ class Client extends EventEmitter {
   }
 
   /**
-   * Acquires every one of `resources` (1 to 16 different names) or none:
+   * Acquires every one of `entries` (1 to 16 different names) or none:
    * taken one at a time in the byte order of their names (the C client's
    * order too), so that callers naming them in other orders never deadlock.
    * opts.wait is one budget for the set; the other options apply to each
@@ -319,12 +331,17 @@ class Client extends EventEmitter {
    * error (its `resource` names the lock that stopped it) is thrown; a lock
    * lost while a later one was awaited fails the call with NOT_ACQUIRED.
    * opts.shared takes every one of them shared; opts.limit (and permits)
-   * takes permits of every one of them as a semaphore of that limit.
+   * takes permits of every one of them as a semaphore of that limit. An entry
+   * may also be `{ name, shared, limit, permits }`: that one is taken in its
+   * own kind (C: rlock_acquire_all_kinds); the one order of names keeps any
+   * mix of kinds deadlock-free.
    */
-  async acquireAll(resources, opts = {}) {
-    if (!Array.isArray(resources) || resources.length < 1 || resources.length > ACQUIRE_ALL_MAX) {
+  async acquireAll(entries, opts = {}) {
+    if (!Array.isArray(entries) || entries.length < 1 || entries.length > ACQUIRE_ALL_MAX) {
       throw new TypeError(`acquireAll: between 1 and ${ACQUIRE_ALL_MAX} resources`);
     }
+    const kinds = entries.map((r) => (typeof r === 'string' ? null : kindOf(r)));
+    const resources = entries.map((r) => (typeof r === 'string' ? r : r.name));
     for (const r of resources) {
       if (typeof r !== 'string' || r === '') throw new TypeError('resource must be a non-empty string');
     }
@@ -341,6 +358,7 @@ class Client extends EventEmitter {
       throw new TypeError(`shared must be a boolean, got ${typeof opts.shared}`);
     }
     checkSemaphore(opts); // before anything is taken
+    for (const k of kinds) if (k) checkSemaphore({ ...opts, ...k });
     const owner = opts.owner !== undefined ? checkOwner(opts.owner) : this.nextOwner();
     const deadline = now() + wait;
     const out = new Array(resources.length).fill(null);
@@ -353,7 +371,7 @@ class Client extends EventEmitter {
         // A spent budget still asks (a free lock is granted) with the shortest wait.
         const left = wait > 0 ? Math.max(1, Math.ceil(deadline - now())) : 0;
         try {
-          out[i] = await this.acquireAs(resources[i], { ...opts, wait: left }, owner);
+          out[i] = await this.acquireAs(resources[i], { ...opts, ...kinds[i], wait: left }, owner);
         } catch (err) {
           if (err instanceof RlockError && err.resource === undefined) err.resource = resources[i];
           throw err;

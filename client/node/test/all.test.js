@@ -73,6 +73,42 @@ test('all or nothing: a busy lock fails the set, and the ones taken before it ar
   }
 });
 
+test('a kind per entry: { name, shared, limit, permits } takes that one in its own kind', async () => {
+  const client = await connect({ servers: [env.addr] });
+  const other = await connect({ servers: [env.addr] });
+  const tryOne = async (name, opts) => {
+    try {
+      const l = await other.acquire(name, opts);
+      await l.release();
+      return 'ok';
+    } catch (e) {
+      return e.code;
+    }
+  };
+  try {
+    const locks = await client.acquireAll(['kind:x', { name: 'kind:s', shared: true },
+      { name: 'kind:m', limit: 2, permits: 2 }]);
+    assert.deepEqual(locks.map((l) => l.resource), ['kind:x', 'kind:s', 'kind:m']);
+    assert.equal(locks[1].shared, true);
+    assert.equal(locks[2].limit, 2);
+    assert.equal(await tryOne('kind:s', { shared: true }), 'ok');
+    assert.equal(await tryOne('kind:s', {}), 'NOT_ACQUIRED');
+    assert.equal(await tryOne('kind:x', { shared: true }), 'NOT_ACQUIRED');
+    assert.equal(await tryOne('kind:m', { limit: 2 }), 'NOT_ACQUIRED');
+    for (const l of locks) await l.release();
+    // The call's kind for plain names; an entry's own replaces it for that one.
+    const mixed = await client.acquireAll(['kind:x', { name: 'kind:s' }], { shared: true });
+    assert.deepEqual(mixed.map((l) => l.shared), [true, false]);
+    for (const l of mixed) await l.release();
+    await assert.rejects(client.acquireAll([{ name: 'kind:m', permits: 1 }]), TypeError);
+    await assert.rejects(client.acquireAll([{ name: 'kind:s', shared: 'yes' }]), TypeError);
+    await assert.rejects(client.acquireAll([null]), TypeError);
+  } finally {
+    await client.close();
+    await other.close();
+  }
+});
+
 test('a lock lost while the next is awaited fails the set; the next is given back', async () => {
   const holder = await connect({ servers: [env.addr] });
   const client = await connect({ servers: [env.addr] });
