@@ -85,10 +85,11 @@ if pttl < 1 then
     pttl = 1 -- expiring this very millisecond: SET refuses PX 0
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', pttl)
+-- pcall: a record that cannot be read or written leaves the adopt as it is.
 local lk = KEYS[1] .. ':leader'
-if redis.call('HGET', lk, 'token') == ARGV[1] then
-    redis.call('HSET', lk, 'token', ARGV[2])
-    redis.call('PEXPIRE', lk, pttl)
+if redis.pcall('HGET', lk, 'token') == ARGV[1] then
+    redis.pcall('HSET', lk, 'token', ARGV[2])
+    redis.pcall('PEXPIRE', lk, pttl)
     return {1, pttl, 'leader'}
 end
 return {1, pttl}

@@ -16,8 +16,12 @@
 -- Reading the record through the key's token is what makes it exact: a
 -- record outlives neither its leader's key (it expires with it) nor its token
 -- (a new grant or an adopt writes the token anew).
-local rec = redis.call('HMGET', KEYS[2], 'token', 'term', 'value')
-if rec[1] and redis.call('GET', KEYS[1]) == rec[1] then
+-- pcall: a record or lock key of another type is no leader's.
+local rec = redis.pcall('HMGET', KEYS[2], 'token', 'term', 'value')
+if type(rec) ~= 'table' or rec.err or not rec[1] or not rec[2] then
+    return {0}
+end
+if redis.pcall('GET', KEYS[1]) == rec[1] then
     return {1, rec[2], rec[3] or '', redis.call('PTTL', KEYS[1])}
 end
 return {0}

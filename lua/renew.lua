@@ -29,14 +29,17 @@ for i, key in ipairs(KEYS) do
     elseif v == ARGV[2 * i - 1] then
         local arg = ARGV[2 * i]
         local leader = string.byte(arg) == 76 -- 'L'
-        local ttl = tonumber(leader and string.sub(arg, 2) or arg)
+        local ttl = tonumber(leader and string.sub(arg, 2) or arg) or 0
         if ttl > 0 and redis.call('PTTL', key) < ttl then
             redis.call('PEXPIRE', key, ttl)
         end
         if leader then
+            -- pcall: a record of another type (or, on a Cluster, one caught in a slot
+            -- migration) stays as it is rather than failing the batch; this lock is
+            -- renewed all the same.
             local lk = key .. ':leader'
-            if redis.call('HGET', lk, 'token') == v then
-                redis.call('PEXPIRE', lk, redis.call('PTTL', key))
+            if redis.pcall('HGET', lk, 'token') == v then
+                redis.pcall('PEXPIRE', lk, redis.call('PTTL', key))
             end
         end
         out[i] = 1

@@ -36,7 +36,8 @@ struct observer {
     struct resource *res;
     uint64_t term;    /* the latest term it was shown (0: none yet) */
     uint8_t elected;  /* it was last shown a leader */
-    uint8_t answered; /* its Observe was answered: changes are pushed from then on */
+    uint8_t answered; /* an Observe of it was answered: changes are pushed from then on */
+    uint32_t pending; /* its Observe reads in Redis */
     LIST_ENTRY(observer) res_link;
     LIST_ENTRY(observer) sess_link;
 };
@@ -48,6 +49,9 @@ struct election {
     struct event *timer;
     uint8_t reading; /* a read is in Redis (one at a time per election) */
     uint8_t again;   /* news came during it: read once more */
+    uint8_t read_ok; /* a read of it was answered; then what it found: */
+    uint8_t last_elected;
+    uint64_t last_term;
 };
 
 static void election_read(struct resource *res);
@@ -141,18 +145,42 @@ static void push_change(struct observer *o, const char *value)
     session_push_event(o->sess, &ev);
 }
 
-/* Show o what a read found, if it is news to o: a higher term, or its leader gone. */
+/*
+ * Whether a read that found found (and ld) is news to o: a higher term, its leader
+ * gone, or the term it was last shown leading again (a read that missed the record,
+ * protocol.md §6.11). If so, o's view becomes it and 1 is returned. Never a lower term.
+ */
+static int observer_takes(struct observer *o, int found, const struct reply_leader *ld)
+{
+    if (found == 1 && (ld->term > o->term || (ld->term == o->term && !o->elected))) {
+        o->term = ld->term;
+        o->elected = 1;
+        return 1;
+    }
+    if (found == 0 && o->elected) {
+        o->elected = 0; /* the term stays the last one seen */
+        return 1;
+    }
+    return 0;
+}
+
+/* Show o what a read found, if it is news to o. */
 static void observer_update(struct observer *o, int found, const struct reply_leader *ld,
                             const char *value)
 {
-    if (found == 1 && ld->term > o->term) {
-        o->term = ld->term;
-        o->elected = 1;
-        push_change(o, value);
-    } else if (found == 0 && o->elected) {
-        o->elected = 0; /* the term stays the last one seen */
-        push_change(o, "");
-    }
+    if (observer_takes(o, found, ld))
+        push_change(o, o->elected ? value : "");
+}
+
+/* Remember what a read of el found; 1 when it differs from the read before. */
+static int election_saw(struct election *el, int found, const struct reply_leader *ld)
+{
+    uint64_t term = found == 1 ? ld->term : 0;
+    int changed = !el->read_ok || el->last_elected != (found == 1) || el->last_term != term;
+    el->read_ok = 1;
+    el->last_elected = found == 1;
+    el->last_term = term;
+    return changed;
 }
 
 static void election_arm(struct election *el, uint32_t ms)
@@ -188,6 +216,7 @@ static void read_cb(const redisReply *reply, const char *err, void *arg)
         election_arm(el, ELECTION_RETRY_MS);
     } else {
         struct observer *o;
+        election_saw(el, found, &ld);
         LIST_FOREACH(o, &el->observers, res_link)
             if (o->answered)
                 observer_update(o, found, &ld, value);
@@ -253,49 +282,82 @@ void election_session_end(struct session *s)
         observer_free(o);
 }
 
-/* A Leader or Observe read came back: answer it (and start the observer's view). */
+/*
+ * An Observe's read came back for o (found < 0: it failed). Its answer is o's view
+ * from now on (a view o had is moved on only by news, as by any read). A first Observe
+ * whose read failed was answered with an error: o goes, unless another Observe of it is
+ * still in Redis. A read that found something the election's own reads had not seen
+ * (observers of it joined at other times) reads it again for everyone.
+ */
+static void observe_answered(struct observer *o, int found, const struct reply_leader *ld)
+{
+    struct resource *res = o->res;
+    struct election *el = res->el;
+    o->pending--;
+    if (found < 0) {
+        if (!o->answered && o->pending == 0)
+            observer_free(o);
+        return;
+    }
+    if (!o->answered) {
+        o->answered = 1;
+        o->elected = found == 1;
+        o->term = found == 1 ? ld->term : 0;
+    } else {
+        (void)observer_takes(o, found, ld); /* the answer itself tells the client */
+    }
+    int differs = el->read_ok && (el->last_elected != (found == 1) ||
+                                  el->last_term != (found == 1 ? ld->term : 0));
+    if (differs)
+        election_read(res);
+    else if (!el->reading && !evtimer_pending(el->timer, NULL))
+        election_arm(el, election_next_ms(res, found, ld));
+}
+
+/* A Leader or Observe read came back: answer it (and, for an Observe, its observer). */
 static void request_read_cb(const redisReply *reply, const char *err, void *arg)
 {
     struct request *req = arg;
     struct session *s = req->sess;
     struct reply_leader ld = {0};
     int found = reply_leader(reply, &ld);
+    char *value = found >= 0 && s != NULL ? value_dup(found, &ld) : NULL;
+    if (s != NULL && req->op == RLOCK__V1__REQUEST__BODY_OBSERVE) {
+        struct observer *o = observer_find(s, req->res);
+        if (o != NULL)
+            observe_answered(o, value != NULL ? found : -1, &ld);
+    }
     if (s != NULL && found < 0) {
         session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_UNAVAILABLE,
                               reply == NULL ? err : "unexpected reply from Redis");
+    } else if (s != NULL && value == NULL) {
+        session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
     } else if (s != NULL) {
-        char *value = value_dup(found, &ld);
-        if (value == NULL) {
-            session_respond_error(s, req->id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
-        } else {
-            struct observer *o = req->op == RLOCK__V1__REQUEST__BODY_OBSERVE
-                                     ? observer_find(s, req->res) : NULL;
-            if (o != NULL && !o->answered) {
-                /* Its view starts here; later reads of the election push what changes. */
-                o->answered = 1;
-                o->elected = found == 1;
-                o->term = found == 1 ? ld.term : 0;
-                if (!o->res->el->reading)
-                    election_arm(o->res->el, election_next_ms(o->res, found, &ld));
-            }
-            Rlock__V1__LeaderReply r = RLOCK__V1__LEADER_REPLY__INIT;
-            leader_fill(&r, found, &ld, value);
-            session_respond(s, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
-                            RLOCK__V1__RESPONSE__BODY_LEADER, &r);
-            free(value);
-        }
+        Rlock__V1__LeaderReply r = RLOCK__V1__LEADER_REPLY__INIT;
+        leader_fill(&r, found, &ld, value);
+        session_respond(s, req->id, RLOCK__V1__STATUS__STATUS_OK, NULL,
+                        RLOCK__V1__RESPONSE__BODY_LEADER, &r);
     }
+    free(value);
     lock_request_done(req);
 }
 
-/* Check name, find its resource and send a read for request id of op; 0, or -1 when answered. */
-static int read_start(struct session *s, uint64_t id, int op, const char *name,
-                      struct resource **out)
+/*
+ * The checks of a read for request id: the name, the session's bound on what it has
+ * in Redis ([session] max_locks: these reads count with its acquires), the route.
+ * The resource (a new reference) in *out and 0, or -1 when answered.
+ */
+static int read_check(struct session *s, uint64_t id, const char *name, struct resource **out)
 {
     struct server *srv = s->srv;
     const char *bad = lock_check_resource(srv->cfg, name);
     if (bad != NULL) {
         session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
+        return -1;
+    }
+    if (s->nleases + s->nrequests >= srv->cfg->max_locks_per_session) {
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
+                              "too many locks held or requests in flight for this session");
         return -1;
     }
     struct resource *res = resource_get(srv, name, strlen(name));
@@ -308,7 +370,17 @@ static int read_start(struct session *s, uint64_t id, int op, const char *name,
         session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_UNAVAILABLE, "redis unavailable");
         return -1;
     }
-    struct request *req = request_new(srv, s, id, op);
+    *out = res;
+    return 0;
+}
+
+/*
+ * Send the read of request id (op) on res, handing it res's reference. 0, or -1 when
+ * answered (out of memory). Once sent, res may be gone: the answer can come at once.
+ */
+static int read_send(struct session *s, uint64_t id, int op, struct resource *res)
+{
+    struct request *req = request_new(s->srv, s, id, op);
     if (req == NULL) {
         resource_unref(res);
         session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
@@ -316,7 +388,6 @@ static int read_start(struct session *s, uint64_t id, int op, const char *name,
     }
     req->res = res; /* the request's reference */
     request_set_state(req, REQUEST_IN_REDIS);
-    *out = res;
     leader_send(res, request_read_cb, req);
     return 0;
 }
@@ -324,54 +395,69 @@ static int read_start(struct session *s, uint64_t id, int op, const char *name,
 int election_leader(struct session *s, uint64_t id, const Rlock__V1__Leader *l)
 {
     struct resource *res;
-    return read_start(s, id, RLOCK__V1__REQUEST__BODY_LEADER, l->resource, &res) == 0;
+    if (read_check(s, id, l->resource, &res) != 0)
+        return 0;
+    return read_send(s, id, RLOCK__V1__REQUEST__BODY_LEADER, res) == 0;
+}
+
+/* Observe{stop}: the session's observer of the name goes; answered with an empty reply. */
+static int observe_stop(struct session *s, uint64_t id, const char *name)
+{
+    const char *bad = lock_check_resource(s->srv->cfg, name);
+    struct resource *res = bad == NULL ? resource_find(s->srv, name, strlen(name)) : NULL;
+    struct observer *o = res != NULL ? observer_find(s, res) : NULL;
+    if (o == NULL) {
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
+                              "this session does not observe that election");
+        return 0;
+    }
+    observer_free(o);
+    Rlock__V1__LeaderReply r = RLOCK__V1__LEADER_REPLY__INIT;
+    session_respond(s, id, RLOCK__V1__STATUS__STATUS_OK, NULL, RLOCK__V1__RESPONSE__BODY_LEADER,
+                    &r);
+    return 0;
 }
 
 int election_observe(struct session *s, uint64_t id, const Rlock__V1__Observe *ob)
 {
-    const char *bad = lock_check_resource(s->srv->cfg, ob->resource);
-    struct resource *found =
-        bad == NULL ? resource_find(s->srv, ob->resource, strlen(ob->resource)) : NULL;
-    struct observer *o = found != NULL ? observer_find(s, found) : NULL;
-    if (ob->stop) {
+    if (ob->stop)
+        return observe_stop(s, id, ob->resource);
+    const struct config *cfg = s->srv->cfg;
+    struct resource *res;
+    if (read_check(s, id, ob->resource, &res) != 0)
+        return 0;
+    struct observer *o = observer_find(s, res);
+    if (o == NULL) {
+        const char *full = s->nobserving >= cfg->max_locks_per_session
+                               ? "too many elections observed by this session ([session] max_locks)"
+                           : res->el == NULL && s->srv->nobserved >= cfg->max_locks
+                               ? "too many elections observed in this daemon (limits.max_locks)"
+                               : NULL;
+        struct election *el = full == NULL ? election_get(res) : NULL;
+        o = el != NULL ? calloc(1, sizeof *o) : NULL;
         if (o == NULL) {
-            session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
-                                  "this session does not observe that election");
+            if (el != NULL)
+                election_put(res);
+            resource_unref(res);
+            session_respond_error(s, id,
+                                  full != NULL ? RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED
+                                               : RLOCK__V1__STATUS__STATUS_INTERNAL,
+                                  full != NULL ? full : "out of memory");
             return 0;
         }
-        Rlock__V1__LeaderReply r = RLOCK__V1__LEADER_REPLY__INIT;
-        r.elected = o->elected;
-        r.term = o->term;
-        r.value = "";
-        observer_free(o);
-        session_respond(s, id, RLOCK__V1__STATUS__STATUS_OK, NULL,
-                        RLOCK__V1__RESPONSE__BODY_LEADER, &r);
+        o->sess = s;
+        o->res = res;
+        LIST_INSERT_HEAD(&el->observers, o, res_link);
+        LIST_INSERT_HEAD(&s->observing, o, sess_link);
+        el->n++;
+        s->nobserving++;
+    }
+    /* Counted before the send: its answer may come at once (out of memory). */
+    o->pending++;
+    if (read_send(s, id, RLOCK__V1__REQUEST__BODY_OBSERVE, res) != 0) {
+        if (--o->pending == 0 && !o->answered)
+            observer_free(o);
         return 0;
     }
-    if (o == NULL && s->nobserving >= s->srv->cfg->max_locks_per_session) {
-        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED,
-                              "too many elections observed by this session ([session] max_locks)");
-        return 0;
-    }
-    struct resource *res;
-    if (read_start(s, id, RLOCK__V1__REQUEST__BODY_OBSERVE, ob->resource, &res) != 0)
-        return 0;
-    if (o != NULL)
-        return 1; /* observed already: the read answers with the leader now */
-    struct election *el = election_get(res);
-    o = el != NULL ? calloc(1, sizeof *o) : NULL;
-    if (o == NULL) {
-        /* Its read answers: an OK would say it observes, so the session ends instead. */
-        log_warn("session %s: observe %s: out of memory", s->id, res->name);
-        election_put(res);
-        session_close(s, "out of memory", 0);
-        return 1;
-    }
-    o->sess = s;
-    o->res = res;
-    LIST_INSERT_HEAD(&el->observers, o, res_link);
-    LIST_INSERT_HEAD(&s->observing, o, sess_link);
-    el->n++;
-    s->nobserving++;
     return 1;
 }

@@ -650,6 +650,126 @@ START_TEST(test_observe_prompt)
 }
 END_TEST
 
+/* Send a Leader or Observe (stop or not) for name on r with id, without reading the answer. */
+static void raw_send_read(struct h_raw *r, uint64_t id, const char *name, int observe, int stop)
+{
+    Rlock__V1__Leader ld = RLOCK__V1__LEADER__INIT;
+    Rlock__V1__Observe ob = RLOCK__V1__OBSERVE__INIT;
+    Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
+    req.id = id;
+    if (observe) {
+        ob.resource = (char *)name;
+        ob.stop = stop;
+        req.body_case = RLOCK__V1__REQUEST__BODY_OBSERVE;
+        req.observe = &ob;
+    } else {
+        ld.resource = (char *)name;
+        req.body_case = RLOCK__V1__REQUEST__BODY_LEADER;
+        req.leader = &ld;
+    }
+    ck_assert_int_eq(h_raw_send(r, &req), 0);
+}
+
+/* The status of the next response on r (events in between are skipped). */
+static Rlock__V1__Status raw_status(struct h_raw *r, uint64_t *id)
+{
+    for (;;) {
+        Rlock__V1__ServerMessage *m = NULL;
+        ck_assert_int_eq(h_raw_read(r, h_now_ms() + GRANT_MS, &m), 1);
+        const Rlock__V1__Response *resp = h_raw_response(m);
+        if (resp != NULL) {
+            Rlock__V1__Status st = resp->status;
+            *id = resp->id;
+            h_raw_free(m);
+            return st;
+        }
+        h_raw_free(m);
+    }
+}
+
+/*
+ * Reads while Redis does not answer (SIGSTOP): each Leader or Observe counts against the
+ * session's [session] max_locks while it is in Redis, like an acquire (LIMIT_EXCEEDED
+ * past it, so one client cannot fill the connection's queue and starve renewals); an
+ * Observe whose read failed (UNAVAILABLE) leaves no observer behind (a stop is NOT_HELD).
+ */
+START_TEST(test_observe_bounded)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, "[session]\nmax_locks = 4\n");
+    struct h_raw r;
+    h_raw_session(&r, &f.e, "raw-bounded");
+    h_sigstop(f.e.redis_pid, "redis-server");
+    raw_send_read(&r, 10, "el/b", 1, 0);
+    for (uint64_t id = 11; id < 16; id++)
+        raw_send_read(&r, id, "el/b", 0, 0);
+    int limited = 0, unavailable = 0, observe_failed = 0;
+    for (int i = 0; i < 6; i++) {
+        uint64_t id;
+        Rlock__V1__Status st = raw_status(&r, &id);
+        limited += st == RLOCK__V1__STATUS__STATUS_LIMIT_EXCEEDED;
+        unavailable += st == RLOCK__V1__STATUS__STATUS_UNAVAILABLE;
+        observe_failed += id == 10 && st == RLOCK__V1__STATUS__STATUS_UNAVAILABLE;
+    }
+    h_sigcont(f.e.redis_pid, "redis-server");
+    ck_assert_msg(limited == 2 && unavailable == 4,
+                  "6 reads with max_locks 4 and Redis stopped: %d LIMIT_EXCEEDED, %d UNAVAILABLE",
+                  limited, unavailable);
+    ck_assert_msg(observe_failed, "the Observe was not answered UNAVAILABLE");
+    /* Redis back (once the daemon has reconnected): the failed Observe left nothing. */
+    int64_t end = h_now_ms() + GRANT_MS;
+    struct rlock_leader ld;
+    while (rlock_leader(f.c, "el/b", CALL_MS, &ld) != RLOCK_OK && h_now_ms() < end)
+        h_sleep_ms(50);
+    h_assert_ok(f.c, rlock_leader(f.c, "el/b", CALL_MS, &ld));
+    raw_send_read(&r, 20, "el/b", 1, 1);
+    uint64_t id;
+    ck_assert_int_eq(raw_status(&r, &id), RLOCK__V1__STATUS__STATUS_NOT_HELD);
+    h_raw_close(&r);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/*
+ * A read that misses the leader's record (here deleted, as a slot migration or another
+ * program might) tells observers the leader left; when the record is back in the same
+ * term, they are told it leads again (not left believing nobody leads for its term).
+ */
+START_TEST(test_observe_same_term_back)
+{
+    struct h_fixture f;
+    /* The raw session sends no keepalive: it must outlive the daemon's 10 s reads. */
+    h_fixture_start(&f, "[session]\ntimeout = 60s\n");
+    struct h_raw r;
+    h_raw_session(&r, &f.e, "raw-back");
+    ck_assert_uint_eq(raw_observe(&r, 2, "el/raw", 0), 0);
+    /* A short lease: the daemon reads the election again about once a lease. */
+    struct rlock_acquire_opts ao = {.ttl_ms = 1000, .campaign_value = "a"};
+    struct rlock_lock *a = NULL;
+    h_assert_ok(f.c, rlock_acquire(f.c, "el/raw", &ao, CALL_MS, &a));
+    int elected;
+    uint64_t term;
+    ck_assert_msg(raw_changed(&r, GRANT_MS, &elected, &term) && elected, "no LeaderChanged");
+    char key[300], rec[320], fence[32];
+    h_lock_key(&f.e, "el/raw", key, sizeof key);
+    snprintf(rec, sizeof rec, "%s:leader", key);
+    ck_assert_int_eq(h_redis_int(f.r, "DEL %s", rec), 1);
+    ck_assert_msg(raw_changed(&r, GRANT_MS, &elected, &term), "the record's loss not told");
+    ck_assert_msg(!elected && term == rlock_lock_fence(a), "gone: elected %d", elected);
+    snprintf(fence, sizeof fence, "%" PRIu64, rlock_lock_fence(a));
+    redisReply *rep = redisCommand(f.r, "HSET %s token %s term %s value a", rec,
+                                   rlock_lock_token(a), fence);
+    ck_assert_ptr_nonnull(rep);
+    freeReplyObject(rep);
+    ck_assert_msg(raw_changed(&r, GRANT_MS, &elected, &term), "the leader's return not told");
+    ck_assert_msg(elected && term == rlock_lock_fence(a), "back: elected %d", elected);
+    h_assert_ok(f.c, rlock_release(a, CALL_MS));
+    rlock_lock_free(a);
+    h_raw_close(&r);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 /* --- the asynchronous API ------------------------------------------------------- */
 
 struct adone {
@@ -1230,7 +1350,8 @@ int main(void)
 {
     const TTest *tests[] = {test_campaign_term,  test_leader_renewed,       test_no_leader,
                             test_second_candidate, test_observe,            test_observe_moves,
-                            test_observe_wire,   test_observe_prompt,       test_async,
+                            test_observe_wire,   test_observe_prompt,       test_observe_bounded,
+                            test_observe_same_term_back,                    test_async,
                             test_value_limits,   test_rlockctl_elect,       test_rlockctl_elect_waits,
                             test_failover};
     return h_run_tests("election", 180, tests, H_LEN(tests));

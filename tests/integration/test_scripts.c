@@ -631,6 +631,20 @@ START_TEST(test_leader_record)
     ck_assert_int_eq(got[2], 2);
     ck_assert_int_eq(h_redis_int(r, "EXISTS %s", claim), 0);
 
+    /* A record of another type: nobody leads, and an 'L' renewal still renews its lock
+     * and the rest of its batch (no WRONGTYPE failing every lock in it). */
+    ck_assert_int_eq(h_redis_int(r, "DEL %s", key), 1);
+    redis_do(r, "SET %s %s PX " STR(LONG_PX), key, t.e[0].token);
+    redis_do(r, "SET %s %s", rec, "not-a-hash");
+    ck_assert_int_eq(leader_of(r, leader, key, rec, &term, value, sizeof value, &pttl), 0);
+    redis_do(r, "SET %s %s PX 5000", t.e[1].key, t.e[1].token);
+    const char *bkeys[] = { key, t.e[1].key };
+    const char *bargs[] = { t.e[0].token, "L" STR(LONG_PX), t.e[1].token, STR(LONG_PX) };
+    long long two[2];
+    int_array(eval(r, renew, bkeys, 2, bargs, 4), two, 2);
+    ck_assert_msg(two[0] == 1 && two[1] == 1, "renewals %lld %lld", two[0], two[1]);
+    ck_assert_msg(h_pttl(r, t.e[1].key) > LONG_PX - SLACK_MS, "the batch's other key unrenewed");
+
     free(leader);
     free(renew);
     free(adopt);
