@@ -398,11 +398,7 @@ static enum rlock_err async_elect(struct rlock_client *c, const char *name,
     Rlock__V1__Leader l;
     Rlock__V1__Observe o;
     rlk_elect_fill(call, &req, &l, &o);
-    if (kind == RLK_CALL_UNOBSERVE) {
-        rlk_client_lock(c);
-        rlk_elect_unobserve(c, name);
-        rlk_client_unlock(c);
-    }
+    /* A stop: the engine forgets the election when it queues it (rlk_eng_submit). */
     return async_queue(c, &req, call, id);
 }
 

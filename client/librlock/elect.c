@@ -16,12 +16,33 @@
  * Observe the engine sends again after the session resumed on another
  * connection (that daemon may not know the session observes anything, and
  * what changed while the session moved is reported from its answer).
+ *
+ * That Observe may be refused (Redis out of the new daemon's reach, a limit):
+ * it is sent again after a pause (100 ms, doubling up to 2 s) until it is
+ * answered, the application stops observing, or the session ends or moves
+ * (the next resume sends it anyway). LIMIT_EXCEEDED is tried again for 5 s
+ * (the limit may be on reads in flight, which a resume sends all at once);
+ * past that, and at once for any error that trying again does not cure, the
+ * election is no longer observed and on_leader is told: elected 0, term 0 (no
+ * leader's term is 0) and the error as the value.
+ *
+ * A stop (Observe with stop) ends the daemon's subscription whatever the
+ * answers of the Observes sent before it say, even one that comes after the
+ * stop's own (the daemon reads the leader for an Observe after it subscribed
+ * the session; a stop is answered at once): those are marked superseded when
+ * the stop is queued (engine.c) and then change nothing here.
  */
 #include "rlock_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The pauses before an Observe refused after a resume is sent again: the first, the longest. */
+#define ELECT_RETRY_FIRST_MS 100u
+#define ELECT_RETRY_MAX_MS 2000u
+/* How long a run of LIMIT_EXCEEDED answers to it is tried again before it is final. */
+#define ELECT_LIMIT_GIVE_UP_MS 5000
 
 /* --- the elections observed ------------------------------------------------------------ */
 
@@ -40,6 +61,7 @@ static struct rlk_observed *observed_add(struct rlock_client *c, const char *nam
     struct rlk_observed *o = malloc(sizeof *o + len);
     if (o == NULL)
         return NULL;
+    memset(o, 0, sizeof *o);
     memcpy(o->name, name, len);
     o->term = term;
     o->elected = elected;
@@ -48,16 +70,44 @@ static struct rlk_observed *observed_add(struct rlock_client *c, const char *nam
     return o;
 }
 
-void rlk_elect_unobserve(struct rlock_client *c, const char *name)
+/* o is no longer waiting to be observed again. */
+static void retry_clear(struct rlock_client *c, struct rlk_observed *o)
+{
+    if (o->retrying)
+        c->observed_retrying--;
+    o->retrying = 0;
+    o->backoff_ms = 0;
+    o->limited_since = 0;
+}
+
+/* Send an Observe of o again at at. */
+static void retry_at(struct rlock_client *c, struct rlk_observed *o, int64_t at)
+{
+    if (!o->retrying)
+        c->observed_retrying++;
+    o->retrying = 1;
+    o->retry_at = at;
+}
+
+/* Take o off the list and free it. */
+static void observed_remove(struct rlock_client *c, struct rlk_observed *o)
 {
     for (struct rlk_observed **p = &c->observed; *p != NULL; p = &(*p)->next) {
-        if (strcmp((*p)->name, name) == 0) {
-            struct rlk_observed *o = *p;
+        if (*p == o) {
             *p = o->next;
+            retry_clear(c, o);
+            c->observed_gen++;
             free(o);
             return;
         }
     }
+}
+
+void rlk_elect_unobserve(struct rlock_client *c, const char *name)
+{
+    struct rlk_observed *o = observed_find(c, name);
+    if (o != NULL)
+        observed_remove(c, o);
 }
 
 void rlk_elect_free(struct rlock_client *c)
@@ -67,6 +117,8 @@ void rlk_elect_free(struct rlock_client *c)
         c->observed = o->next;
         free(o);
     }
+    c->observed_retrying = 0;
+    c->observed_gen++;
 }
 
 /*
@@ -158,40 +210,141 @@ enum rlock_err rlk_elect_answer(struct rlock_client *c, struct rlk_call *call,
         call->leader->ttl_ms = r->ttl_ms;
         memcpy(call->leader->value, value, vlen + 1);
     }
+    if (call->superseded)
+        return RLOCK_OK; /* a stop sent after it ended the subscription this answers for */
     struct rlk_observed *o = observed_find(c, call->name);
     if (call->kind == RLK_CALL_OBSERVE) {
         /* The caller learns the leader from this answer: nothing to report. */
         if (o != NULL) {
             (void)observed_advance(o, r->term, r->elected != 0);
+            retry_clear(c, o); /* the daemon observes it now */
         } else if (observed_add(c, call->name, r->term, r->elected != 0) == NULL) {
             rlk_error_set(&call->detail, RLOCK_ERR_NOMEM, 0, "out of memory observing '%.64s'",
                           call->name);
             return RLOCK_ERR_NOMEM;
         }
-    } else if (call->kind == RLK_CALL_REOBSERVE && o != NULL &&
-               observed_advance(o, r->term, r->elected != 0)) {
-        note_leader(c, o->name, o->elected, o->term, value);
+    } else if (call->kind == RLK_CALL_REOBSERVE && o != NULL) {
+        retry_clear(c, o); /* observed there: a later refusal starts at the first pause */
+        if (observed_advance(o, r->term, r->elected != 0))
+            note_leader(c, o->name, o->elected, o->term, value);
     }
     return RLOCK_OK;
 }
 
+/* The pause before the next try of o: its backoff doubled (the first: 100 ms), at least hint. */
+static uint32_t retry_pause(struct rlk_observed *o, uint32_t hint_ms)
+{
+    uint32_t b = o->backoff_ms ? o->backoff_ms * 2 : ELECT_RETRY_FIRST_MS;
+    o->backoff_ms = b < ELECT_RETRY_MAX_MS ? b : ELECT_RETRY_MAX_MS;
+    uint32_t hint = hint_ms < ELECT_RETRY_MAX_MS ? hint_ms : ELECT_RETRY_MAX_MS;
+    return o->backoff_ms > hint ? o->backoff_ms : hint;
+}
+
+/* Errors an Observe sent again may be refused with that another try may cure. */
+static int refusal_passes(enum rlock_err e)
+{
+    return e == RLOCK_ERR_UNAVAILABLE || e == RLOCK_ERR_SHUTTING_DOWN ||
+           e == RLOCK_ERR_INTERNAL || e == RLOCK_ERR_TIMEOUT;
+}
+
+void rlk_elect_refused(struct rlock_client *c, const struct rlk_call *call)
+{
+    if (call->superseded)
+        return; /* the application stopped observing it */
+    struct rlk_observed *o = observed_find(c, call->name);
+    if (o == NULL || o->retrying)
+        return;
+    int64_t now = rlk_alive_ms();
+    enum rlock_err e = call->err;
+    int again = refusal_passes(e);
+    if (e == RLOCK_ERR_LIMIT_EXCEEDED) {
+        if (o->limited_since == 0)
+            o->limited_since = now;
+        again = now - o->limited_since < ELECT_LIMIT_GIVE_UP_MS;
+    } else {
+        o->limited_since = 0;
+    }
+    if (again) {
+        retry_at(c, o, now + retry_pause(o, call->detail.retry_after_ms));
+        return;
+    }
+    /* Final: no longer observed (rlock_observe observes it afresh), and the application told. */
+    char why[sizeof call->detail.message];
+    snprintf(why, sizeof why, "%s",
+             call->detail.message[0] ? call->detail.message : rlock_strerror(e));
+    note_leader(c, o->name, 0, 0, why);
+    observed_remove(c, o);
+}
+
+/* Send an Observe of o again. 0, 1 when out of memory (try later), -1 when the session is
+ * not open any more. */
+static int reobserve(struct rlock_client *c, const struct rlk_observed *o)
+{
+    struct rlk_call *call = calloc(1, sizeof *call);
+    if (call == NULL || (call->acq_resource = strdup(o->name)) == NULL) {
+        free(call);
+        return 1;
+    }
+    call->kind = RLK_CALL_REOBSERVE;
+    call->name = call->acq_resource;
+    Rlock__V1__Request req;
+    Rlock__V1__Leader l;
+    Rlock__V1__Observe ob;
+    rlk_elect_fill(call, &req, &l, &ob);
+    if (rlk_eng_submit_own(c, &req, call) < 0)
+        return c->state == RLK_SESSION_OPEN ? 1 : -1;
+    return 0;
+}
+
+int64_t rlk_elect_timers(struct rlock_client *c, int64_t now)
+{
+    int64_t next = INT64_MAX;
+    if (c->observed_retrying == 0)
+        return next;
+    /*
+     * Sending may read (a TLS write that waited for a read), and an answer read may
+     * take an election off the list: the walk starts again when that happened.
+     */
+    unsigned gen = c->observed_gen;
+    for (struct rlk_observed *o = c->observed; o != NULL;) {
+        if (!o->retrying || o->retry_at > now) {
+            if (o->retrying && o->retry_at < next)
+                next = o->retry_at;
+            o = o->next;
+            continue;
+        }
+        if (c->state != RLK_SESSION_OPEN)
+            return INT64_MAX; /* moving (its resume sends them all) or over */
+        o->retrying = 0;      /* the backoff stays, for the next refusal */
+        c->observed_retrying--;
+        int rc = reobserve(c, o);
+        if (rc < 0)
+            return INT64_MAX;
+        if (rc > 0) { /* out of memory: nothing was sent, nor read */
+            retry_at(c, o, now + retry_pause(o, 0));
+            if (o->retry_at < next)
+                next = o->retry_at;
+        }
+        if (c->observed_gen != gen) {
+            gen = c->observed_gen;
+            next = INT64_MAX;
+            o = c->observed;
+        } else {
+            o = o->next;
+        }
+    }
+    return next;
+}
+
 void rlk_elect_resumed(struct rlock_client *c)
 {
-    for (const struct rlk_observed *o = c->observed; o != NULL; o = o->next) {
-        struct rlk_call *call = calloc(1, sizeof *call);
-        if (call == NULL || (call->acq_resource = strdup(o->name)) == NULL) {
-            free(call);
-            return; /* its changes go unreported until it is observed again */
-        }
-        call->kind = RLK_CALL_REOBSERVE;
-        call->name = call->acq_resource;
-        Rlock__V1__Request req;
-        Rlock__V1__Leader l;
-        Rlock__V1__Observe ob;
-        rlk_elect_fill(call, &req, &l, &ob);
-        if (rlk_eng_submit_own(c, &req, call) < 0)
-            return; /* the session is over, or moving again (which resends them) */
+    /* This daemon may know nothing of them: every one is due now, with a fresh backoff. */
+    int64_t now = rlk_alive_ms();
+    for (struct rlk_observed *o = c->observed; o != NULL; o = o->next) {
+        retry_clear(c, o);
+        retry_at(c, o, now);
     }
+    (void)rlk_elect_timers(c, now);
 }
 
 /* --- the blocking API ------------------------------------------------------------------ */
@@ -208,11 +361,7 @@ static enum rlock_err elect_call(struct rlock_client *c, const char *name,
     Rlock__V1__Leader l;
     Rlock__V1__Observe o;
     rlk_elect_fill(&call, &req, &l, &o);
-    if (kind == RLK_CALL_UNOBSERVE && c != NULL && c->mode == RLK_MODE_BLOCKING) {
-        rlk_client_lock(c);
-        rlk_elect_unobserve(c, name);
-        rlk_client_unlock(c);
-    }
+    /* A stop: the engine forgets the election when it queues it (rlk_eng_submit). */
     return rlk_call_simple(c, &req, &call, timeout_ms);
 }
 

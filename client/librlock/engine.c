@@ -327,6 +327,23 @@ void rlk_eng_flush(struct rlock_client *c)
     }
 }
 
+/*
+ * A stop of observing name is being submitted: the daemon takes requests in order, so
+ * the Observes of name sent before it subscribe the session only until the stop ends it,
+ * whatever their answers say and whenever they come (a stop is answered at once, an
+ * Observe after its read in Redis). They are marked so, and the election is no longer
+ * observed: no change is reported from now on.
+ */
+static void observe_stopping(struct rlock_client *c, const char *name)
+{
+    for (size_t i = 0; i < c->pending.nb; i++)
+        for (struct rlk_call *p = c->pending.b[i]; p != NULL; p = p->hnext)
+            if ((p->kind == RLK_CALL_OBSERVE || p->kind == RLK_CALL_REOBSERVE) &&
+                strcmp(p->name, name) == 0)
+                p->superseded = 1;
+    rlk_elect_unobserve(c, name);
+}
+
 /* The move's own requests go out on a connection whose session is not open yet. */
 static int move_call(const struct rlk_call *call)
 {
@@ -337,6 +354,10 @@ static int move_call(const struct rlk_call *call)
 enum rlock_err rlk_eng_submit(struct rlock_client *c, Rlock__V1__Request *req,
                               struct rlk_call *call)
 {
+    /* Here, under c->mu with the queueing: no answer can come in between. Refused or
+     * not, the application has stopped observing. */
+    if (call->kind == RLK_CALL_UNOBSERVE)
+        observe_stopping(c, call->name);
     if (c->state == RLK_SESSION_MOVING && !(c->link == RLK_LINK_UP && move_call(call))) {
         rlk_error_set(&call->detail, RLOCK_ERR_UNAVAILABLE, RLK_MOVE_RETRY_MS,
                       "the session is moving to another connection (%s); try again once it "
@@ -689,6 +710,8 @@ static void take_response(struct rlock_client *c, const Rlock__V1__Response *r)
              (call->kind == RLK_CALL_RELEASE || call->kind == RLK_CALL_EXTEND))
         rlk_lock_forget(c, call->handle); /* the daemon no longer knows the lock at all */
     call->err = e;
+    if (e != RLOCK_OK && call->kind == RLK_CALL_REOBSERVE)
+        rlk_elect_refused(c, call); /* tried again later, or reported */
     rlk_eng_complete(c, call);
 }
 
@@ -952,9 +975,13 @@ int64_t rlk_eng_timers(struct rlock_client *c, int64_t now)
         return -1; /* before the HelloReply: nothing to keep alive yet */
     if (now >= ping_at(c))
         send_keepalive(c, now);
+    /* Observes refused after a resume, due again. */
+    int64_t retry = c->state == RLK_SESSION_OPEN ? rlk_elect_timers(c, now) : INT64_MAX;
     if (c->state != RLK_SESSION_OPEN)
-        return -1;
+        return c->state == RLK_SESSION_MOVING ? now + 1 : -1; /* the move's timers next */
     int64_t wake = ping_at(c);
+    if (retry < wake)
+        wake = retry;
     int64_t limit = session_limit_ms(c);
     if (limit > 0) {
         int64_t oldest = c->last_tx_ms < c->last_rx_ms ? c->last_tx_ms : c->last_rx_ms;

@@ -154,6 +154,8 @@ struct rlk_call {
     const char *name;         /* leader, observe: the election (owned calls: acq_resource) */
     struct rlock_leader *leader; /* leader, observe: filled in on completion (owned calls:
                                     malloc'd, freed with the call) */
+    int superseded;           /* observe, reobserve: a stop of its election was queued after
+                                 it, so the daemon does not observe it whatever this answers */
 };
 
 /* What a note reports: a lost lock (on_lost), or a change of an observed election (on_leader). */
@@ -170,12 +172,19 @@ struct rlk_note {
     char resource[]; /* NUL-terminated */
 };
 
-/* An election the session observes (elect.c): the latest leader reported for it. */
+/*
+ * An election the session observes (elect.c): the latest leader reported for it, and,
+ * while the daemon refuses to observe it again after a move (retrying), when to ask next.
+ */
 struct rlk_observed {
     struct rlk_observed *next;
     uint64_t term;
     int elected;
-    char name[]; /* NUL-terminated */
+    int retrying;          /* an Observe of it is to be sent at retry_at */
+    int64_t retry_at;      /* rlk_alive_ms() */
+    uint32_t backoff_ms;   /* the pause before the latest try (0: none yet) */
+    int64_t limited_since; /* rlk_alive_ms() of the first of a run of LIMIT_EXCEEDED, or 0 */
+    char name[];           /* NUL-terminated */
 };
 
 /* --- the client ----------------------------------------------------------------- */
@@ -292,6 +301,8 @@ struct rlock_client {
     struct rlk_call *done_head, **done_tail; /* owned calls completed, with a done_fn */
     struct rlk_note *notes, **notes_tail;    /* lost locks and elections' changes to report */
     struct rlk_observed *observed;           /* the elections observed (elect.c) */
+    unsigned observed_gen;                   /* ... bumped whenever one leaves the list */
+    unsigned observed_retrying;              /* ... how many of them have retrying set */
     /* blocking mode */
     uint32_t calls_active;          /* blocking calls between entry and return */
     pthread_cond_t idle_cv;         /* signalled when calls_active drops to 0 */
@@ -521,15 +532,30 @@ int rlk_conn_result(int fd);
 /* Fill a Leader or Observe request for call (kind LEADER, OBSERVE or UNOBSERVE; name set). */
 void rlk_elect_fill(const struct rlk_call *call, Rlock__V1__Request *req, Rlock__V1__Leader *l,
                     Rlock__V1__Observe *o);
-/* Before an UNOBSERVE call is sent: its election is no longer observed, no change reported. */
+/*
+ * An UNOBSERVE call of name is being submitted (engine.c, in the critical section that
+ * queues it): its election is no longer observed, no change reported. The caller marks
+ * the Observes of it still pending superseded first.
+ */
 void rlk_elect_unobserve(struct rlock_client *c, const char *name);
 /* The OK answer r to call (LEADER, OBSERVE, UNOBSERVE, REOBSERVE); returns the call's error. */
 enum rlock_err rlk_elect_answer(struct rlock_client *c, struct rlk_call *call,
                                 const Rlock__V1__LeaderReply *r);
 /* A LeaderChanged event: reported when its election is observed and it is news. */
 void rlk_elect_changed(struct rlock_client *c, const Rlock__V1__LeaderChanged *ev);
+/*
+ * The daemon refused a REOBSERVE call (call->err, call->detail): try again later (a
+ * backoff), or, for an error that trying again does not cure, stop observing the election
+ * and report it to on_leader (elected 0, term 0, the error as the value).
+ */
+void rlk_elect_refused(struct rlock_client *c, const struct rlk_call *call);
 /* The session resumed on a new connection: observe every observed election there again. */
 void rlk_elect_resumed(struct rlock_client *c);
+/*
+ * An open session's timers (engine.c): send the Observes due again at now. Returns when
+ * the next is due (rlk_alive_ms), or INT64_MAX when none waits.
+ */
+int64_t rlk_elect_timers(struct rlock_client *c, int64_t now);
 /* Forget every observed election (the client is freed). */
 void rlk_elect_free(struct rlock_client *c);
 /* Run the application's callback for note n (mu not held; on the callback's thread). */

@@ -26,6 +26,17 @@
  *  - observe_moves: an observing session moved to another daemon (its own killed)
  *    observes there again (a change made meanwhile reported once, later ones pushed by
  *    the new daemon); a leader whose session moved still leads, same term and value;
+ *  - observe_retried: the Observe the library sends after a move is refused (the new
+ *    daemon's Redis stopped across the move: UNAVAILABLE, no observer kept); it is sent
+ *    again until observed, and a leader elected once Redis is back, and its resignation,
+ *    reach on_leader;
+ *  - observe_refused: a daemon that lets a session observe one election; the observer
+ *    moves there with two: one is refused LIMIT_EXCEEDED for 5 s, then given up (on_leader
+ *    with elected 0, term 0 and the reason) and no longer observed; rlock_observe observes
+ *    it again once the other is stopped;
+ *  - async_stop_race: an Observe answered after the stop sent behind it (its read held by
+ *    a proxy) leaves the election unobserved in the library as in the daemon: after a
+ *    move a leader of it is not reported (one of a control election is);
  *  - value_limits: a value of RLOCK_VALUE_MAX bytes is the leader's in full; one byte
  *    more is RLOCK_ERR_ARG with a message naming the limit (and nothing is sent); a
  *    shared or semaphore campaign and rlock_acquire_all with a campaign are
@@ -49,6 +60,7 @@
  * while, grants and changes have generous deadlines.
  */
 #include "harness.h"
+#include "harness_proxy.h"
 #include "harness_raw.h"
 
 #include <errno.h>
@@ -770,6 +782,157 @@ START_TEST(test_observe_same_term_back)
 }
 END_TEST
 
+/* --- Observe refused after a move --------------------------------------------- */
+
+/*
+ * Two daemons on one Redis with a resume key, B's [session] with b_session lines more, and
+ * B down (start it again with h_rlockd_start): an observer (its changes recorded in rec)
+ * connected to the list "A,B", which gets A.
+ */
+static struct rlock_client *moving_observer(struct h_keydir *k, struct h_env *a, struct h_env *b,
+                                            const char *b_session, struct rec *rec)
+{
+    h_keydir_make(k, NULL);
+    h_env_start_or_fail(a, k->ini);
+    char b_ini[sizeof k->ini + 200];
+    snprintf(b_ini, sizeof b_ini, "%s%s", k->ini, b_session); /* k->ini ends in [session] */
+    ck_assert_msg(h_env_start_peer(b, a, b_ini) == 0, "could not start daemon B");
+    ck_assert_int_eq(h_rlockd_signal(b, SIGTERM), 0); /* down: the observer goes to A */
+    char list[700], err[512];
+    snprintf(list, sizeof list, "%s,%s", a->rlockd_addr, b->rlockd_addr);
+    struct rlock_options oo = rec_init(rec);
+    struct rlock_client *o = NULL;
+    ck_assert_msg(rlock_connect(list, &oo, &o, err, sizeof err) == RLOCK_OK, "connect: %s", err);
+    return o;
+}
+
+/* Kill A (SIGKILL) and wait until o's session resumed on B. */
+static void move_to_b(struct h_env *a, struct rlock_client *o)
+{
+    ck_assert_int_eq(kill(a->rlockd_pid, SIGKILL), 0);
+    int status;
+    ck_assert_msg(h_wait_exit(a->rlockd_pid, 10000, &status) == 0, "A did not die");
+    a->rlockd_pid = 0;
+    for (int64_t t0 = h_now_ms(); rlock_session_resumes(o) < 1; h_sleep_ms(10))
+        ck_assert_msg(h_now_ms() - t0 < GRANT_MS, "the observer's session never resumed on B");
+}
+
+/* Campaign for name through c, asking again while the daemon answers UNAVAILABLE. */
+static struct rlock_lock *campaign_when_up(struct rlock_client *c, const char *name,
+                                           const char *value)
+{
+    struct rlock_acquire_opts ao = {.wait_ms = WAIT_MS, .campaign_value = value};
+    struct rlock_lock *l = NULL;
+    for (int64_t t0 = h_now_ms();; h_sleep_ms(50)) {
+        enum rlock_err e = rlock_acquire(c, name, &ao, CALL_MS, &l);
+        if (e == RLOCK_OK)
+            return l;
+        ck_assert_msg(e == RLOCK_ERR_UNAVAILABLE && h_now_ms() - t0 < GRANT_MS,
+                      "campaign for %s: %s", name, rlock_last_error()->message);
+    }
+}
+
+/*
+ * The Observe the library sends after a move is refused: B's Redis is stopped (SIGSTOP)
+ * across the move, so B answers it UNAVAILABLE (its read times out, then Redis is out of
+ * reach) and keeps no observer. The library sends it again until B observes the election:
+ * a leader elected once Redis is back, and its resignation, reach on_leader.
+ */
+START_TEST(test_observe_retried)
+{
+    struct h_keydir k;
+    struct h_env a, b;
+    struct rec rec;
+    struct rlock_client *o = moving_observer(&k, &a, &b, "", &rec);
+    struct rlock_leader now;
+    h_assert_ok(o, rlock_observe(o, "el/retry", CALL_MS, &now));
+    ck_assert_int_eq(now.elected, 0);
+    ck_assert_int_eq(h_rlockd_start(&b), 0);
+
+    h_sigstop(a.redis_pid, "redis-server");
+    move_to_b(&a, o);
+    /* Past B's command timeout (300 ms) the Observe sent there has been refused, and B
+     * keeps no observer of it (while Redis stays stopped, none of the library's tries
+     * gets one either). */
+    h_sleep_ms(1000);
+    for (int64_t t0 = h_now_ms(); h_metric(&b, "rlockd_elections_observed") != 0; h_sleep_ms(20))
+        ck_assert_msg(h_now_ms() - t0 < GRANT_MS, "B observes the election with Redis stopped");
+    h_sigcont(a.redis_pid, "redis-server");
+    ck_assert_int_eq(rec_count(&rec), 0);
+
+    struct rlock_client *y = h_client_or_fail(&b, NULL);
+    struct rlock_lock *l = campaign_when_up(y, "el/retry", "y");
+    uint64_t t = rlock_lock_fence(l);
+    rec_wait(&rec, 1, "the leader elected after the refused Observe");
+    struct rec_ev e0 = rec_get(&rec, 0);
+    ck_assert_msg(e0.elected && e0.term == t && strcmp(e0.value, "y") == 0,
+                  "elected %d term %" PRIu64 " value '%s'", e0.elected, e0.term, e0.value);
+    h_assert_ok(y, rlock_release(l, CALL_MS));
+    rec_wait(&rec, 2, "its resignation, pushed by B");
+    struct rec_ev e1 = rec_get(&rec, 1);
+    ck_assert_msg(!e1.elected && e1.term == t, "resigned: elected %d term %" PRIu64, e1.elected,
+                  e1.term);
+    ck_assert_msg(h_metric(&b, "rlockd_elections_observed") == 1, "B does not observe it");
+    rlock_lock_free(l);
+    rlock_close(y);
+    rlock_close(o);
+    h_env_stop(&b);
+    h_env_stop(&a);
+    h_keydir_remove(&k);
+}
+END_TEST
+
+/*
+ * A refusal that trying again does not cure: B lets a session observe one election
+ * ([session] max_locks = 1), the observer moves there with two. One is observed there; the
+ * other is refused LIMIT_EXCEEDED for 5 s, then given up: on_leader is told (elected 0,
+ * term 0, the daemon's reason as the value) and the election is no longer observed, so that
+ * rlock_observe observes it again once the other one is stopped.
+ */
+START_TEST(test_observe_refused)
+{
+    struct h_keydir k;
+    struct h_env a, b;
+    struct rec rec;
+    struct rlock_client *o = moving_observer(&k, &a, &b, "max_locks = 1\n", &rec);
+    struct rlock_leader now;
+    h_assert_ok(o, rlock_observe(o, "el/one", CALL_MS, &now));
+    h_assert_ok(o, rlock_observe(o, "el/two", CALL_MS, &now));
+    ck_assert_int_eq(h_rlockd_start(&b), 0);
+    move_to_b(&a, o);
+
+    int64_t t0 = h_now_ms();
+    rec_wait(&rec, 1, "the election given up");
+    int64_t took = h_now_ms() - t0;
+    struct rec_ev e0 = rec_get(&rec, 0);
+    ck_assert_msg(!e0.elected && e0.term == 0 && strstr(e0.value, "LIMIT_EXCEEDED") != NULL,
+                  "given up: elected %d term %" PRIu64 " value '%s'", e0.elected, e0.term,
+                  e0.value);
+    ck_assert_msg(took > 3000, "given up after %lld ms, not after 5 s of tries", (long long)took);
+    const char *lost = e0.resource, *kept = strcmp(lost, "el/one") == 0 ? "el/two" : "el/one";
+    ck_assert_msg(strcmp(lost, "el/one") == 0 || strcmp(lost, "el/two") == 0, "given up: %s",
+                  lost);
+
+    /* B still refuses it while the other is observed; stopping that one makes room. */
+    ck_assert_int_eq(rlock_observe(o, lost, CALL_MS, &now), RLOCK_ERR_LIMIT_EXCEEDED);
+    h_assert_ok(o, rlock_observe_stop(o, kept, CALL_MS));
+    h_assert_ok(o, rlock_observe(o, lost, CALL_MS, &now));
+    struct rlock_client *y = h_client_or_fail(&b, NULL);
+    struct rlock_lock *l = campaign(y, lost, "y", WAIT_MS);
+    rec_wait(&rec, 2, "a leader of the election observed again");
+    struct rec_ev e1 = rec_get(&rec, 1);
+    ck_assert_msg(e1.elected && e1.term == rlock_lock_fence(l) && strcmp(e1.resource, lost) == 0,
+                  "observed again: %s elected %d", e1.resource, e1.elected);
+    h_assert_ok(y, rlock_release(l, CALL_MS));
+    rlock_lock_free(l);
+    rlock_close(y);
+    rlock_close(o);
+    h_env_stop(&b);
+    h_env_stop(&a);
+    h_keydir_remove(&k);
+}
+END_TEST
+
 /* --- the asynchronous API ------------------------------------------------------- */
 
 struct adone {
@@ -863,6 +1026,83 @@ START_TEST(test_async)
     rlock_lock_free(l);
     rlock_close(ac);
     h_fixture_stop(&f);
+}
+END_TEST
+
+/*
+ * An Observe's answer that comes after the stop sent behind it (the daemon answers a stop
+ * at once, an Observe after its read in Redis, held here by the proxy): the daemon does not
+ * observe the election, and neither does the library. After a move nothing observes it
+ * again: a leader elected then is not reported (a control election observed all along is).
+ */
+/* Drive c for ms. */
+static void spin(struct rlock_client *c, int ms)
+{
+    for (int64_t t0 = h_now_ms(); h_now_ms() - t0 < ms;) {
+        struct pollfd p = {.fd = rlock_async_fd(c), .events = (short)rlock_async_events(c)};
+        int n = poll(&p, 1, 10);
+        ck_assert_int_eq(rlock_async_process(c, n > 0 ? p.revents : 0), RLOCK_OK);
+    }
+}
+
+START_TEST(test_async_stop_race)
+{
+    struct h_keydir k;
+    h_keydir_make(&k, NULL);
+    struct h_env e;
+    ck_assert_msg(h_env_start_proxied(&e, k.ini) == 0, "could not start the proxied env");
+    struct rec rec;
+    struct rlock_options oo = rec_init(&rec);
+    struct rlock_client *ac = NULL;
+    char err[512];
+    ck_assert_msg(rlock_async_connect(e.rlockd_addr, &oo, NULL, NULL, &ac, err, sizeof err) ==
+                      RLOCK_OK,
+                  "async connect: %s", err);
+    struct adone ctl = {0}, obs = {0}, stop = {0};
+    h_assert_ok(ac, rlock_async_observe(ac, "el/control", adone_cb, &ctl, NULL));
+    pump(ac, &ctl.n, 1, "the control's Observe");
+    ck_assert_int_eq(ctl.err, RLOCK_OK);
+
+    h_proxy_hold(e.proxy, H_PROXY_COMMANDS, H_PROXY_DOWN);
+    h_assert_ok(ac, rlock_async_observe(ac, "el/race", adone_cb, &obs, NULL));
+    h_assert_ok(ac, rlock_async_observe_stop(ac, "el/race", adone_cb, &stop, NULL));
+    pump(ac, &stop.n, 1, "the stop");
+    ck_assert_int_eq(stop.err, RLOCK_OK);
+    ck_assert_msg(obs.n == 0, "the Observe was answered before the stop");
+    h_proxy_release(e.proxy, H_PROXY_COMMANDS, H_PROXY_DOWN);
+    pump(ac, &obs.n, 1, "the Observe, after the stop");
+    ck_assert_int_eq(obs.err, RLOCK_OK);
+    ck_assert_msg(h_metric(&e, "rlockd_elections_observed") == 1, "the daemon observes el/race");
+
+    /* The session moves (its daemon killed and started again): it observes what it did. */
+    ck_assert_int_eq(h_rlockd_signal(&e, SIGKILL), 0);
+    ck_assert_int_eq(h_rlockd_start(&e), 0);
+    for (int64_t t0 = h_now_ms(); rlock_session_resumes(ac) < 1; spin(ac, 20))
+        ck_assert_msg(h_now_ms() - t0 < GRANT_MS, "the session never resumed");
+    struct rlock_client *y = h_client_or_fail(&e, NULL);
+    struct rlock_lock *lr = campaign(y, "el/race", "r", WAIT_MS);
+    struct rlock_lock *lc = campaign(y, "el/control", "c", WAIT_MS);
+    pump(ac, &rec.n, 1, "the control's leader");
+    spin(ac, QUIET_MS);
+    for (int i = 0; i < rec.n; i++) {
+        struct rec_ev ev = rec_get(&rec, i);
+        ck_assert_msg(strcmp(ev.resource, "el/control") == 0,
+                      "a change of %s reported after its observation was stopped", ev.resource);
+    }
+    struct rec_ev c0 = rec_get(&rec, 0);
+    ck_assert_msg(c0.elected && c0.term == rlock_lock_fence(lc), "the control: elected %d",
+                  c0.elected);
+    ck_assert_msg(h_metric(&e, "rlockd_elections_observed") == 1,
+                  "the daemon observes %g elections, not the control only",
+                  h_metric(&e, "rlockd_elections_observed"));
+    h_assert_ok(y, rlock_release(lr, CALL_MS));
+    h_assert_ok(y, rlock_release(lc, CALL_MS));
+    rlock_lock_free(lr);
+    rlock_lock_free(lc);
+    rlock_close(y);
+    rlock_close(ac);
+    h_env_stop(&e);
+    h_keydir_remove(&k);
 }
 END_TEST
 
@@ -1359,7 +1599,8 @@ int main(void)
     const TTest *tests[] = {test_campaign_term,  test_leader_renewed,       test_no_leader,
                             test_second_candidate, test_observe,            test_observe_moves,
                             test_observe_wire,   test_observe_prompt,       test_observe_bounded,
-                            test_observe_same_term_back,                    test_async,
+                            test_observe_same_term_back,                    test_observe_retried,
+                            test_observe_refused, test_async,               test_async_stop_race,
                             test_value_limits,   test_rlockctl_elect,       test_rlockctl_elect_waits,
                             test_failover};
     size_t n = H_LEN(tests);

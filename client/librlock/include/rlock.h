@@ -145,6 +145,11 @@ typedef void (*rlock_lost_fn)(struct rlock_client *c, const char *resource, cons
  * and value are valid only during the call. Runs where on_lost runs (the
  * library's callback thread; rlock_async_process for an asynchronous client),
  * in one order with the lost-lock callbacks of the client. See "Callbacks".
+ *
+ * elected = 0 with term = 0 (no leader's term is 0) is the last call for that
+ * observation: the library stopped observing the election because the daemon
+ * the session moved to refused to observe it (see rlock_observe); value holds
+ * the refusal ("LIMIT_EXCEEDED: ..."). rlock_observe observes it afresh.
  */
 typedef void (*rlock_leader_fn)(struct rlock_client *c, const char *resource, int elected,
                                 uint64_t term, const char *value, void *arg);
@@ -422,6 +427,15 @@ enum rlock_err rlock_leader(struct rlock_client *c, const char *name, uint32_t t
  * elections there again, and a change that happened meanwhile is reported
  * (once, with the leader found there). A change may be reported before
  * rlock_observe returns: compare terms.
+ *
+ * When that daemon refuses to observe one again, the library asks again after
+ * a pause (100 ms, doubling up to 2 s) for as long as the error may pass
+ * (RLOCK_ERR_UNAVAILABLE, RLOCK_ERR_SHUTTING_DOWN, RLOCK_ERR_INTERNAL; and
+ * RLOCK_ERR_LIMIT_EXCEEDED for 5 s, since a resume sends every Observe at
+ * once and the limit may be on reads in flight), until it is observed, the
+ * application stops observing it, or the session ends. Any other refusal, or
+ * LIMIT_EXCEEDED past 5 s, ends the observation: on_leader is called once
+ * with elected = 0 and term = 0, and the election is no longer observed.
  */
 enum rlock_err rlock_observe(struct rlock_client *c, const char *name, uint32_t timeout_ms,
                              struct rlock_leader *now);
@@ -429,6 +443,11 @@ enum rlock_err rlock_observe(struct rlock_client *c, const char *name, uint32_t 
 /*
  * Stop observing the election name: no change that reaches the client after
  * this is sent is reported (a call for one that came before may still run).
+ * An Observe of name sent before it and answered after it (asynchronous
+ * clients, other threads) does not observe it again: the daemon took the stop
+ * last. RLOCK_ERR_NOT_HELD: the daemon had nothing to stop (never observed, or
+ * the library was still asking it again after a move); either way the
+ * election is no longer observed.
  */
 enum rlock_err rlock_observe_stop(struct rlock_client *c, const char *name, uint32_t timeout_ms);
 

@@ -521,7 +521,8 @@ class Client extends EventEmitter {
    * `leader` is the leader now ({elected, term, value}) and which emits
    * 'change' ({elected, term, value}) for each later change, in order of
    * terms (onChange, when given, is added as a 'change' listener), until
-   * observer.stop(), or 'close' (error) when the session ends.
+   * observer.stop(), or 'close' (error) when the session ends (or the daemon
+   * the session moved to keeps refusing to observe it: lib/elect.js).
    */
   async observe(resource, opts, onChange) {
     if (typeof opts === 'function') {

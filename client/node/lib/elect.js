@@ -19,6 +19,15 @@ const { emitLater } = require('./locks');
 // Acquire.value: at most this many bytes of UTF-8, no NUL.
 const VALUE_MAX_BYTES = 1024;
 
+// An Observe refused after a move is sent again after a pause: the first, doubling up
+// to the longest (the daemon's retryAfter, when longer, up to that).
+const RETRY_FIRST_MS = 100;
+const RETRY_MAX_MS = 2000;
+// Refusals another try may cure. LIMIT_EXCEEDED (the limit may be on reads in flight,
+// which a resume sends all at once) is tried again for LIMIT_GIVE_UP_MS, then final.
+const RETRIED = new Set(['UNAVAILABLE', 'SHUTTING_DOWN', 'INTERNAL', 'TIMEOUT']);
+const LIMIT_GIVE_UP_MS = 5000;
+
 /** Throws unless `value` can be a candidate's value. */
 function checkValue(value) {
   if (typeof value !== 'string') throw new TypeError(`value must be a string, got ${typeof value}`);
@@ -67,7 +76,10 @@ class Observer extends EventEmitter {
   get resource() { return this._watch.resource; }
   /** The latest leader known: {elected, term, value}. */
   get leader() { return this._leader; }
-  /** 'observing', 'stopped' (stop() was called) or 'closed' (the session ended). */
+  /**
+   * 'observing', 'stopped' (stop() was called) or 'closed' (the session ended,
+   * or the daemon it moved to refused to observe the election: see resubscribe).
+   */
   get state() { return this._state === 'starting' ? 'observing' : this._state; }
 
   /**
@@ -93,7 +105,7 @@ class Observer extends EventEmitter {
     });
   }
 
-  /** The session ended: nothing more comes. err: why (null after client.close()). */
+  /** The observation ended: nothing more comes. err: why (null after client.close()). */
   _close(err) {
     if (this._state !== 'observing' && this._state !== 'starting') return;
     this._state = 'closed';
@@ -204,29 +216,42 @@ class Watch {
    * daemon, which knows nothing of its subscriptions: subscribe again (an
    * Observe of an election observed already just answers). The reply
    * reports what changed meanwhile (changes in between may be skipped: the
-   * terms show it).
+   * terms show it). A refusal is tried again after a pause (100 ms, doubling
+   * up to 2 s) until the daemon observes the election, the last observer
+   * stops or the session ends; one that trying again does not cure (and
+   * LIMIT_EXCEEDED after 5 s of it) ends the observation: each observer is
+   * closed with the error.
    */
   resubscribe() {
     return this.serial(async () => {
+      let pause = 0;
+      let limitedSince = 0;
       for (;;) {
         if (!this.active || this.observers.size === 0) return; // stop() ends it next
         let reply;
         try {
           reply = await this.observe(false, {});
         } catch (e) {
-          // Moving again: the next resume subscribes again. Ended: the session's
-          // end closes the observers. Redis out of reach: try again as told.
-          // Anything else ends this observation.
-          if (e.code === 'UNAVAILABLE' && this.client.moving) return;
+          // Moving again (SHUTTING_DOWN starts a move, too): the next resume
+          // subscribes again. Ended: the session's end closes the observers.
+          if (this.client.moving) return;
           if (e.code === 'CLOSED' || e.code === 'DEADLINE') return;
-          if (e.code === 'UNAVAILABLE') {
-            await sleep(e.retryAfter || 250);
-            continue;
+          let again = RETRIED.has(e.code);
+          if (e.code === 'LIMIT_EXCEEDED') {
+            if (!limitedSince) limitedSince = Date.now();
+            again = Date.now() - limitedSince < LIMIT_GIVE_UP_MS;
+          } else {
+            limitedSince = 0;
           }
-          this.active = false;
-          for (const obs of [...this.observers]) obs._close(e);
-          this.observers.clear();
-          return;
+          if (!again) {
+            this.active = false;
+            for (const obs of [...this.observers]) obs._close(e);
+            this.observers.clear();
+            return;
+          }
+          pause = Math.min(pause ? pause * 2 : RETRY_FIRST_MS, RETRY_MAX_MS);
+          await sleep(Math.max(pause, Math.min(e.retryAfter || 0, RETRY_MAX_MS)), undefined, { ref: false });
+          continue;
         }
         this.apply(leaderInfo(reply));
         return;

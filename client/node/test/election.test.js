@@ -14,7 +14,7 @@ const path = require('node:path');
 const { spawn } = require('node:child_process');
 const { once } = require('node:events');
 const { setTimeout: sleep } = require('node:timers/promises');
-const { startEnv, waitFor } = require('./helpers/env');
+const { startEnv, waitFor, RLOCKD_BIN } = require('./helpers/env');
 const { kindsSuite, track, failure } = require('./helpers/kinds');
 const {
   connect, RlockError, Leadership, Lock, Observer,
@@ -552,6 +552,147 @@ test('a session move keeps the leadership (same term) and the observation', asyn
     assert.deepEqual(await other.leader('el:mv'), NOBODY);
   } finally {
     for (const c of others) await c.close();
+    await client.close();
+    await menv.stop();
+  }
+});
+
+/**
+ * Records how the daemon answers the Observes of `client`'s subscription to
+ * `resource` from now on: 'OK', or the code of the error.
+ */
+function refusals(client, resource) {
+  const w = client._watches.get(resource);
+  const seen = [];
+  const observe = w.observe.bind(w);
+  w.observe = async (...args) => {
+    try {
+      const r = await observe(...args);
+      seen.push('OK');
+      return r;
+    } catch (e) {
+      seen.push(e.code);
+      throw e;
+    }
+  };
+  return seen;
+}
+
+test('after a move, an Observe refused while Redis is out of reach is sent again until it is observed', async () => {
+  const menv = await startEnv({
+    extraIni: (e) => `[session]\nresume_key_file = ${path.join(e.dir, 'resume.key')}\n`,
+  });
+  const client = await connect({ servers: [menv.addr], name: 'elect-unavailable', sessionTimeout: 20000 });
+  const others = [];
+  try {
+    const rec = recorder(client, 'el:unav');
+    const observer = await client.observe('el:unav', rec.onChange);
+    const refused = refusals(client, 'el:unav');
+    // The daemon restarts while Redis is stopped: it resumes the session but
+    // answers its Observe UNAVAILABLE.
+    process.kill(menv.redisPid, 'SIGSTOP');
+    const resumed = once(client, 'resumed');
+    await menv.stopRlockd('SIGKILL');
+    menv.rlockdPid = menv.spawnLogged(RLOCKD_BIN, ['-c', menv.confPath], 'rlockd.log').pid;
+    await resumed;
+    await waitFor('the Observe refused after the move', () => refused.includes('UNAVAILABLE'));
+    await sleep(300);
+    process.kill(menv.redisPid, 'SIGCONT');
+    assert.equal(observer.state, 'observing');
+
+    const other = await connect({ servers: [menv.addr], name: 'elect-unavailable-2' });
+    others.push(other);
+    let l;
+    await waitFor('a campaign once Redis is back', async () => {
+      l = await other.campaign('el:unav', 'back');
+      return true;
+    });
+    assert.deepEqual(await rec.next(), { elected: true, term: l.term, value: 'back' });
+    await l.resign();
+    assert.deepEqual(await rec.next(), { elected: false, term: l.term, value: '' });
+    await observer.stop();
+  } finally {
+    for (const c of others) await c.close();
+    await client.close();
+    await menv.stop();
+  }
+});
+
+/**
+ * An env whose daemon has a resume key, and `restart(session)`: the daemon
+ * stopped (SIGTERM: sessions are told to move) and started again with
+ * `session` more in its [session] section.
+ */
+async function restartableEnv() {
+  let session = '';
+  const menv = await startEnv({
+    extraIni: (e) => `[session]\nresume_key_file = ${path.join(e.dir, 'resume.key')}\n${session}`,
+  });
+  menv.restart = async (more) => {
+    session = more;
+    menv.writeConfig();
+    await menv.stopRlockd('SIGTERM');
+    await menv.startRlockd();
+  };
+  return menv;
+}
+
+test('after a move, an Observe refused LIMIT_EXCEEDED is sent again until the daemon has room', async () => {
+  const menv = await restartableEnv();
+  const client = await connect({ servers: [menv.addr], name: 'elect-limit', sessionTimeout: 20000 });
+  const others = [];
+  try {
+    const rec = recorder(client, 'el:lim:2');
+    const o1 = await client.observe('el:lim:1');
+    const o2 = await client.observe('el:lim:2', rec.onChange);
+    const refused = refusals(client, 'el:lim:2');
+    // The daemon comes back letting a session observe one election: after the
+    // resume el:lim:1 (subscribed again first) is observed, el:lim:2 refused.
+    const resumed = once(client, 'resumed');
+    await menv.restart('max_locks = 1\n');
+    await resumed;
+    await waitFor('the Observe refused after the move', () => refused.includes('LIMIT_EXCEEDED'));
+    assert.equal(o2.state, 'observing');
+    await o1.stop(); // room for el:lim:2
+    const other = await connect({ servers: [menv.addr], name: 'elect-limit-2' });
+    others.push(other);
+    await waitFor('el:lim:2 observed again', () => refused.includes('OK'));
+    const l = await other.campaign('el:lim:2', 'room');
+    assert.deepEqual(await rec.next(), { elected: true, term: l.term, value: 'room' });
+    assert.equal(o2.state, 'observing');
+    await l.resign();
+    await o2.stop();
+  } finally {
+    for (const c of others) await c.close();
+    await client.close();
+    await menv.stop();
+  }
+});
+
+test('after a move, an Observe refused LIMIT_EXCEEDED for 5 s closes its observers; observe() works again once there is room', async () => {
+  const menv = await restartableEnv();
+  const client = await connect({ servers: [menv.addr], name: 'elect-limit-gone', sessionTimeout: 20000 });
+  try {
+    const o1 = await client.observe('el:full:1');
+    const o2 = await client.observe('el:full:2');
+    const refused = refusals(client, 'el:full:2');
+    const closed = once(o2, 'close');
+    const resumed = once(client, 'resumed');
+    await menv.restart('max_locks = 1\n');
+    await resumed;
+    await waitFor('the Observe refused after the move', () => refused.includes('LIMIT_EXCEEDED'));
+    const first = Date.now();
+    const [err] = await closed;
+    assert.ok(Date.now() - first > 3000, `closed after ${Date.now() - first} ms, not after 5 s of tries`);
+    assert.equal(err.code, 'LIMIT_EXCEEDED');
+    assert.equal(o2.state, 'closed');
+    assert.equal(o1.state, 'observing');
+    assert.equal((await failure(client.observe('el:full:2'))).code, 'LIMIT_EXCEEDED');
+    await o1.stop();
+    const again = await client.observe('el:full:2');
+    assert.equal(again.state, 'observing');
+    await again.stop();
+  } finally {
     await client.close();
     await menv.stop();
   }
