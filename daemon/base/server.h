@@ -19,6 +19,7 @@
 #include "quota.h"
 #include "seal.h"
 #include "theap.h"
+#include "twheel.h"
 #include "util.h"
 
 struct event_base;
@@ -123,7 +124,7 @@ struct server {
     int watchdog_fd;
     int64_t watchdog_armed_ms;
     int watchdog_firing;           /* in watchdog_fire: re-armed once, at its end */
-    struct theap lease_timers;      /* every held lease, at its next event */
+    struct twheel lease_timers;     /* every held lease, at its next event */
     struct renewq *renewqs;         /* leases due for renewal, per Redis connection */
     uint32_t nrenewqs;
     struct event *reap_ev;

@@ -8,11 +8,13 @@
  * due, not the number of objects. Times are util_now_ms() values (int64 ms
  * on CLOCK_BOOTTIME): they do not wrap.
  *
- * Four children per node, each slot holding its key next to its node: with a
- * million leases a renewal moves its lease from the top of the heap to near
- * the bottom, and that walk was 60% of rlockd's CPU as a binary heap of
- * pointers (two cache misses per level to read the children's keys, twenty
- * levels). Here a level is one cache line of four keys, and there are ten.
+ * Four children per node, each slot holding its key next to its node: a
+ * level is one cache line of four keys. Lease timers left it for the timing
+ * wheel (twheel.h): at a million leases each renewal moved its lease down
+ * ten levels, each move writing the index of another lease (a cache miss
+ * apiece). It keeps cleanup retries and a session's order of validity —
+ * whose moves, one per renewal, are now the largest item of rlockd's
+ * profile while it holds a million locks (docs/architecture.md).
  */
 #ifndef RLOCKD_THEAP_H
 #define RLOCKD_THEAP_H

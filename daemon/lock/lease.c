@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lease.c — see lease.h. The bookkeeping of one held lock: its validity and
- * the longest its key may live, its place in the timer heap, and how it is
+ * the longest its key may live, its place in the timing wheel, and how it is
  * lost or forgotten.
  */
 #include "lease.h"
@@ -204,7 +204,7 @@ void lease_schedule(struct lease *l)
 {
     struct server *srv = l->res->srv;
     if (l->forgotten) {
-        theap_remove(&srv->lease_timers, &l->timer);
+        twheel_remove(&srv->lease_timers, &l->timer);
         return;
     }
     int64_t at = l->valid_until_ms - LEASE_MARGIN_MS(l->ttl_ms);
@@ -212,8 +212,7 @@ void lease_schedule(struct lease *l)
         at = l->max_hold_at_ms;
     if ((l->watchdog || l->verify) && !l->renewing && l->next_renew_ms < at)
         at = l->next_renew_ms;
-    if (theap_set(&srv->lease_timers, &l->timer, at) != 0)
-        log_error("out of memory arming the timer of lock %s", l->res->name);
+    twheel_set(&srv->lease_timers, &l->timer, at);
     watchdog_rearm(srv);
 }
 
@@ -222,7 +221,7 @@ void lease_forget(struct lease *l)
     if (l->forgotten)
         return;
     l->forgotten = 1;
-    theap_remove(&l->res->srv->lease_timers, &l->timer);
+    twheel_remove(&l->res->srv->lease_timers, &l->timer);
     theap_remove(&l->sess->valid_heap, &l->vnode);
     TAILQ_REMOVE(&l->sess->leases, l, sess_link);
     l->sess->nleases--;

@@ -18,7 +18,7 @@
  * A lease is declared lost LEASE_MARGIN_MS before valid_until, and when it is
  * forgotten while its key may still exist the key is deleted by token,
  * retried until Redis confirms (cleanup.h). Every lease sits in the
- * watchdog's timer heap at the earliest of its next renewal, its loss time
+ * watchdog's timing wheel at the earliest of its next renewal, its loss time
  * and its max_hold; nothing walks all leases.
  *
  * HELD while on its session's and the server's lists; forgetting takes it
@@ -32,6 +32,7 @@
 
 #include "rlock.pb-c.h"
 #include "theap.h"
+#include "twheel.h"
 #include "util.h"
 
 struct session;
@@ -78,7 +79,7 @@ struct lease {
     int64_t next_renew_ms;
     int64_t max_hold_at_ms; /* 0 = no max_hold */
     uint64_t max_hold_wall_ms; /* the same on the wall clock, as sealed (seal.h); 0 = none */
-    struct theap_node timer; /* in srv->lease_timers while held */
+    struct twheel_node timer; /* in srv->lease_timers while held */
     struct theap_node vnode; /* in sess->valid_heap (watchdog on) */
     TAILQ_ENTRY(lease) renew_link; /* on its connection's renew queue (watchdog.c) */
     TAILQ_ENTRY(lease) sess_link;

@@ -165,7 +165,7 @@ void watchdog_verify_all(struct server *srv)
 {
     /* One pass over every lease, in one loop turn: a failover is rare. A
      * lease whose connection is ready joins a renew queue (O(1), the replies
-     * pace the rest); the others are re-aimed in the timer heap (O(log n)
+     * pace the rest); the others are re-aimed in the timing wheel (O(1)
      * each) — the usual case right after a Sentinel switch, when every
      * connection is being reset. At a million locks that turn is estimated
      * at some hundreds of milliseconds (not measured); pacing it as session
@@ -202,12 +202,12 @@ static void watchdog_fire(evutil_socket_t fd, short what, void *arg)
     /* Each lease handled re-arms its own timer: the timerfd is set once, at
      * the end, not once per lease (up to WATCHDOG_FIRE_MAX system calls). */
     srv->watchdog_firing = 1;
-    struct theap_node *node;
+    struct twheel_node *node;
     int handled = 0;
-    while ((node = theap_first(&srv->lease_timers)) != NULL && handled < WATCHDOG_FIRE_MAX) {
-        int64_t now = util_now_ms(); /* afresh: handling many leases takes time */
-        if (node->at > now)
-            break;
+    int64_t now;
+    /* The clock is read afresh for each: handling many leases takes time. */
+    while (handled < WATCHDOG_FIRE_MAX &&
+           (node = twheel_due(&srv->lease_timers, now = util_now_ms())) != NULL) {
         lease_due(srv, LEASE_OF(node), now);
         handled++;
     }
@@ -223,8 +223,7 @@ static void watchdog_fire(evutil_socket_t fd, short what, void *arg)
 
 void watchdog_rearm(struct server *srv)
 {
-    struct theap_node *first = theap_first(&srv->lease_timers);
-    int64_t at = first != NULL ? first->at : -1;
+    int64_t at = twheel_next(&srv->lease_timers);
     if (at == srv->watchdog_armed_ms || srv->watchdog_fd < 0 || srv->watchdog_firing)
         return;
     struct itimerspec its = {0};
@@ -240,7 +239,8 @@ void watchdog_rearm(struct server *srv)
 
 int watchdog_start(struct server *srv)
 {
-    theap_init(&srv->lease_timers);
+    if (twheel_init(&srv->lease_timers, util_now_ms()) != 0)
+        return -1;
     uint32_t n = rpool_size(srv->pool);
     srv->renewqs = calloc(n, sizeof *srv->renewqs);
     if (srv->renewqs == NULL)
@@ -269,7 +269,7 @@ void watchdog_stop(struct server *srv)
     if (srv->watchdog_fd >= 0)
         close(srv->watchdog_fd);
     srv->watchdog_fd = -1;
-    theap_free(&srv->lease_timers);
+    twheel_free(&srv->lease_timers);
     for (uint32_t i = 0; i < srv->nrenewqs; i++) {
         struct lease *l;
         while ((l = TAILQ_FIRST(&srv->renewqs[i].due)) != NULL) {

@@ -2,7 +2,7 @@
 /*
  * watchdog.h — the timers of held locks: renewal, loss, max_hold.
  *
- * Every lease sits in srv->lease_timers (a min-heap, theap.h) at its next
+ * Every lease sits in srv->lease_timers (a timing wheel, twheel.h) at its next
  * event; one timerfd on CLOCK_BOOTTIME, watched by the loop, fires at the
  * earliest. A firing pops only the leases that are due, so its cost follows
  * the work due, not the number of locks held, and the clock is read afresh
