@@ -34,6 +34,10 @@ int twheel_init(struct twheel *w, int64_t now)
         w->bits = NULL;
         return -1;
     }
+    /* A write to each page now (calloc's fresh pages are not resident yet): see twheel.h. */
+    volatile char *page = (volatile char *)w->slot;
+    for (size_t off = 0; off < (size_t)TWHEEL_SLOTS * sizeof *w->slot; off += 4096)
+        page[off] = 0;
     return 0;
 }
 

@@ -7,11 +7,14 @@
  * renewal moves its lease from the top of the heap to near the bottom, ten
  * levels of cache misses, and those moves were half of rlockd's CPU while it
  * held a million locks. Here a timer is on the list of the slot its time
- * falls in: one slot per millisecond, TWHEEL_SLOTS of them (65.5 s) in a
- * circle, a bit per slot saying whether it is empty.
+ * falls in: one slot per millisecond, TWHEEL_SLOTS of them (16.4 s: a
+ * renewal of the default 30 s lease is 10 s away) in a circle, a bit per
+ * slot saying whether it is empty. The slots' 128 kB are touched when the
+ * wheel is made: filled as time goes round, they grew the daemon's memory
+ * for a whole turn after its start, which is what a leak looks like.
  *
  * A timer further away than the circle stays in its slot and is passed over
- * while its time has not come (its slot comes round every 65.5 s): its cost
+ * while its time has not come (its slot comes round every 16.4 s): its cost
  * is one look per turn, not a walk of every timer. Time moves on only in
  * twheel_due, slot by slot (the bitmap skips empty runs); a timer armed at or
  * before the wheel's present is due at once. Times are util_now_ms() values
@@ -26,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TWHEEL_BITS 16
+#define TWHEEL_BITS 14
 #define TWHEEL_SLOTS ((int64_t)1 << TWHEEL_BITS)
 
 struct twheel_node {
