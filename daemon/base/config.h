@@ -88,6 +88,9 @@ enum config_type {
       "Command connections; requests for one key always use the same one")                     \
     X("redis", "key_prefix", CONFIG_STRING, key_prefix, "rlock:", 0, 128, 0, 0,                  \
       "Lock key is PREFIX{resource}, fence key PREFIX{resource}:fence")                        \
+    X("redis", "batch_max", CONFIG_UINT, batch_max, "64", 1, 256, 1, 0,                         \
+      "Acquires and releases for one connection in one loop turn go to Redis as one script "   \
+      "call, at most this many; 1 = each call alone")                                          \
     X("redis", "connect_timeout", CONFIG_DURATION, connect_timeout_ms, "1s", 10, 60000, 1, 0,    \
       "Deadline for connecting and loading scripts")                                           \
     X("redis", "command_timeout", CONFIG_DURATION, command_timeout_ms, "300ms", 10, 60000, 1, 0, \
@@ -205,6 +208,7 @@ struct config {
     char *redis_password_file;
     uint32_t redis_database;
     uint32_t pool_size;
+    uint32_t batch_max;
     char *key_prefix;
     uint32_t connect_timeout_ms;
     uint32_t command_timeout_ms;

@@ -91,6 +91,8 @@ READER(read_redis_reloads)
 }
 READER(read_redis_timeouts) { one(m, sample, ctx, (double)rpool_stats(srv->pool)->timeouts); }
 READER(read_redis_errors) { one(m, sample, ctx, (double)rpool_stats(srv->pool)->errors); }
+READER(read_redis_batches) { one(m, sample, ctx, (double)rpool_stats(srv->pool)->batches); }
+READER(read_redis_batched) { one(m, sample, ctx, (double)rpool_stats(srv->pool)->batched); }
 READER(read_redis_nodes) { one(m, sample, ctx, rpool_node_count(srv->pool)); }
 READER(read_redis_slot_maps) { one(m, sample, ctx, (double)rpool_stats(srv->pool)->slot_maps); }
 READER(read_redis_redirects)
@@ -262,6 +264,11 @@ READER(read_latency)
       read_redis_timeouts)                                                                      \
     X("rlockd_redis_errors_total", "counter", "Redis calls that ended without a reply.",          \
       read_redis_errors)                                                                        \
+    X("rlockd_redis_batches_total", "counter",                                                   \
+      "Script calls that carried several acquires or releases of one loop turn.",              \
+      read_redis_batches)                                                                       \
+    X("rlockd_redis_batched_calls_total", "counter",                                             \
+      "Acquires and releases that went to Redis inside a batch.", read_redis_batched)          \
     X("rlockd_redis_nodes", "gauge", "Redis nodes known (cluster: seeds and slot map masters).", \
       read_redis_nodes)                                                                         \
     X("rlockd_redis_redirects_total", "counter",                                                 \

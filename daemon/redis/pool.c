@@ -145,9 +145,14 @@ static void call_complete(struct rcall *call, const redisReply *reply, const cha
     if (call->done)
         return;
     call->done = 1;
-    if (reply == NULL)
+    if (reply == NULL && call->children == NULL) /* a BATCH call's are counted per call */
         call->pool->stats.errors++;
     call->cb(reply, err, call->arg);
+}
+
+void rpool_call_complete(struct rcall *call, const redisReply *reply, const char *err)
+{
+    call_complete(call, reply, err);
 }
 
 /* One block holds the call, its argument table and the argument bytes. */
@@ -165,6 +170,11 @@ void rpool_call_unlink(struct rcall *call)
         TAILQ_REMOVE(&c->waiting, call, link);
         c->nwaiting--;
         call->waiting = 0;
+    } else if (call->in_batch) {
+        TAILQ_REMOVE(&c->batch, call, link);
+        c->nbatch--;
+        c->nbatch_args -= (uint32_t)call->nargs + 3;
+        call->in_batch = 0;
     } else {
         if (c->unflushed == call)
             c->unflushed = TAILQ_NEXT(call, link);
@@ -292,8 +302,16 @@ static void call_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
         conn_pump(c);
 }
 
-/* Send call on c and track it; -1 (call untouched) when hiredis refuses. */
-static int conn_send_call(struct rconn *c, struct rcall *call)
+void rpool_conn_dirty(struct rconn *c)
+{
+    if (!c->dirty) {
+        c->dirty = 1;
+        event_active(c->pool->flush_ev, EV_TIMEOUT, 0);
+    }
+}
+
+/* Write call on c now and track it; -1 (call untouched) when hiredis refuses. */
+int rpool_conn_write_call(struct rconn *c, struct rcall *call)
 {
     const struct config *cfg = c->pool->cfg;
     if (call_send(c, call, 0) != 0)
@@ -306,11 +324,24 @@ static int conn_send_call(struct rconn *c, struct rcall *call)
     if (c->unflushed == NULL)
         c->unflushed = call;
     conn_arm_lazy(c, rpool_command_timeout(cfg));
-    if (!c->dirty) {
-        c->dirty = 1;
-        event_active(c->pool->flush_ev, EV_TIMEOUT, 0);
-    }
+    rpool_conn_dirty(c);
     return 0;
+}
+
+/*
+ * Send call on c: as a part of this turn's batch when it may be one
+ * (batch.c), else now, after the batch so far (calls of one route keep
+ * their order on the wire); -1 (call untouched) when hiredis refuses.
+ */
+static int conn_send_call(struct rconn *c, struct rcall *call)
+{
+    if (rpool_batchable(c, call)) {
+        rpool_batch_add(c, call);
+        return 0;
+    }
+    if (c->nbatch > 0)
+        rpool_batch_send(c);
+    return rpool_conn_write_call(c, call);
 }
 
 /* Move waiting calls onto the wire while there is room; those that waited
@@ -331,6 +362,7 @@ static void conn_pump(struct rconn *c)
 /* Fail every waiting call of c (the connection is going away). */
 static void conn_refuse_waiting(struct rconn *c, const char *why)
 {
+    rpool_batch_refuse(c, why);
     struct rcall *call;
     while ((call = TAILQ_FIRST(&c->waiting)) != NULL) {
         rpool_call_unlink(call);
@@ -364,6 +396,8 @@ static void fail_drain(struct rpool *p)
  */
 static void conn_flush(struct rconn *c, int64_t now)
 {
+    if (c->nbatch > 0)
+        rpool_batch_send(c);
     c->dirty = 0;
     for (struct rcall *call = c->unflushed; call != NULL; call = TAILQ_NEXT(call, link))
         call->stamp = now;
@@ -391,29 +425,31 @@ static void fail_cb(evutil_socket_t fd, short what, void *arg)
     fail_drain(arg);
 }
 
-static void pool_call(struct rpool *p, uint32_t route, int plain, enum script_id script,
-                      int nkeys, int nargs, const char *const *args, const size_t *lens,
-                      rpool_cb *cb, void *arg)
+struct rcall *rpool_call_new(struct rpool *p, int plain, enum script_id script, int nkeys,
+                             int nargs, const char *const *args, const size_t *lens,
+                             size_t extra, void **extra_at)
 {
     /*
      * The arguments are kept for a NOSCRIPT retry (hiredis has copied them
-     * into its buffer already): one allocation for the call, its tables and
-     * the bytes, so a call costs a single malloc.
+     * into its buffer already) and for a batch: one allocation for the call,
+     * the owner's extra bytes, its tables and the argument bytes, so a call
+     * costs a single malloc.
      */
     size_t bytes = 0;
     for (int i = 0; i < nargs; i++)
         bytes += lens[i] + 1;
+    extra = (extra + sizeof(void *) - 1) / sizeof(void *) * sizeof(void *);
     size_t tables = (size_t)nargs * (sizeof(char *) + sizeof(size_t));
-    struct rcall *call = calloc(1, sizeof *call + tables + bytes);
+    struct rcall *call = calloc(1, sizeof *call + extra + tables + bytes);
     if (call == NULL)
-        goto oom;
+        return NULL;
+    if (extra_at != NULL)
+        *extra_at = call + 1;
     call->pool = p;
-    call->cb = cb;
-    call->arg = arg;
     call->script = script;
     call->plain = plain;
     call->nkeys = nkeys;
-    call->args = (char **)(call + 1);
+    call->args = (char **)((char *)(call + 1) + extra);
     call->lens = (size_t *)(call->args + nargs);
     char *at = (char *)(call->lens + nargs);
     for (int i = 0; i < nargs; i++) {
@@ -424,7 +460,18 @@ static void pool_call(struct rpool *p, uint32_t route, int plain, enum script_id
         call->lens[i] = lens[i];
     }
     call->nargs = nargs;
+    return call;
+}
 
+static void pool_call(struct rpool *p, uint32_t route, int plain, enum script_id script,
+                      int nkeys, int nargs, const char *const *args, const size_t *lens,
+                      rpool_cb *cb, void *arg)
+{
+    struct rcall *call = rpool_call_new(p, plain, script, nkeys, nargs, args, lens, 0, NULL);
+    if (call == NULL)
+        goto oom;
+    call->cb = cb;
+    call->arg = arg;
     if (p->closing) {
         call_free(call);
         p->stats.errors++;
@@ -479,7 +526,7 @@ void rpool_call_dispatch(struct rpool *p, struct rcall *call, int from_redirect)
     int usable = c->link.state == RPOOL_READY ||
                  (from_redirect && c->link.state == RPOOL_CONNECTING);
     if (!usable || c->reset_requested || c->ac == NULL ||
-        c->npending + c->nwaiting >= RPOOL_MAX_PENDING) {
+        c->npending + c->nwaiting + c->nbatch >= RPOOL_MAX_PENDING) {
         call_refuse(p, call, "redis unavailable");
         return;
     }
@@ -832,6 +879,7 @@ int rpool_add_conns(struct rpool *p, uint32_t node)
         c->link.state = RPOOL_DOWN;
         TAILQ_INIT(&c->calls);
         TAILQ_INIT(&c->waiting);
+        TAILQ_INIT(&c->batch);
         c->timer = evtimer_new(p->base, conn_timer_cb, c);
         if (c->timer == NULL) {
             for (uint32_t j = 0; j < i; j++)

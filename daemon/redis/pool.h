@@ -67,6 +67,8 @@ struct rpool_stats {
     uint64_t tryagain;       /* cluster: TRYAGAIN answered by a later retry */
     uint64_t slot_maps;      /* cluster: slot maps read (CLUSTER SLOTS) */
     uint64_t failovers;      /* cluster: masters whose slots moved while unreachable */
+    uint64_t batches;        /* BATCH calls sent (each carrying 2 to batch_max calls) */
+    uint64_t batched;        /* calls that went to Redis inside a BATCH call */
 };
 
 /*

@@ -39,6 +39,10 @@ struct rcall {
     int redirects;      /* MOVED and ASK followed */
     int tryagains;      /* TRYAGAIN answered by a later retry */
     int ask_node;       /* ASK: the node (index + 1) to send it to, preceded by ASKING */
+    int in_batch;       /* on conn->batch: joins a BATCH call at the end of the loop turn */
+    /* A BATCH call: the calls it carries, answered (and freed) when it is */
+    uint32_t nchildren;
+    struct rcall **children;
     TAILQ_ENTRY(rcall) link;
 };
 TAILQ_HEAD(rcall_list, rcall);
@@ -57,6 +61,9 @@ struct rconn {
     struct rcall_list waiting; /* accepted, not sent yet (calls is full), oldest first */
     uint32_t nwaiting;         /* length of waiting */
     int dirty;               /* commands queued this loop turn, not written yet */
+    struct rcall_list batch; /* calls to send as one BATCH call, in order (batch.c) */
+    uint32_t nbatch;         /* length of batch */
+    uint32_t nbatch_args;    /* arguments the BATCH call of batch will have */
     struct rcall *unflushed; /* the first of them (calls from it on are stamped at the write) */
 };
 
@@ -95,6 +102,23 @@ struct rpool {
     struct event *flush_ev;   /* writes the commands of this loop turn, one write per connection */
     uint8_t hash_key[UTIL_HASH_KEY_BYTES]; /* routes keys (secret: chosen names cannot pile up) */
 };
+
+/* pool.c: a new call holding a copy of its arguments, and extra bytes for
+ * its owner (at *extra; NULL on failure); a call answered; one written on c
+ * now (-1, untouched, when hiredis refuses); the end of this turn asked for. */
+struct rcall *rpool_call_new(struct rpool *p, int plain, enum script_id script, int nkeys,
+                             int nargs, const char *const *args, const size_t *lens,
+                             size_t extra, void **extra_at);
+void rpool_call_complete(struct rcall *call, const redisReply *reply, const char *err);
+int rpool_conn_write_call(struct rconn *c, struct rcall *call);
+void rpool_conn_dirty(struct rconn *c);
+
+/* batch.c: whether call may join c's batch, its joining (it is c's now), and
+ * the batch sent (or refused with why, when c can no longer send). */
+int rpool_batchable(const struct rconn *c, const struct rcall *call);
+void rpool_batch_add(struct rconn *c, struct rcall *call);
+void rpool_batch_send(struct rconn *c);
+void rpool_batch_refuse(struct rconn *c, const char *why);
 
 /* pool.c: a call taken off its connection, a call refused, a call sent
  * (or queued, or refused) where its route names, a node's connections made. */

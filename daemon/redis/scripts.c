@@ -27,3 +27,8 @@ const char *scripts_name(enum script_id id)
 {
     return names[id];
 }
+
+int scripts_batched(enum script_id id)
+{
+    return id == SCRIPT_ACQUIRE || id == SCRIPT_RELEASE;
+}

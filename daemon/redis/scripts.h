@@ -15,7 +15,8 @@
     X(GROUP_ACQUIRE, group_acquire)                                                             \
     X(GROUP_RENEW, group_renew)                                                                 \
     X(GROUP_RELEASE, group_release)                                                             \
-    X(LEADER, leader)
+    X(LEADER, leader)                                                                           \
+    X(BATCH, batch)
 
 enum script_id {
 #define SCRIPT_ENUM(id, name) SCRIPT_##id,
@@ -27,5 +28,12 @@ enum script_id {
 /* Source text (NUL-terminated) and short name of a script. */
 const char *scripts_text(enum script_id id);
 const char *scripts_name(enum script_id id);
+/*
+ * 1 when a call of id may go to Redis inside a BATCH call with others
+ * (lua/batch.lua names the same scripts on its BATCHED line): scripts
+ * whose calls touch only their own keys, so that running several in one
+ * script changes nothing but the price.
+ */
+int scripts_batched(enum script_id id);
 
 #endif

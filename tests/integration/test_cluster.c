@@ -8,7 +8,8 @@
  *                key counts printed): none is lost over 3 ttls, and every
  *                key is still there. Renew batches that mix hash slots are
  *                refused by the cluster (CROSSSLOT): every lock would be lost
- *                within one ttl.
+ *                within one ttl. The acquires go in batches, each of one
+ *                slot (a batch across slots is refused the same way).
  *   migration    the mutual-exclusion counter runs while two slots are moved
  *                to another node (SETSLOT IMPORTING / MIGRATING, MIGRATE, a
  *                pause with the slot half-moved, SETSLOT NODE everywhere):
@@ -209,6 +210,11 @@ START_TEST(test_many_locks)
     print_redirects(&ce.e);
     printf("renewals: %.0f, renew failures: %.0f\n", h_metric(&ce.e, "rlockd_renewals_total"),
            h_metric(&ce.e, "rlockd_renew_failures_total"));
+    /* Four clients with many acquires in flight: batches formed, each of one slot. */
+    double batches = h_metric(&ce.e, "rlockd_redis_batches_total");
+    printf("batches: %.0f carrying %.0f acquires and releases\n", batches,
+           h_metric(&ce.e, "rlockd_redis_batched_calls_total"));
+    ck_assert_msg(batches > 0, "no batch formed: the case cannot see a batch across slots");
 
     /* The sessions end: their 10,000 locks go in release batches, one slot per call. */
     for (int i = 0; i < MANY_CLIENTS; i++)
