@@ -11,7 +11,8 @@
  * is the minimum, since every other key is at or above it and at or below
  * its own lease's validity. (Corrected eagerly, each renewal moved its lease
  * down the session's heap writing a position into another lease at every
- * level: at a million locks, a third of rlockd's CPU.)
+ * level. P4, a million locks, interleaved runs: rlockd 32.7% of a core
+ * against 35.6%; reading the top's lease is now the cost, a cache miss.)
  *
  * Each entry holds a reference to its lease. A forgotten lease's entry is
  * dead: dropped when it reaches the top, or all at once when the dead are as
