@@ -12,9 +12,8 @@
  * level is one cache line of four keys. Lease timers left it for the timing
  * wheel (twheel.h): at a million leases each renewal moved its lease down
  * ten levels, each move writing the index of another lease (a cache miss
- * apiece). It keeps cleanup retries and a session's order of validity —
- * whose moves, one per renewal, are now the largest item of rlockd's
- * profile while it holds a million locks (docs/architecture.md).
+ * apiece); a session's validity order left it for lheap.h. It keeps the
+ * cleanup retries.
  */
 #ifndef RLOCKD_THEAP_H
 #define RLOCKD_THEAP_H

@@ -19,6 +19,7 @@
 #include "server.h"
 #include "session.h"
 #include "tombstone.h"
+#include "validity.h"
 #include "watchdog.h"
 
 /*
@@ -39,16 +40,6 @@ void lease_unref(struct lease *l)
         return;
     resource_unref(l->res);
     free(l);
-}
-
-/* Keep l's place in its session's validity heap (watchdog leases only). */
-static void lease_track_validity(struct lease *l)
-{
-    if (!l->watchdog || l->sess == NULL || l->forgotten)
-        return;
-    if (theap_set(&l->sess->valid_heap, &l->vnode,
-                  l->valid_until_ms - LEASE_MARGIN_MS(l->ttl_ms)) != 0)
-        l->sess->valid_heap_broken = 1;
 }
 
 /*
@@ -136,7 +127,7 @@ struct lease *lease_new(struct session *s, struct resource *res, const struct le
     s->nleases++;
     if (s->quota != NULL) /* the session's account is fixed from its Hello to its end */
         s->quota->locks++;
-    lease_track_validity(l);
+    validity_add(l);
     s->srv->nleases++;
     lease_count_kind(s->srv, l, 1);
     if (l->shared) {
@@ -154,7 +145,7 @@ void lease_confirmed(struct lease *l, int64_t sent_ms, uint32_t ttl_ms)
     /* The key expires no sooner than sent + ttl (renew.lua never shortens it). */
     if (sent_ms + ttl_ms > l->valid_until_ms) {
         l->valid_until_ms = sent_ms + ttl_ms;
-        lease_track_validity(l);
+        validity_raised(l);
     }
     int64_t latest = util_now_ms() + ttl_ms + LEASE_DRIFT_MS(ttl_ms);
     if (latest > l->max_expiry_ms)
@@ -222,7 +213,6 @@ void lease_forget(struct lease *l)
         return;
     l->forgotten = 1;
     twheel_remove(&l->res->srv->lease_timers, &l->timer);
-    theap_remove(&l->sess->valid_heap, &l->vnode);
     TAILQ_REMOVE(&l->sess->leases, l, sess_link);
     l->sess->nleases--;
     if (l->sess->quota != NULL)
@@ -235,8 +225,12 @@ void lease_forget(struct lease *l)
     } else if (l->res->holder == l) {
         l->res->holder = NULL;
     }
+    struct session *s = l->sess;
+    int in_validity = l->in_validity;
     l->sess = NULL;
-    lease_unref(l);
+    lease_unref(l); /* its validity entry, if any, still holds it */
+    if (in_validity)
+        validity_forgotten(s);
 }
 
 void lease_push_lost(struct session *s, const char *resource, const char *token, uint64_t fence,

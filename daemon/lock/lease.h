@@ -31,7 +31,6 @@
 #include <sys/queue.h>
 
 #include "rlock.pb-c.h"
-#include "theap.h"
 #include "twheel.h"
 #include "util.h"
 
@@ -65,6 +64,7 @@ struct lease {
     uint8_t shared;    /* a shared hold: a place in the holders ZSET (group_*.lua), not the key */
     uint8_t owners_mixed; /* shared: owners other than `owner` added holds */
     uint8_t leader;       /* an election's leader: renewals keep its record (renew.lua) */
+    uint8_t in_validity;  /* its session's validity heap holds an entry (and a reference) */
     uint64_t fence;
     uint64_t owner;       /* who in the session holds it (Acquire.owner) */
     uint32_t ttl_ms;      /* the lease renewals carry */
@@ -80,7 +80,6 @@ struct lease {
     int64_t max_hold_at_ms; /* 0 = no max_hold */
     uint64_t max_hold_wall_ms; /* the same on the wall clock, as sealed (seal.h); 0 = none */
     struct twheel_node timer; /* in srv->lease_timers while held */
-    struct theap_node vnode; /* in sess->valid_heap (watchdog on) */
     TAILQ_ENTRY(lease) renew_link; /* on its connection's renew queue (watchdog.c) */
     TAILQ_ENTRY(lease) sess_link;
     LIST_ENTRY(lease) res_link; /* on res->shared (shared only) */

@@ -32,6 +32,7 @@
 #include "resource.h"
 #include "seal.h"
 #include "tombstone.h"
+#include "validity.h"
 
 #define WAKE_POLL_MS 1000 /* retry period when the holder's key has no expiry */
 /*
@@ -123,25 +124,9 @@ static void acquire_refuse(struct session *s, uint64_t id, Rlock__V1__Status st,
     session_respond_error(s, id, st, msg);
 }
 
-uint32_t lock_session_valid_ms(const struct session *s, int64_t from_ms)
+uint32_t lock_session_valid_ms(struct session *s, int64_t from_ms)
 {
-    if (!s->valid_heap_broken) {
-        const struct theap_node *first = theap_first(&s->valid_heap);
-        int64_t left = first != NULL ? first->at - from_ms : 0;
-        return left <= 0 ? 0 : left > UINT32_MAX ? UINT32_MAX : (uint32_t)left;
-    }
-    uint32_t min = 0;
-    int any = 0;
-    const struct lease *l;
-    TAILQ_FOREACH(l, &s->leases, sess_link) {
-        if (!l->watchdog)
-            continue;
-        uint32_t v = lease_valid_ms(l, from_ms);
-        if (!any || v < min)
-            min = v;
-        any = 1;
-    }
-    return min;
+    return validity_session_ms(s, from_ms);
 }
 
 /*
@@ -1334,6 +1319,8 @@ uint32_t lock_session_end(struct session *s, int clean, uint32_t *budget)
             relq_add(s->srv, res, token, shared, delay, max_expiry);
         resource_unref(res);
     }
+    if (s->nleases == 0)
+        validity_drain(s);
     return s->nleases;
 }
 

@@ -76,7 +76,7 @@ void lock_stop(struct server *srv);
  * from_ms (the arrival of a request), with the loss margin taken off; 0 when
  * s holds none. The client adds it to the send time of that request.
  */
-uint32_t lock_session_valid_ms(const struct session *s, int64_t from_ms);
+uint32_t lock_session_valid_ms(struct session *s, int64_t from_ms);
 
 /* The session's lease on name, if it holds one that is still valid. */
 struct lease *lock_session_lease(struct session *s, const char *name);

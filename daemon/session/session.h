@@ -18,7 +18,7 @@
 #include "iobuf.h"
 #include "rlock.pb-c.h"
 #include "server.h"
-#include "theap.h"
+#include "lheap.h"
 #include "util.h"
 
 struct resource;
@@ -72,9 +72,12 @@ struct session {
     LIST_HEAD(observer_list, observer) observing; /* elections it observes (election.c) */
     uint32_t nobserving;
     uint32_t nleases;
-    /* Its watchdog leases by the end of their validity (margin taken off):
-     * the keepalive answer's valid_ms without a walk over every lease. */
-    struct theap valid_heap;
+    /* Its watchdog leases by the end of their validity (margin taken off),
+     * keys allowed to lag behind renewals: the keepalive answer's valid_ms
+     * without a walk over every lease (lease.c: validity order). Each entry
+     * holds a reference to its lease. */
+    struct lheap valid_heap;
+    uint32_t valid_dead;   /* entries whose lease was forgotten, not dropped yet */
     int valid_heap_broken; /* a push failed (out of memory): walk instead */
     uint32_t nrequests;
     int flush_then_close; /* closing, but the last reply is still being written */

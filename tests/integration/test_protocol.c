@@ -832,6 +832,70 @@ END_TEST
 /* --- valid_ms and a silent session ---------------------------------------------- */
 
 /*
+ * One session, many watchdog locks of two ttls, most of the short ones let go
+ * (their entries in the daemon's validity order die and are dropped), the
+ * rest held past several renewals: each Ping reports the shortest remaining
+ * validity among the locks still held, carried along by renewals, and never a
+ * lock let go of. The daemon corrects its order lazily (lock/validity.c): a
+ * bound left at a grant's validity would fall to 0 here; a dead entry counted
+ * would keep the short ttl's figure after the last short lock went.
+ */
+#define MANY_SHORT 200
+#define MANY_SHORT_LEFT 50
+#define MANY_LONG 100
+#define LONG_TTL_MS (2 * VALID_TTL_MS)
+#define LONG_MAX_MS (LONG_TTL_MS - (50 + LONG_TTL_MS / 100 + 2) + 5)
+
+START_TEST(test_protocol_valid_ms_many)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
+    struct h_peer s;
+    h_peer_open(&s, &f.e, "session");
+    static struct h_grant shorts[MANY_SHORT], longs[MANY_LONG];
+    char name[64];
+    for (int i = 0; i < MANY_SHORT; i++) {
+        snprintf(name, sizeof name, "proto/vm-short-%d", i);
+        struct h_acq a = {.resource = name, .ttl_ms = VALID_TTL_MS};
+        h_peer_acquire_ok(&s, &a, &shorts[i], "a short watchdog lock");
+    }
+    for (int i = 0; i < MANY_LONG; i++) {
+        snprintf(name, sizeof name, "proto/vm-long-%d", i);
+        struct h_acq a = {.resource = name, .ttl_ms = LONG_TTL_MS};
+        h_peer_acquire_ok(&s, &a, &longs[i], "a long watchdog lock");
+    }
+    for (int i = MANY_SHORT_LEFT; i < MANY_SHORT; i++) {
+        snprintf(name, sizeof name, "proto/vm-short-%d", i);
+        h_peer_release_ok(&s, name, shorts[i].token, 0, "a short lock let go");
+    }
+    /* Past the grants' own validity: only renewals keep the bound up. */
+    for (int round = 0; round < 5; round++) {
+        h_sleep_ms(VALID_SLEEP_MS);
+        uint32_t v = h_peer_ping(&s, "Ping while the short locks are renewed");
+        printf("protocol: FIGURE valid_ms: many locks, round %d: %u\n", round, v);
+        ck_assert_msg(v > VALID_TTL_MS / 3 && v <= VALID_MAX_MS,
+                      "PingReply.valid_ms %u with short locks (ttl %u) held", v, VALID_TTL_MS);
+    }
+    for (int i = 0; i < MANY_SHORT_LEFT; i++) {
+        snprintf(name, sizeof name, "proto/vm-short-%d", i);
+        h_peer_release_ok(&s, name, shorts[i].token, 0, "the last short locks let go");
+    }
+    uint32_t v = h_peer_ping(&s, "Ping with the long locks only");
+    printf("protocol: FIGURE valid_ms: many locks, the long ones only: %u\n", v);
+    ck_assert_msg(v > VALID_MAX_MS && v <= LONG_MAX_MS,
+                  "PingReply.valid_ms %u with only long locks (ttl %u) held", v, LONG_TTL_MS);
+    for (int i = 0; i < MANY_LONG; i++) {
+        snprintf(name, sizeof name, "proto/vm-long-%d", i);
+        h_peer_release_ok(&s, name, longs[i].token, 0, "a long lock let go");
+    }
+    ck_assert_uint_eq(h_peer_ping(&s, "Ping with no lock"), 0);
+    fflush(stdout);
+    h_raw_close(&s.raw);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/*
  * A session from which the daemon hears nothing for session_timeout ends,
  * and its locks are released at once. valid_ms speaks of the lease only, so
  * a client bounds a lock by min(send + valid_ms, send of the latest answered
@@ -896,6 +960,7 @@ int main(void)
         test_protocol_cancel, test_protocol_cancel_race, test_protocol_extend,
         test_protocol_valid_ms, test_protocol_wire,
         test_protocol_extend_during_renew, test_protocol_valid_ms_past_session_timeout,
+        test_protocol_valid_ms_many,
     };
     return h_run_tests("integration_protocol", 120, tests, H_LEN(tests));
 }
