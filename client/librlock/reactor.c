@@ -17,6 +17,14 @@
  * The callback thread runs the lost-lock and election callbacks, one at a
  * time, from a queue the engine's notes are posted to.
  *
+ * Lazy hand-back: a leader that ends with no other call of its client
+ * awaiting an answer leaves the socket off the I/O thread's read interest
+ * (two epoll_ctl a call saved: a thread calling in a loop leads every call).
+ * Whatever comes meanwhile (a keepalive's answer, a lost lock, the end of
+ * the connection) is read by the next leader, or by the I/O thread once a
+ * tick (every REACTOR_LAZY_MS, armed only while some client is lazy) finds
+ * the client has not led for that long: at most twice that late.
+ *
  * Removing a client: the I/O thread holds client pointers only within one
  * turn of its loop (epoll's data, the heap pop), and counts turns. A client
  * leaving the epoll set and the heap waits (rlk_reactor_remove) until the
@@ -44,6 +52,9 @@
 #include <unistd.h>
 
 #define REACTOR_EVENTS 64
+/* How long a client's socket may stay off the I/O thread's read interest
+ * after its last leader (lazy hand-back, above); the tick's period. */
+#define REACTOR_LAZY_MS 4
 
 /* --- the registry of clients, and fork ---------------------------------------------- */
 
@@ -65,6 +76,9 @@ static struct reactor {
     pthread_cond_t turn_cv;   /* a new turn of the loop began */
     int started;
     int epfd, timerfd, wakefd;
+    int tickfd;               /* the lazy clients' tick (timerfd), -1 none */
+    int tick_armed;
+    struct rlock_client *lazy; /* clients whose socket a leader left off the read interest */
     uint64_t turn;
     int64_t armed;            /* what the timerfd is set for (rlk_alive_ms), -1 none */
     struct rlock_client **heap;
@@ -75,11 +89,12 @@ static struct reactor {
     .epfd = -1,
     .timerfd = -1,
     .wakefd = -1,
+    .tickfd = -1,
     .armed = -1,
 };
 
-/* epoll data of the two descriptors that are not clients. */
-static int tag_timer, tag_wake;
+/* epoll data of the three descriptors that are not clients. */
+static int tag_timer, tag_wake, tag_tick;
 
 /* --- the callback queue --------------------------------------------------------------- */
 
@@ -225,7 +240,7 @@ static void interest_update(struct rlock_client *c)
         return;
     }
     int want_out = rlk_eng_want_write(c);
-    int want_rd = c->leader_call == NULL;
+    int want_rd = c->leader_call == NULL && !c->rd_lazy;
     if (want_out == c->epoll_out && want_rd == c->epoll_rd)
         return;
     struct epoll_event ev = {
@@ -272,6 +287,87 @@ static void drain(int fd)
     uint64_t v;
     ssize_t n = read(fd, &v, sizeof v);
     (void)n; /* only the wake-up matters */
+}
+
+/* --- lazy hand-back --------------------------------------------------------------------- */
+
+/* c->mu and reactor.mu held: take c off the lazy list (its interest is the caller's). */
+static void lazy_unlink(struct rlock_client *c)
+{
+    if (c->lazy_pprev == NULL)
+        return;
+    *c->lazy_pprev = c->lazy_next;
+    if (c->lazy_next != NULL)
+        c->lazy_next->lazy_pprev = c->lazy_pprev;
+    c->lazy_next = NULL;
+    c->lazy_pprev = NULL;
+}
+
+/* reactor.mu held: run the tick every REACTOR_LAZY_MS, or stop it. */
+static void tick_arm(int on)
+{
+    if (on == reactor.tick_armed || reactor.tickfd < 0)
+        return;
+    struct itimerspec its = {0};
+    if (on) {
+        its.it_value.tv_nsec = REACTOR_LAZY_MS * 1000000L;
+        its.it_interval.tv_nsec = REACTOR_LAZY_MS * 1000000L;
+    }
+    if (timerfd_settime(reactor.tickfd, 0, &its, NULL) == 0)
+        reactor.tick_armed = on;
+}
+
+/*
+ * c->mu held, its leader just gone: leave the read interest off when no
+ * other call awaits an answer (those callers wait for the I/O thread to read
+ * it), and let the tick hand the socket back if no leader comes. Returns 1
+ * when it did so.
+ */
+static int lazy_begin(struct rlock_client *c)
+{
+    if (c->pending.n > 0 || c->state != RLK_SESSION_OPEN || c->link != RLK_LINK_UP ||
+        !c->epoll_in || !c->registered)
+        return 0;
+    c->rd_lazy = 1;
+    c->lazy_since = rlk_mono_ms();
+    if (c->lazy_pprev == NULL) {
+        pthread_mutex_lock(&reactor.mu);
+        c->lazy_next = reactor.lazy;
+        if (reactor.lazy != NULL)
+            reactor.lazy->lazy_pprev = &c->lazy_next;
+        reactor.lazy = c;
+        c->lazy_pprev = &reactor.lazy;
+        tick_arm(1);
+        pthread_mutex_unlock(&reactor.mu);
+    }
+    return 1;
+}
+
+/*
+ * The tick (I/O thread): hand back the sockets of lazy clients no leader has
+ * read for REACTOR_LAZY_MS. A client whose mutex is taken is busy (a caller,
+ * a leader): it is looked at next tick. trylock, since the lock order is
+ * client before reactor.
+ */
+static void run_tick(void)
+{
+    int64_t now = rlk_mono_ms();
+    pthread_mutex_lock(&reactor.mu);
+    struct rlock_client *c = reactor.lazy, *next;
+    for (; c != NULL; c = next) {
+        next = c->lazy_next;
+        if (pthread_mutex_trylock(&c->mu) != 0)
+            continue;
+        if (!c->rd_lazy || (c->leader_call == NULL && now - c->lazy_since >= REACTOR_LAZY_MS)) {
+            lazy_unlink(c);
+            c->rd_lazy = 0;
+            interest_update(c); /* data already there: the next epoll_wait reports it */
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+    if (reactor.lazy == NULL)
+        tick_arm(0);
+    pthread_mutex_unlock(&reactor.mu);
 }
 
 /* --- a caller that reads for itself ------------------------------------------------------ */
@@ -351,7 +447,10 @@ void rlk_reactor_lead_end(struct rlock_client *c, struct rlk_call *call)
 {
     atomic_store_explicit(&call->lead_fd1, 0, memory_order_seq_cst);
     c->leader_call = NULL;
-    interest_update(c); /* the I/O thread reads again (at once if data is waiting) */
+    /* The I/O thread reads again (at once if data is waiting), or lazily. */
+    if (!lazy_begin(c))
+        c->rd_lazy = 0;
+    interest_update(c);
 }
 
 int rlk_reactor_lead_wait(struct rlock_client *c, struct rlk_call *call, int64_t deadline)
@@ -461,6 +560,9 @@ static void *io_main(void *arg)
             } else if (p == &tag_timer) {
                 drain(reactor.timerfd);
                 run_timers();
+            } else if (p == &tag_tick) {
+                drain(reactor.tickfd);
+                run_tick();
             } else {
                 serve(p, evs[i].events);
             }
@@ -513,12 +615,16 @@ static int reactor_start(void)
     reactor.epfd = epoll_create1(EPOLL_CLOEXEC);
     reactor.timerfd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
     reactor.wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    reactor.tickfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     reactor.armed = -1;
+    reactor.tick_armed = 0;
     struct epoll_event te = {.events = EPOLLIN, .data.ptr = &tag_timer};
     struct epoll_event we = {.events = EPOLLIN, .data.ptr = &tag_wake};
-    if (reactor.epfd < 0 || reactor.timerfd < 0 || reactor.wakefd < 0 ||
+    struct epoll_event ke = {.events = EPOLLIN, .data.ptr = &tag_tick};
+    if (reactor.epfd < 0 || reactor.timerfd < 0 || reactor.wakefd < 0 || reactor.tickfd < 0 ||
         epoll_ctl(reactor.epfd, EPOLL_CTL_ADD, reactor.timerfd, &te) < 0 ||
-        epoll_ctl(reactor.epfd, EPOLL_CTL_ADD, reactor.wakefd, &we) < 0)
+        epoll_ctl(reactor.epfd, EPOLL_CTL_ADD, reactor.wakefd, &we) < 0 ||
+        epoll_ctl(reactor.epfd, EPOLL_CTL_ADD, reactor.tickfd, &ke) < 0)
         goto fail;
     /* Signals meant for the application must never land on the library's threads. */
     sigset_t all, old;
@@ -544,7 +650,9 @@ fail:
         close(reactor.timerfd);
     if (reactor.wakefd >= 0)
         close(reactor.wakefd);
-    reactor.epfd = reactor.timerfd = reactor.wakefd = -1;
+    if (reactor.tickfd >= 0)
+        close(reactor.tickfd);
+    reactor.epfd = reactor.timerfd = reactor.wakefd = reactor.tickfd = -1;
     return -1;
 }
 
@@ -578,6 +686,8 @@ void rlk_reactor_remove(struct rlock_client *c)
         c->registered = 0;
         heap_remove(c);
         timer_rearm();
+        lazy_unlink(c);
+        c->rd_lazy = 0;
         if (c->epoll_in)
             epoll_ctl(reactor.epfd, EPOLL_CTL_DEL, c->fd, NULL);
         c->epoll_in = c->epoll_out = c->epoll_rd = 0;
@@ -602,6 +712,8 @@ void rlk_reactor_swap_fd(struct rlock_client *c, int old_fd)
     if (watched && c->epoll_in && old_fd >= 0)
         epoll_ctl(reactor.epfd, EPOLL_CTL_DEL, old_fd, NULL);
     c->epoll_in = c->epoll_out = c->epoll_rd = 0;
+    lazy_unlink(c); /* the new connection is read by the I/O thread from the start */
+    c->rd_lazy = 0;
     if (watched) {
         /* Writable tells a connect's end; then interest_update trims it. */
         struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
@@ -700,7 +812,11 @@ static void atfork_child(void)
         close(reactor.timerfd);
     if (reactor.wakefd >= 0)
         close(reactor.wakefd);
-    reactor.epfd = reactor.timerfd = reactor.wakefd = -1;
+    if (reactor.tickfd >= 0)
+        close(reactor.tickfd);
+    reactor.epfd = reactor.timerfd = reactor.wakefd = reactor.tickfd = -1;
+    reactor.tick_armed = 0;
+    reactor.lazy = NULL;
     reactor.started = 0;
     reactor.armed = -1;
     reactor.n = 0;
@@ -720,6 +836,9 @@ static void atfork_child(void)
         c->heap_idx = 0;
         c->epoll_in = c->epoll_out = c->epoll_rd = 0;
         c->leader_call = NULL; /* its thread stayed in the parent */
+        c->rd_lazy = 0;
+        c->lazy_next = NULL;
+        c->lazy_pprev = NULL;
         c->calls_active = 0; /* their threads stayed in the parent */
         pthread_cond_init(&c->idle_cv, NULL);
     }

@@ -310,6 +310,10 @@ struct rlock_client {
     int epoll_in;                   /* the fd is in the reactor's epoll set (mu) */
     int epoll_rd;                   /* ... with EPOLLIN: off while a leader reads (mu) */
     struct rlk_call *leader_call;   /* a blocking caller reading the socket itself (mu) */
+    int rd_lazy;                    /* EPOLLIN left off after a leader, for the next (mu) */
+    int64_t lazy_since;             /* rlk_mono_ms() when the last leader ended (mu) */
+    struct rlock_client *lazy_next, **lazy_pprev; /* the reactor's lazy list (mu and
+                                                     reactor lock; pprev NULL: not in it) */
     int leader_reading;             /* the leader is in the engine now (mu) */
     int64_t wake_at;                /* its key in the reactor's timer heap (reactor lock) */
     size_t heap_idx;                /* position in the heap + 1; 0 = not in it (reactor lock) */
