@@ -294,13 +294,14 @@ static void drain(int fd)
 /* c->mu and reactor.mu held: take c off the lazy list (its interest is the caller's). */
 static void lazy_unlink(struct rlock_client *c)
 {
-    if (c->lazy_pprev == NULL)
+    if (!c->lazy_listed)
         return;
     *c->lazy_pprev = c->lazy_next;
     if (c->lazy_next != NULL)
         c->lazy_next->lazy_pprev = c->lazy_pprev;
     c->lazy_next = NULL;
     c->lazy_pprev = NULL;
+    c->lazy_listed = 0;
 }
 
 /* reactor.mu held: run the tick every REACTOR_LAZY_MS, or stop it. */
@@ -330,13 +331,14 @@ static int lazy_begin(struct rlock_client *c)
         return 0;
     c->rd_lazy = 1;
     c->lazy_since = rlk_mono_ms();
-    if (c->lazy_pprev == NULL) {
+    if (!c->lazy_listed) {
         pthread_mutex_lock(&reactor.mu);
         c->lazy_next = reactor.lazy;
         if (reactor.lazy != NULL)
             reactor.lazy->lazy_pprev = &c->lazy_next;
         reactor.lazy = c;
         c->lazy_pprev = &reactor.lazy;
+        c->lazy_listed = 1;
         tick_arm(1);
         pthread_mutex_unlock(&reactor.mu);
     }
@@ -837,6 +839,7 @@ static void atfork_child(void)
         c->epoll_in = c->epoll_out = c->epoll_rd = 0;
         c->leader_call = NULL; /* its thread stayed in the parent */
         c->rd_lazy = 0;
+        c->lazy_listed = 0;
         c->lazy_next = NULL;
         c->lazy_pprev = NULL;
         c->calls_active = 0; /* their threads stayed in the parent */

@@ -312,8 +312,9 @@ struct rlock_client {
     struct rlk_call *leader_call;   /* a blocking caller reading the socket itself (mu) */
     int rd_lazy;                    /* EPOLLIN left off after a leader, for the next (mu) */
     int64_t lazy_since;             /* rlk_mono_ms() when the last leader ended (mu) */
-    struct rlock_client *lazy_next, **lazy_pprev; /* the reactor's lazy list (mu and
-                                                     reactor lock; pprev NULL: not in it) */
+    int lazy_listed;                /* on the reactor's lazy list (set: mu and reactor lock) */
+    struct rlock_client *lazy_next, **lazy_pprev; /* its links (reactor lock: a neighbour's
+                                                     unlink changes them) */
     int leader_reading;             /* the leader is in the engine now (mu) */
     int64_t wake_at;                /* its key in the reactor's timer heap (reactor lock) */
     size_t heap_idx;                /* position in the heap + 1; 0 = not in it (reactor lock) */
