@@ -574,6 +574,16 @@ static void acquire_try(struct request *req)
         acquire_busy(req, guard - req->sent_ms, 0);
         return;
     }
+    if (req->value != NULL && res->holder != NULL) {
+        /* A campaign behind a leader of this daemon waits for that lease's release or
+         * loss, which kicks the queue, without asking Redis: were the key lost (a restart
+         * without persistence), acquire.lua would grant it and write and publish the
+         * leader record before this daemon could hold the grant back for the old leader's
+         * promise (acquire_found_lost_key), and observers would be shown a term nobody
+         * is granted. */
+        acquire_busy(req, -1, REPLY_HELD_BY_RLOCKD);
+        return;
+    }
     if (req->shared) {
         acquire_send_shared(req, ttl, lens[4], fence_ttl, lens[5]);
         return;

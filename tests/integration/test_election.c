@@ -15,6 +15,8 @@
  *    WRONG_KIND (no re-entry into a plain lock);
  *  - second_candidate: B campaigns with a wait while A leads and is still waiting a
  *    while later; A resigns, B is granted with a higher term, Leader shows B;
+ *  - lost_key_no_phantom: Redis loses A's keys (FLUSHALL) while A leads; B's campaign
+ *    (1.5 s wait) times out without its leader record ever being written;
  *  - observe: a client observing sees the leader now, then, in order, LeaderChanged
  *    for A's resignation (elected 0), for B (higher term), for B's resignation and
  *    C's election while C waited (terms never going down, C's last); after
@@ -353,6 +355,40 @@ START_TEST(test_second_candidate)
     leader_is(f.c, "el/two", 0, 0, "", "C resigned");
     rlock_lock_free(lc);
     rlock_close(c.c);
+    rlock_lock_free(a);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/*
+ * Redis loses a leader's keys (FLUSHALL, as a restart without persistence) while its lease
+ * is still promised here; another candidate then campaigns with a wait. It must wait for the
+ * old lease's renewal to find the key gone (and its promise to end), not be granted by Redis
+ * and have its record written and published at once, to be held back by the daemon a moment
+ * later: observers would be shown a leader, with a term, that is never granted.
+ */
+START_TEST(test_lost_key_no_phantom)
+{
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    struct rlock_lock *a = campaign(f.c, "el/lostkey", "a", WAIT_MS);
+    ck_assert_msg(h_redis_ok(f.r, "FLUSHALL") == 0, "FLUSHALL");
+    struct rlock_client *b = h_client_or_fail(&f.e, NULL);
+    struct rlock_acquire_opts o = {.wait_ms = 1500, .campaign_value = "b"};
+    struct rlock_lock *lb = NULL;
+    enum rlock_err rc = rlock_acquire(b, "el/lostkey", &o, CALL_MS, &lb);
+    ck_assert_msg(rc == RLOCK_ERR_TIMEOUT, "B's campaign behind A's promise: %s, not TIMEOUT",
+                  rlock_strerror(rc));
+    char key[160], rec[200], value[64] = "";
+    snprintf(rec, sizeof rec, "%s:leader", h_lock_key(&f.e, "el/lostkey", key, sizeof key));
+    redisReply *r = redisCommand(f.r, "HGET %s value", rec);
+    ck_assert_ptr_nonnull(r);
+    if (r->type == REDIS_REPLY_STRING)
+        snprintf(value, sizeof value, "%s", r->str);
+    freeReplyObject(r);
+    ck_assert_msg(strcmp(value, "b") != 0,
+                  "the leader record names B, whose campaign was never granted");
+    rlock_close(b);
     rlock_lock_free(a);
     h_fixture_stop(&f);
 }
@@ -1599,7 +1635,7 @@ int main(void)
                             test_observe_same_term_back,                    test_observe_retried,
                             test_observe_refused, test_async,               test_async_stop_race,
                             test_value_limits,   test_rlockctl_elect,       test_rlockctl_elect_waits,
-                            test_failover};
+                            test_failover,       test_lost_key_no_phantom};
     size_t n = H_LEN(tests);
     return h_run_tests("election", 180, tests, n);
 }
