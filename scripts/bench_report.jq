@@ -100,7 +100,43 @@ elif $what == "sweep" then
    ($d | map(.pairs_per_s) | median), ($d | map(.pairs_per_s) | min), ($d | map(.pairs_per_s) | max),
    ($s | map(.pairs_per_s) | median), ($s | map(.pairs_per_s) | min), ($s | map(.pairs_per_s) | max),
    ($d | map(.p50_us) | median), ($d | map(.p99_us) | median),
-   ($s | map(.p50_us) | median), ($s | map(.p99_us) | median)] | map(tostring) | join(" ")
+   ($s | map(.p50_us) | median), ($s | map(.p99_us) | median),
+   ($s | map(.cpu_rlockd_pct) | median), ($s | map(.cpu_rlockd_us_per_pair) | median),
+   ($d | map(.cpu_redis_us_per_pair) | median), ($s | map(.cpu_redis_us_per_pair) | median)]
+  | map(tostring) | join(" ")
+elif $what == "scale" then
+  # held locks, then medians over the rounds: rlockd and Redis % of a core, bytes per lock
+  map(select((.test == "scale" or .test == "P4") and .mode == "hold")) | group_by(.locks_held)[] |
+  [.[0].locks_held, .[0].sessions, (map(.cpu_rlockd_pct) | median), (map(.cpu_redis_pct) | median),
+   (map(.rlockd_bytes_per_lock) | median), (map(.redis_bytes_per_lock) | median),
+   (map(.errors) | add)] | map(tostring) | join(" ")
+elif $what == "peers" or $what == "peers_plot" then
+  # One row per peer and concurrency: medians over the rounds, and the median of the
+  # per-round ratio to redis-direct at the same concurrency (P2's 1 thread, P1's 50).
+  def base(w; r): if w == 1 then direct("P2"; r) elif w == 50 then direct("P1"; r) else null end;
+  def own(w; r): if w == 1 then rl("P2"; "sync"; r) elif w == 50 then rl("P1"; "sync"; r) else null end;
+  ($all | map(select(.test == "peers")) | map(.threads) | unique) as $ws |
+  [$ws[] as $w |
+    ([{name: "redis-direct (C, hiredis)", runs: [$all | rounds[] as $r | base($w; $r)]},
+      {name: "rlockd (C, librlock)", runs: [$all | rounds[] as $r | own($w; $r)]}] +
+     ($all | map(select(.test == "peers" and .threads == $w)) | group_by(.target)
+      | map({name: ({"seed": "seed article (Node.js, ioredis)", "redlock": "node-redlock",
+                     "etcd": "etcd lock (Node.js, etcd3)", "etcd-http": "etcd lock (Node.js http, JSON gateway)", "rlockd-node": "rlockd (Node.js client)"}[.[0].target] // .[0].target),
+             runs: .})))[]
+    | .runs |= map(select(. != null)) | select(.runs | length > 0)
+    | {w: $w, name: .name, runs: .runs,
+       ratio: (.runs | map(. as $x | base($w; $x.round).pairs_per_s as $b
+                           | if $b == null or $b == 0 then empty else $x.pairs_per_s / $b end) | median)}] as $rows |
+  if $what == "peers" then
+    $rows[] | .runs as $x |
+    "| \(.name) | \(.w) | \($x | map(.pairs_per_s) | median | round) | \(.ratio | fmt(2)) | \($x | map(.p50_us) | median | fmt(0)) | \($x | map(.p99_us) | median | fmt(0)) | \($x | map(.cpu_client_us_per_pair) | median | fmt(1)) | \($x | map((.cpu_rlockd_us_per_pair // 0) + (.cpu_redis_us_per_pair // 0) + (.cpu_etcd_us_per_pair // 0)) | median | fmt(1)) | \($x | map(.errors) | add) |"
+  else
+    # gnuplot rows: name, pairs/s at 1 worker, at 50 (medians; "-" when absent)
+    ($rows | group_by(.name) | map({name: .[0].name,
+       one: (map(select(.w == 1)) | .[0].runs // [] | map(.pairs_per_s) | median),
+       fifty: (map(select(.w == 50)) | .[0].runs // [] | map(.pairs_per_s) | median)}))[]
+    | "\"\(.name)\" \(.one // "-") \(.fifty // "-")"
+  end
 elif $what == "latency" or $what == "cpu" then
   # one row per configuration: medians over the rounds
   [["P2", "direct", "\"redis-direct 1t\""], ["P2", "sync", "\"rlockd 1t\""],

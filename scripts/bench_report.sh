@@ -22,6 +22,8 @@ roundsep=$(printf ' --- |%.0s' $(seq "$rounds"))
 q sweep | sort -n >"$out/sweep.dat"
 q latency >"$out/latency.dat"
 q cpu >"$out/cpu.dat"
+q scale >"$out/scale.dat"
+q peers_plot >"$out/peers.dat"
 gnuplot <<GP
 set terminal pngcairo size 900,540 font "DejaVu Sans,11"
 set grid
@@ -69,7 +71,63 @@ set style histogram rowstacked
 set boxwidth 0.6
 plot "$out/cpu.dat" using 2:xtic(1) title "client (rlock-bench)", "" using 3 title "rlockd", \
      "" using 4 title "redis-server"
+unset style
+set style data linespoints
+set boxwidth
+unset xtics
+set xtics
+
+set output "$out/scale_threads.png"
+set title "rlockd's cost against concurrency (sync API, a client per thread; median of $rounds rounds)"
+set xlabel "threads"
+set ylabel "µs of CPU per pair"
+set y2label "% of one core"
+set ytics nomirror
+set y2tics
+set yrange [0:*]
+set y2range [0:*]
+set logscale x 2
+plot "$out/sweep.dat" using 1:13 with linespoints lw 2 pt 7 title "rlockd µs/pair", \
+     "" using 1:15 with linespoints lw 2 pt 6 dt 2 title "Redis µs/pair (rlockd's)", \
+     "" using 1:14 with linespoints lw 2 pt 6 dt 2 title "Redis µs/pair (redis-direct's)", \
+     "" using 1:12 axes x1y2 with linespoints lw 2 pt 5 title "rlockd % of a core (right)"
+unset logscale
+
+set output "$out/scale_locks.png"
+set title "Holding locks: cost against the number held (a session per 1,000 locks, ttl 30 s; median of $rounds rounds)"
+set xlabel "locks held"
+set ylabel "% of one core"
+set y2label "bytes per lock (RSS)"
+set logscale x 10
+plot "$out/scale.dat" using 1:3 with linespoints lw 2 pt 7 title "rlockd CPU", \
+     "" using 1:4 with linespoints lw 2 pt 6 dt 2 title "Redis CPU", \
+     "" using 1:5 axes x1y2 with linespoints lw 2 pt 5 title "rlockd B/lock (right)", \
+     "" using 1:6 axes x1y2 with linespoints lw 2 pt 4 dt 2 title "Redis B/lock (right)"
+unset logscale
+unset y2tics
+unset y2label
+set ytics mirror
 GP
+
+if [ -s "$out/peers.dat" ]; then
+    gnuplot <<GP
+set terminal pngcairo size 900,540 font "DejaVu Sans,11"
+set grid
+set key top left
+set output "$out/peers.png"
+set title "The peers: acquire+release pairs per second (100,000 resources; median of $rounds rounds)"
+set ylabel "pairs/s"
+set yrange [0:*]
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set xtics rotate by -20
+set datafile missing "-"
+plot "$out/peers.dat" using 2:xtic(1) title "1 worker", "" using 3 title "50 workers"
+GP
+else
+    rm -f "$out/peers.png"
+fi
 
 # --- the page ----------------------------------------------------------------
 {
@@ -141,6 +199,45 @@ $(q targets)
   polled every millisecond until only the (permanent) fence keys are left, then a \`SCAN\`
   confirms no lock key remains. *Warnings* are the lines rlockd logged at warn level or
   worse during the run (a Redis command timeout logs one).
+
+## Peers
+
+The same pair workload (acquire + release of \`bench/<n>\`, n uniform over 100,000, a held
+try retried after 1 ms) from one Node.js process with 1 or 50 concurrent async workers
+(\`tests/bench/peers/peers.js\`, run by \`scripts/bench_peers\` within each round, on the
+same Redis and rlockd): the seed article's own code (ioredis, \`SET NX PX\` and the Lua
+compare-and-delete), node-redlock on the one Redis, etcd's lock through the npm \`etcd3\`
+client (a lease, a put-if-absent transaction, the lease revoked; a single-member etcd whose
+data directory is on tmpfs, as this Redis runs without persistence), the same three etcd
+requests through etcd's JSON gateway with Node's own \`http\` (what etcd costs without the
+gRPC client, whose CPU per pair is the larger part of the first etcd row) and rlockd's own
+Node.js client. The C rows are P2's and P1's runs of the same round (threads, a connection each).
+*vs redis-direct* is the median of the per-round ratios of pairs/s to redis-direct's at the
+same concurrency. *CPU servers* adds up rlockd, Redis and etcd, as far as the peer uses them.
+
+$(if [ -s "$out/peers.dat" ]; then
+    echo '| peer | workers | pairs/s | vs redis-direct | p50 µs | p99 µs | CPU client µs/pair | CPU servers µs/pair | errors |'
+    echo '| --- | --- | --- | --- | --- | --- | --- | --- | --- |'
+    q peers
+    echo
+    echo '![the peers: pairs per second](bench/peers.png)'
+else
+    echo 'Not run this time (\`./scripts/bench --no-peers\`).'
+fi)
+
+## Scale
+
+How rlockd's cost grows with work: against concurrency (the thread sweep above) and against
+the number of locks it holds and renews (P4's million and the runs tagged *scale*, a session
+per 1,000 locks, ttl 30 s, so a million locks is about 67,000 renewals a second).
+
+| locks held | sessions | rlockd % of a core | Redis % of a core | rlockd B/lock | Redis B/lock | errors |
+| --- | --- | --- | --- | --- | --- | --- |
+$(q scale | awk '{ printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7 }')
+
+![rlockd's cost against threads](bench/scale_threads.png)
+
+![cost against locks held](bench/scale_locks.png)
 
 ## Plots
 

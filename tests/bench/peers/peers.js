@@ -21,6 +21,9 @@
 //                redlock itself (retryDelay = --retry-us, no jitter)
 //   etcd         the npm etcd3 client's Lock: a lease (granted, kept alive) and
 //                a put if the key's create revision is 0; release revokes the lease
+//   etcd-http    the same three etcd requests (lease grant, the transaction, lease
+//                revoke) through etcd's JSON gateway over keep-alive HTTP/1.1, with
+//                Node's own http module: etcd's cost without the gRPC client's
 //   rlockd-node  the project's Node.js client (client/node), one session; acquire
 //                without wait (NOT_ACQUIRED when held), then release
 //
@@ -36,13 +39,13 @@ const path = require('node:path');
 const crypto = require('node:crypto');
 const { parseArgs } = require('node:util');
 
-const PEERS = ['seed', 'redlock', 'etcd', 'rlockd-node'];
+const PEERS = ['seed', 'redlock', 'etcd', 'etcd-http', 'rlockd-node'];
 const CLK_TCK = 100; // Linux's USER_HZ, the unit of /proc/PID/stat's times
 
 function usage(msg) {
   if (msg) process.stderr.write(`peers.js: ${msg}\n`);
   process.stderr.write(
-    'usage: node peers.js --peer seed|redlock|etcd|rlockd-node [--redis HOST:PORT|unix:PATH]\n' +
+    'usage: node peers.js --peer seed|redlock|etcd|etcd-http|rlockd-node [--redis HOST:PORT|unix:PATH]\n' +
       '         [--server ADDR] [--workers N] [--warmup S] [--duration S] [--resources N]\n' +
       '         [--ttl-ms MS] [--retry-us US] [--prefix P] [--pid NAME=PID]...\n',
   );
@@ -100,7 +103,7 @@ function options() {
     o.pids[m[1]] = Number(m[2]);
   }
   if ((o.peer === 'seed' || o.peer === 'redlock') && !(o.redis || o.server)) usage(`--peer ${o.peer} needs --redis`);
-  if ((o.peer === 'etcd' || o.peer === 'rlockd-node') && !o.server) usage(`--peer ${o.peer} needs --server`);
+  if ((o.peer === 'etcd' || o.peer === 'etcd-http' || o.peer === 'rlockd-node') && !o.server) usage(`--peer ${o.peer} needs --server`);
   return o;
 }
 
@@ -252,6 +255,67 @@ function etcdPeer(o) {
   };
 }
 
+function etcdHttpPeer(o) {
+  const http = require('node:http');
+  const m = /^(?:http:\/\/)?([^:/]+):([0-9]+)\/?$/.exec(o.server);
+  if (!m) usage(`--server ${o.server}: HOST:PORT or http://HOST:PORT for etcd-http`);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: o.workers });
+  const ttlS = Math.max(1, Math.ceil(o.ttlMs / 1000));
+  const b64 = (v) => Buffer.from(v).toString('base64');
+  // post PATH BODY: etcd's JSON answer, or a BenchError for anything but 200.
+  const post = (p, body) =>
+    new Promise((resolve, reject) => {
+      const data = JSON.stringify(body);
+      const req = http.request(
+        { host: m[1], port: Number(m[2]), path: p, method: 'POST', agent,
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c) => (text += c));
+          res.on('end', () => {
+            if (res.statusCode !== 200) {
+              reject(new BenchError('etcd', `${p}: HTTP ${res.statusCode}: ${text.slice(0, 200)}`));
+              return;
+            }
+            try {
+              resolve(JSON.parse(text));
+            } catch (e) {
+              reject(new BenchError('etcd', `${p}: ${e.message}`));
+            }
+          });
+        },
+      );
+      req.on('error', (e) => reject(new BenchError('etcd', `${p}: ${e.message}`)));
+      req.end(data);
+    });
+  return {
+    target: 'etcd-http',
+    server: o.server,
+    async open() {
+      await post('/v3/kv/range', { key: b64('peers/ping') });
+    },
+    key: (r) => r,
+    async tryAcquire(key) {
+      const lease = (await post('/v3/lease/grant', { TTL: ttlS })).ID;
+      const k = b64(key);
+      const txn = await post('/v3/kv/txn', {
+        compare: [{ key: k, target: 'CREATE', result: 'EQUAL', create_revision: '0' }],
+        success: [{ request_put: { key: k, value: b64('held'), lease } }],
+      });
+      if (txn.succeeded === true) return { lease };
+      await post('/v3/lease/revoke', { ID: lease }); // held: give the lease back
+      return null;
+    },
+    async release(h) {
+      await post('/v3/lease/revoke', { ID: h.lease }); // deletes the key with the lease
+    },
+    async close() {
+      agent.destroy();
+    },
+  };
+}
+
 function rlockdNodePeer(o) {
   const root = path.resolve(__dirname, '../../..');
   const { connect } = require(path.join(root, 'client/node'));
@@ -321,7 +385,13 @@ const round = (v, d) => Math.round(v * 10 ** d) / 10 ** d;
 
 async function main() {
   const o = options();
-  const peer = { seed: seedPeer, redlock: redlockPeer, etcd: etcdPeer, 'rlockd-node': rlockdNodePeer }[o.peer](o);
+  const peer = {
+    seed: seedPeer,
+    redlock: redlockPeer,
+    etcd: etcdPeer,
+    'etcd-http': etcdHttpPeer,
+    'rlockd-node': rlockdNodePeer,
+  }[o.peer](o);
   const retryMs = o.retryUs / 1000;
   const now = () => performance.now();
 
