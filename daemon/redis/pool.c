@@ -33,10 +33,10 @@
 
 #include <event2/event.h>
 #include <hiredis/async.h>
-#include <hiredis/adapters/libevent.h>
 
 #include "cluster.h"
 #include "config.h"
+#include "evattach.h"
 #include "log.h"
 #include "pool_int.h"
 #include "util.h"
@@ -839,7 +839,11 @@ redisAsyncContext *rpool_connect(const struct config_address *addr, struct event
         return NULL;
     }
     ac->data = data;
-    redisLibeventAttach(ac, base);
+    if (evattach(ac, base) != 0) {
+        snprintf(why, whylen, "out of memory");
+        redisAsyncFree(ac);
+        return NULL;
+    }
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     return ac;

@@ -257,6 +257,18 @@ START_TEST(test_redis_faults_down_at_start)
     ck_assert_msg(err == RLOCK_OK, "acquire after Redis came up: %s", rlock_strerror(err));
     ck_assert_msg(ready <= READY_WITHIN_MS, "rlockd served locks only %lld ms after Redis came up",
                   (long long)ready);
+
+    /* Nor once the connections are back, a lock held: an event left armed for writing
+       on a Redis socket that has nothing to write fires on every loop turn. */
+    cpu0 = h_proc_cpu_ms(e.rlockd_pid);
+    h_sleep_ms(CPU_WINDOW_MS);
+    cpu1 = h_proc_cpu_ms(e.rlockd_pid);
+    printf("redis_faults: FIGURE Redis up, a lock held: rlockd used %lld ms of CPU in %d ms\n",
+           (long long)(cpu1 - cpu0), CPU_WINDOW_MS);
+    ck_assert_msg(cpu0 >= 0 && cpu1 >= 0, "cannot read rlockd's CPU time");
+    ck_assert_msg(cpu1 - cpu0 < CPU_MAX_MS,
+                  "rlockd used %lld ms of CPU in %d ms, idle with a lock held",
+                  (long long)(cpu1 - cpu0), CPU_WINDOW_MS);
     h_assert_ok(c, rlock_release(l, 0));
     rlock_lock_free(l);
     ck_assert_int_eq(atomic_load(&lost.count), 0);
