@@ -87,6 +87,7 @@ set y2tics
 set yrange [0:*]
 set y2range [0:*]
 set logscale x 2
+set key bottom left
 plot "$out/sweep.dat" using 1:13 with linespoints lw 2 pt 7 title "rlockd µs/pair", \
      "" using 1:15 with linespoints lw 2 pt 6 dt 2 title "Redis µs/pair (rlockd's)", \
      "" using 1:14 with linespoints lw 2 pt 6 dt 2 title "Redis µs/pair (redis-direct's)", \
@@ -99,14 +100,13 @@ set xlabel "locks held"
 set ylabel "% of one core"
 set y2label "bytes per lock (RSS)"
 set logscale x 10
+set format x "%.0s%c"
+set key center left
 plot "$out/scale.dat" using 1:3 with linespoints lw 2 pt 7 title "rlockd CPU", \
      "" using 1:4 with linespoints lw 2 pt 6 dt 2 title "Redis CPU", \
      "" using 1:5 axes x1y2 with linespoints lw 2 pt 5 title "rlockd B/lock (right)", \
      "" using 1:6 axes x1y2 with linespoints lw 2 pt 4 dt 2 title "Redis B/lock (right)"
 unset logscale
-unset y2tics
-unset y2label
-set ytics mirror
 GP
 
 if [ -s "$out/peers.dat" ]; then
