@@ -31,6 +31,8 @@
     X("0", "success (run, elect: the command's own exit status; 128+N if killed by")         \
     X("", "signal N; leader: a candidate leads)")                                             \
     X("64", "usage error, or the daemon refused an argument as invalid")                      \
+    X("65", "run, elect: the name is held as another kind (a semaphore, a lock, another")     \
+    X("", "--limit): WRONG_KIND")                                                             \
     X("66", "release --force: no session of the daemon holds the resource; kill-session:") \
     X("", "no such session; leader: nobody leads the election")                               \
     X("69", "cannot connect, or the daemon is unavailable, shutting down or not answering")   \

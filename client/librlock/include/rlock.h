@@ -71,7 +71,7 @@ extern "C" {
 #define RLOCK_DEFAULT_TIMEOUT_MS 5000u
 #define RLOCK_DEFAULT_ADDRESS "127.0.0.1:7483"
 
-/* Results. Values 1..13 mirror the daemon's status codes (docs/protocol.md). */
+/* Results. Values 1..14 mirror the daemon's status codes (docs/protocol.md). */
 enum rlock_err {
     RLOCK_OK = 0,
     RLOCK_ERR_NOT_ACQUIRED = 1,      /* try-acquire: held by another owner */
