@@ -9,15 +9,15 @@ RLOCK_BUILD=${RLOCK_BUILD:-$RLOCK_ROOT/build}
 # scdoc for the man pages, redis-server (./scripts/run starts a private one).
 RLOCK_RUN_PACKAGES="build-essential cmake pkg-config libevent-dev libhiredis-dev
 libprotobuf-c-dev protobuf-c-compiler libinih-dev libssl-dev redis-server scdoc"
-# To test as well: Check; man-db renders the man pages in a test; redis-server also
-# serves as the sentinels and cluster nodes (redis-server --sentinel, cluster-enabled
-# yes; redis-tools, which it pulls in, has redis-cli --cluster); systemd for
+# To test as well: Check; man-db renders the man pages in a test, and mandoc lints them;
+# redis-server also serves as the sentinels and cluster nodes (redis-server --sentinel,
+# cluster-enabled yes; redis-tools, which it pulls in, has redis-cli --cluster); systemd for
 # systemd-analyze (the unit's checks; nothing here boots it) and strace (the unit's
 # system call filter against rlockd's calls); dpkg-dev and file for the .deb
 # (dpkg-shlibdeps); python3-prometheus-client parses /metrics in a test; python3-protobuf
 # and protoc (protobuf-compiler) encode requests as a second, independent encoder.
-RLOCK_PACKAGES="$RLOCK_RUN_PACKAGES check man-db systemd strace dpkg-dev file python3 openssl
-python3-prometheus-client python3-protobuf protobuf-compiler"
+RLOCK_PACKAGES="$RLOCK_RUN_PACKAGES check man-db mandoc systemd strace dpkg-dev file python3
+openssl python3-prometheus-client python3-protobuf protobuf-compiler"
 
 # rlock_install_deps [PACKAGES]: install what is missing of PACKAGES (default: all).
 rlock_install_deps() {

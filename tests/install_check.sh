@@ -26,6 +26,11 @@ for f in usr/sbin/rlockd usr/bin/rlockctl usr/include/rlock.h usr/include/rlock_
          "${libdir#"$root"/}/pkgconfig/rlock.pc" "${libdir#"$root"/}/cmake/rlock/rlockConfig.cmake"; do
     [ -e "$root/$f" ] || fail "$f not installed"
 done
+# Every man page and link the build made: the C API's pages, one of them for each function.
+while read -r f; do
+    [ -e "$usr/share/man/$f" ] || fail "usr/share/man/$f not installed"
+done < "$build/man/manifest.txt"
+[ -L "$usr/share/man/man3/rlock_shutdown.3.gz" ] || fail "rlock_shutdown(3) is not a link to rlock_close(3)"
 # Build helpers stay out of the install.
 for f in rlockd-confdoc rlock-example rlock-holder; do
     [ -z "$(find "$root" -name "$f")" ] || fail "$f was installed"

@@ -67,6 +67,9 @@ cat > "$tmp/expected" <<LIST
 /usr/share/man/man5/rlockd.conf.5.gz
 /usr/share/man/man8/rlockd.8.gz
 LIST
+# And the C API's man pages and links (man/CMakeLists.txt lists what it installs).
+sed 's|^|/usr/share/man/|' "$build/man/manifest.txt" >> "$tmp/expected"
+sort -u -o "$tmp/expected" "$tmp/expected"
 # The per-configuration targets file is named after the build type.
 grep -v '^/usr/lib/cmake/rlock/rlockTargets-[a-z]*\.cmake$' "$tmp/files" > "$tmp/files.common"
 grep -q '^/usr/lib/cmake/rlock/rlockTargets-[a-z]*\.cmake$' "$tmp/files" || fail "no rlockTargets-<config>.cmake"
