@@ -243,7 +243,7 @@ void dispatch_frame(struct session *s, const uint8_t *data, size_t len)
         /* Timed here when answered at once; a request that goes on is timed when it ends. */
         const struct op_entry *op = op_find((int)req->body_case);
         if (admin_refused(s, req, op) || !op->fn(s, req))
-            counters_observe(srv, (int)req->body_case, util_now_ms() - s->last_frame_ms);
+            counters_observe(srv, (int)req->body_case, util_now_us() - s->last_frame_us);
     }
     rlock__v1__request__free_unpacked(req, &budget.alloc);
 }

@@ -15,6 +15,7 @@
 #include <hiredis/hiredis.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "build_commit.h"
 #include "config.h"
 #include "log.h"
 #include "rlockd.h"
@@ -63,7 +64,7 @@ static void usage(FILE *out)
 
 static void version(void)
 {
-    printf("rlockd %s\n", RLOCKD_VERSION);
+    printf("rlockd %s (commit %s)\n", RLOCKD_VERSION, RLOCKD_COMMIT);
     printf("libevent %s, hiredis %d.%d.%d, protobuf-c %s\n", event_get_version(),
            HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH, protobuf_c_version());
 }

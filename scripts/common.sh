@@ -44,6 +44,25 @@ rlock_install_node() {
     rlock_install_deps "nodejs npm"
 }
 
+# rlock_install_promtool: promtool (a test checks /metrics and the alert rules with it).
+# Debian ships it in the prometheus package, whose install would also enable and start a
+# Prometheus server on port 9090 wherever systemd runs: the package is downloaded instead
+# and only its promtool, a static program, copied to /usr/local/bin.
+rlock_install_promtool() {
+    command -v promtool >/dev/null 2>&1 && return 0
+    local sudo="" tmp
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    tmp=$(mktemp -d /tmp/rlock-promtool.XXXXXX)
+    chmod 755 "$tmp" # apt downloads as the _apt user where it can
+    echo "installing: promtool (from Debian's prometheus package)" >&2
+    (cd "$tmp" && { apt-get download prometheus >/dev/null 2>&1 ||
+        { $sudo apt-get update -qq && apt-get download prometheus >/dev/null; }; } &&
+        dpkg-deb -x prometheus_*.deb root &&
+        $sudo install -m 755 root/usr/bin/promtool /usr/local/bin/promtool) ||
+        { rm -rf "$tmp"; echo "cannot install promtool" >&2; return 1; }
+    rm -rf "$tmp"
+}
+
 # rlock_build [extra cmake args...]: configure and build everything (tests included).
 rlock_build() {
     cmake -S "$RLOCK_ROOT" -B "$RLOCK_BUILD" -DBUILD_TESTING=ON "$@" >/dev/null

@@ -5,7 +5,8 @@
 #include "server.h"
 
 const double counters_latency_bounds[METRIC_BUCKETS - 1] = {
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1, 10,
+    0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+    0.01,     0.025,   0.05,     0.1,     0.25,   0.5,     1,      2.5,   5,      10,
 };
 
 void counters_acquire_answered(struct server *srv, int status)
@@ -14,12 +15,12 @@ void counters_acquire_answered(struct server *srv, int status)
         srv->mx.acquires[status]++;
 }
 
-void counters_observe(struct server *srv, int op, int64_t ms)
+void counters_observe(struct server *srv, int op, int64_t us)
 {
     if (op <= 0 || op >= METRIC_OPS)
         return;
     struct metric_histogram *h = &srv->mx.latency[op];
-    double s = ms > 0 ? (double)ms / 1000.0 : 0.0;
+    double s = us > 0 ? (double)us / 1e6 : 0.0;
     size_t b = 0;
     while (b < METRIC_BUCKETS - 1 && s > counters_latency_bounds[b])
         b++;

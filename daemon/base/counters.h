@@ -61,7 +61,7 @@ enum metric_http_reason {
 #define METRIC_STATUSES 15   /* rlock.v1 Status values 0..14 */
 #define METRIC_REASONS 7     /* LostReason values 0..6 */
 #define METRIC_OPS 19        /* Request oneof cases below this are timed */
-#define METRIC_BUCKETS 12    /* latency histogram buckets, +Inf included */
+#define METRIC_BUCKETS 21    /* latency histogram buckets, +Inf included */
 
 struct metric_histogram {
     uint64_t buckets[METRIC_BUCKETS]; /* not cumulative: one count per bucket */
@@ -84,9 +84,12 @@ struct metrics {
 };
 
 void counters_acquire_answered(struct server *srv, int status);
-void counters_observe(struct server *srv, int op, int64_t ms);
+/* A request of op answered us microseconds after its frame was read. */
+void counters_observe(struct server *srv, int op, int64_t us);
 
-/* Upper bounds of the latency buckets, in seconds; the last bucket is +Inf. */
+/* Upper bounds of the latency buckets, in seconds; the last bucket is +Inf. They start
+ * at 5 µs: a ping or a refused request is answered within microseconds of its frame, a
+ * request that goes to Redis within tens to hundreds. */
 extern const double counters_latency_bounds[METRIC_BUCKETS - 1];
 
 #endif

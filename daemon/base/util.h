@@ -21,6 +21,8 @@
  * never believed valid after a suspend that outlasted it.
  */
 int64_t util_now_ms(void);
+/* The same clock in microseconds (request latencies: most are well under 1 ms). */
+int64_t util_now_us(void);
 /* Milliseconds since the epoch (wall clock), for display only. */
 uint64_t util_wall_ms(void);
 

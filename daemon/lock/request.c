@@ -29,6 +29,7 @@ struct request *request_new(struct server *srv, struct session *s, uint64_t id, 
     }
     if (s != NULL) {
         r->arrival_ms = s->last_frame_ms; /* timed from then to its end (request_free) */
+        r->arrival_us = s->last_frame_us;
         TAILQ_INSERT_TAIL(&s->requests, r, sess_link);
         s->nrequests++;
     } else {
@@ -56,7 +57,7 @@ void request_free(struct request *r)
     if (r->op == RLOCK__V1__REQUEST__BODY_ACQUIRE)
         srv->nacquires--;
     if (!background && r->id != 0)
-        counters_observe(srv, r->op, util_now_ms() - r->arrival_ms);
+        counters_observe(srv, r->op, util_now_us() - r->arrival_us);
     if (r->sess != NULL) {
         TAILQ_REMOVE(&r->sess->requests, r, sess_link);
         r->sess->nrequests--;

@@ -48,6 +48,7 @@ struct request {
     uint32_t lock_delay_ms; /* acquire: the lease's lock_delay; tombstone: its delay */
     int64_t max_expiry_ms;  /* release, tombstone: the longest the key may live */
     int64_t arrival_ms;  /* when the request's frame was read (valid_ms counts from here) */
+    int64_t arrival_us;  /* the same, in µs, for the latency histogram */
     int64_t deadline_ms; /* end of the wait; 0 = try once */
     int64_t sent_ms;     /* when the current Redis call was sent (validity starts here) */
     int expired;         /* the wait ran out while a try was in Redis */

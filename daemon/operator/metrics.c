@@ -8,11 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "build_commit.h"
 #include "cleanup.h"
 #include "config.h"
 #include "http.h"
 #include "pubsub.h"
 #include "pool.h"
+#include "procstat.h"
 #include "relq.h"
 #include "sentinel.h"
 #include "server.h"
@@ -82,6 +84,42 @@ READER(read_handed_over) { one(m, sample, ctx, (double)srv->ctr.sessions_handed_
 READER(read_cleanup_pending) { one(m, sample, ctx, cleanup_count(srv->cleanups)); }
 READER(read_release_queue) { one(m, sample, ctx, (double)relq_pending(srv)); }
 READER(read_uptime) { one(m, sample, ctx, (double)(util_now_ms() - srv->start_ms) / 1000.0); }
+
+READER(read_build_info)
+{
+    (void)srv;
+    struct metric_sample s = {.name = m->name, .suffix = "",
+                              .labels = "version=\"" RLOCKD_VERSION "\",commit=\"" RLOCKD_COMMIT "\"",
+                              .value = 1};
+    sample(ctx, &s);
+}
+
+/* A process_* gauge or counter: the field at offset of a fresh read, when it could be read. */
+static void proc_field(const struct metric_def *m, sample_fn *sample, void *ctx, size_t offset)
+{
+    struct procstat ps;
+    procstat_read(&ps);
+    double v = *(const double *)((const char *)&ps + offset);
+    if (v >= 0)
+        one(m, sample, ctx, v);
+}
+#define PROC_READER(fn, field)                                                                   \
+    READER(fn)                                                                                   \
+    {                                                                                            \
+        (void)srv;                                                                               \
+        proc_field(m, sample, ctx, offsetof(struct procstat, field));                            \
+    }
+PROC_READER(read_proc_cpu, cpu_seconds)
+PROC_READER(read_proc_rss, resident_bytes)
+PROC_READER(read_proc_vsz, virtual_bytes)
+PROC_READER(read_proc_fds, open_fds)
+PROC_READER(read_proc_max_fds, max_fds)
+
+READER(read_proc_start)
+{
+    int64_t up_ms = util_now_ms() - srv->start_ms;
+    one(m, sample, ctx, (double)((int64_t)util_wall_ms() - up_ms) / 1000.0);
+}
 READER(read_redis_conns) { one(m, sample, ctx, rpool_size(srv->pool)); }
 READER(read_redis_ready) { one(m, sample, ctx, rpool_ready_count(srv->pool)); }
 READER(read_redis_connects) { one(m, sample, ctx, (double)rpool_stats(srv->pool)->connects); }
@@ -300,7 +338,17 @@ READER(read_latency)
       "Deletes by token not yet confirmed by Redis, being retried.", read_cleanup_pending)      \
     X("rlockd_release_queue", "gauge", "Releases queued or in Redis with nobody waiting.",       \
       read_release_queue)                                                                       \
-    X("rlockd_uptime_seconds", "gauge", "Time since the daemon started.", read_uptime)
+    X("rlockd_uptime_seconds", "gauge", "Time since the daemon started.", read_uptime)           \
+    X("rlockd_build_info", "gauge", "1, labelled with the version and the commit built.",        \
+      read_build_info)                                                                          \
+    X("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", \
+      read_proc_cpu)                                                                            \
+    X("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", read_proc_rss)  \
+    X("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", read_proc_vsz)    \
+    X("process_open_fds", "gauge", "Number of open file descriptors.", read_proc_fds)            \
+    X("process_max_fds", "gauge", "Maximum number of open file descriptors.", read_proc_max_fds) \
+    X("process_start_time_seconds", "gauge",                                                     \
+      "Start time of the process since unix epoch in seconds.", read_proc_start)
 
 static const struct metric_def metric_defs[] = {
 #define METRIC_DEF(name, type, help, reader) {name, type, help, reader},

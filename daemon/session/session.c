@@ -385,7 +385,8 @@ static ssize_t session_frames(struct session *s, const uint8_t *data, size_t len
             session_close(s, "frame too large", 1);
             return -1;
         }
-        s->last_frame_ms = util_now_ms(); /* any frame is a keepalive */
+        s->last_frame_us = util_now_us(); /* any frame is a keepalive */
+        s->last_frame_ms = s->last_frame_us / 1000;
         s->srv->on_frame(s, data + used + WIRE_HEADER_BYTES, flen);
         used += WIRE_HEADER_BYTES + flen;
     }
@@ -589,7 +590,8 @@ struct session *session_new(struct server *srv, int fd, const char *peer, const 
         memcpy(s->peer_ip, ip, sizeof s->peer_ip);
         s->peer_tcp = 1;
     }
-    s->opened_ms = s->last_frame_ms = util_now_ms();
+    s->last_frame_us = util_now_us();
+    s->opened_ms = s->last_frame_ms = s->last_frame_us / 1000;
     s->rev = event_new(srv->base, fd, EV_READ | EV_PERSIST, read_cb, s);
     s->wev = event_new(srv->base, fd, EV_WRITE | EV_PERSIST, write_cb, s);
     s->timer = evtimer_new(srv->base, timer_cb, s);

@@ -66,6 +66,7 @@ struct session {
     uint32_t timeout_ms;
     int64_t opened_ms;
     int64_t last_frame_ms;
+    int64_t last_frame_us; /* the same instant in µs: requests are timed from it */
     struct event *timer;  /* Hello deadline, then keepalive deadline */
     struct request_list requests; /* in Redis or waiting */
     struct lease_list leases;     /* held locks */

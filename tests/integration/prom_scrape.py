@@ -8,7 +8,7 @@ Prints one sample per line, "name{label="value",...} value" with the labels
 sorted, for the C test to compare with its workload. Exits 1 (and says why on
 stderr) when the endpoint does not answer 200 with the Prometheus text type,
 the parser refuses the text, or the families break the conventions rlockd
-promises: rlockd_ names, HELP on every family, counters' samples named
+promises: rlockd_ names (and the standard process_ family), HELP on every family, counters' samples named
 _total, histograms with cumulative buckets whose +Inf bucket equals _count.
 """
 import http.client
@@ -30,6 +30,13 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         sock.settimeout(self.timeout)
         sock.connect(self.unix_path)
         self.sock = sock
+
+
+# The standard family every Prometheus exporter has, named as the client libraries name it
+# (the parser strips a counter's _total).
+PROCESS_FAMILIES = {"process_cpu_seconds", "process_resident_memory_bytes",
+                    "process_virtual_memory_bytes", "process_open_fds", "process_max_fds",
+                    "process_start_time_seconds"}
 
 
 def fail(msg):
@@ -87,7 +94,7 @@ def main():
         fail("no metric families")
     out = []
     for f in families:
-        if not f.name.startswith("rlockd_"):
+        if not f.name.startswith("rlockd_") and f.name not in PROCESS_FAMILIES:
             fail("family %s lacks the rlockd_ prefix" % f.name)
         if not f.documentation:
             fail("family %s has no HELP" % f.name)

@@ -11,8 +11,19 @@
  *    come before it); the Stats reply agrees, since one list feeds both;
  *    docs/operations.md documents every family and names no other;
  *  - /readyz turns 503 within 2 s of redis-server being stopped and 200
- *    within 5 s of its return, while /healthz stays 200.
+ *    within 5 s of its return, while /healthz stays 200;
+ *  - the latency histogram against the clients' own clocks: 100 pings are
+ *    counted with a sum above 0 and below what the client measured around
+ *    them (each daemon-timed interval lies inside a round trip), in buckets
+ *    that tell microseconds apart; 50 acquires that wait 20 ms each for a
+ *    held lock have a sum within 2x of the client's total (a ping's time in
+ *    the daemon is a small part of its round trip; a wait is nearly all of
+ *    it); rlockd_build_info and the process_* family are there;
+ *  - promtool (Prometheus's own checker) finds nothing to say of a live
+ *    scrape (`promtool check metrics`) nor of the alert rules of
+ *    docs/operations.md (`promtool check rules`).
  */
+#include "build_commit.h"
 #include "harness.h"
 
 #include <hiredis/hiredis.h>
@@ -20,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #if !defined(PROM_SCRAPE) || !defined(OPS_DOC)
@@ -27,6 +39,9 @@
 #endif
 
 #define PYTHON "/usr/bin/python3" /* Debian's, where python3-prometheus-client is */
+#define PINGS 100
+#define WAITS 50
+#define WAIT_MS 20
 #define SCRAPE_DEADLINE_MS 20000
 #define LOST_DEADLINE_MS 5000
 
@@ -375,8 +390,130 @@ START_TEST(test_readyz_follows_redis)
 }
 END_TEST
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Run sh -c cmd (within 60 s); its output goes to the env's file out. The exit status. */
+static int run_shell(struct h_env *e, const char *cmd, const char *out)
+{
+    char path[320];
+    h_env_path(e, out, path, sizeof path);
+    char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
+    pid_t pid = h_spawn_io(argv, path, path);
+    ck_assert_msg(pid > 0, "cannot run %s", cmd);
+    int status = 0;
+    ck_assert_msg(h_wait_exit(pid, 60000, &status) == 0, "%s did not finish in 60 s", cmd);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        h_print_tail(path, 40);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The ```yaml block of docs/operations.md that starts with "groups:", into the file path. */
+static void write_rules(const char *path)
+{
+    char *doc = h_read_file(OPS_DOC);
+    ck_assert_msg(doc != NULL, "cannot read %s", OPS_DOC);
+    const char *start = strstr(doc, "```yaml\ngroups:");
+    ck_assert_msg(start != NULL, "%s has no ```yaml block of alert rules", OPS_DOC);
+    start += strlen("```yaml\n");
+    const char *end = strstr(start, "\n```");
+    ck_assert_ptr_nonnull(end);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%.*s\n", (int)(end - start), start);
+    fclose(f);
+    free(doc);
+}
+
+START_TEST(test_latency_and_promtool)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
+    struct h_lost lost = {0};
+    struct rlock_client *a = client(&f.e, "metrics-a", &lost);
+    struct rlock_client *b = client(&f.e, "metrics-b", &lost);
+    struct scrape s0, s1;
+    scrape(&f.e, &s0);
+
+    double pings = 0;
+    for (int i = 0; i < PINGS; i++) {
+        double t = now_s();
+        h_assert_ok(a, rlock_ping(a, 5000, NULL));
+        pings += now_s() - t;
+    }
+    struct rlock_lock *held = h_acquire_ok(a, "m-held", NULL);
+    double waits = 0;
+    for (int i = 0; i < WAITS; i++) {
+        struct rlock_acquire_opts o = {.wait_ms = WAIT_MS};
+        struct rlock_lock *l = NULL;
+        double t = now_s();
+        ck_assert_int_eq(rlock_acquire(b, "m-held", &o, 5000, &l), RLOCK_ERR_TIMEOUT);
+        waits += now_s() - t;
+    }
+    h_assert_ok(a, rlock_release(held, 5000));
+    scrape(&f.e, &s1);
+
+    ck_assert_double_eq(delta(&s0, &s1, "rlockd_request_duration_seconds_count{op=\"ping\"}"),
+                        PINGS);
+    double ping_sum = delta(&s0, &s1, "rlockd_request_duration_seconds_sum{op=\"ping\"}");
+    printf("%d pings: %.1f us in the daemon, %.1f us measured by the client\n", PINGS,
+           ping_sum * 1e6, pings * 1e6);
+    ck_assert_msg(ping_sum > 0, "100 pings summed to %g s: the histogram cannot see them",
+                  ping_sum);
+    ck_assert_msg(ping_sum <= pings, "the daemon timed %g s of pings the client saw take %g s",
+                  ping_sum, pings);
+    /* The pings are told apart from a millisecond: some fall at or below 500 us. */
+    double fast = delta(&s0, &s1, "rlockd_request_duration_seconds_bucket{le=\"0.0005\",op=\"ping\"}");
+    ck_assert_msg(fast > 0, "no ping within 500 us: %g", fast);
+    double wait_sum = delta(&s0, &s1, "rlockd_request_duration_seconds_sum{op=\"acquire\"}");
+    printf("%d waits of %d ms: %.1f ms in the daemon, %.1f ms measured by the client\n", WAITS,
+           WAIT_MS, wait_sum * 1e3, waits * 1e3);
+    ck_assert_msg(wait_sum <= waits + 0.01 && wait_sum * 2 >= waits,
+                  "acquires timed %g s in the daemon, %g s by the client: not within 2x",
+                  wait_sum, waits);
+    ck_assert_double_eq(sample(&s1, "rlockd_build_info{commit=\"" RLOCKD_COMMIT "\","
+                                    "version=\"" RLOCK_VERSION_TEXT "\"}"), 1);
+    ck_assert_msg(sample(&s1, "process_resident_memory_bytes") > 1e6, "rss below 1 MB");
+    ck_assert_msg(sample(&s1, "process_open_fds") >= 8, "fewer open fds than the daemon has");
+    ck_assert_msg(sample(&s1, "process_max_fds") >= sample(&s1, "process_open_fds"), "max fds");
+    ck_assert_msg(sample(&s1, "process_cpu_seconds_total") > 0, "no cpu time");
+    double start = sample(&s1, "process_start_time_seconds");
+    ck_assert_msg(start > (double)time(NULL) - 600 && start <= (double)time(NULL) + 1,
+                  "start time %f is not this run's", start);
+    scrape_free(&s0);
+    scrape_free(&s1);
+
+    /* promtool on a live scrape and on the documented alert rules. */
+    char scraped[320], rules[320], cmd[1024];
+    struct h_http_reply r;
+    ck_assert_msg(h_http_get(f.e.metrics_sock, "/metrics", 5000, &r) == 0, "%s", r.error);
+    h_env_path(&f.e, "scrape.prom", scraped, sizeof scraped);
+    FILE *out = fopen(scraped, "w");
+    ck_assert_ptr_nonnull(out);
+    fputs(r.body, out);
+    fclose(out);
+    h_http_free(&r);
+    snprintf(cmd, sizeof cmd, "promtool check metrics < '%s'", scraped);
+    ck_assert_msg(run_shell(&f.e, cmd, "promtool-metrics.out") == 0,
+                  "promtool check metrics found problems in /metrics (above)");
+    h_env_path(&f.e, "rules.yml", rules, sizeof rules);
+    write_rules(rules);
+    snprintf(cmd, sizeof cmd, "promtool check rules '%s'", rules);
+    ck_assert_msg(run_shell(&f.e, cmd, "promtool-rules.out") == 0,
+                  "promtool check rules refused the rules of %s (above)", OPS_DOC);
+    rlock_close(a);
+    rlock_close(b);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 int main(void)
 {
-    const TTest *tests[] = {test_metrics_match_workload, test_readyz_follows_redis};
+    const TTest *tests[] = {test_metrics_match_workload, test_readyz_follows_redis,
+                            test_latency_and_promtool};
     return h_run_tests("metrics", 120, tests, H_LEN(tests));
 }
