@@ -8,7 +8,7 @@ RLOCK_BUILD=${RLOCK_BUILD:-$RLOCK_ROOT/build}
 # Debian 12 packages. To build and run the product: the compiler and libraries,
 # scdoc for the man pages, redis-server (./scripts/run starts a private one).
 RLOCK_RUN_PACKAGES="build-essential cmake pkg-config libevent-dev libhiredis-dev
-libprotobuf-c-dev protobuf-c-compiler libinih-dev libssl-dev redis-server scdoc"
+libprotobuf-c-dev protobuf-c-compiler libinih-dev libssl-dev uuid-dev redis-server scdoc"
 # To test as well: Check; man-db renders the man pages in a test, and mandoc lints them;
 # redis-server also serves as the sentinels and cluster nodes (redis-server --sentinel,
 # cluster-enabled yes; redis-tools, which it pulls in, has redis-cli --cluster); systemd for

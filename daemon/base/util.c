@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <uuid/uuid.h>
 #include <time.h>
 
 int64_t util_now_ms(void)
@@ -85,15 +86,23 @@ void util_uuid_mark(uint8_t u[16])
 
 void util_uuid_text(const uint8_t u[16], char *buf)
 {
-    static const char hex[] = "0123456789abcdef";
-    char *p = buf;
-    for (int i = 0; i < 16; i++) {
-        if (i == 4 || i == 6 || i == 8 || i == 10)
-            *p++ = '-';
-        *p++ = hex[u[i] >> 4];
-        *p++ = hex[u[i] & 0x0f];
-    }
-    *p = '\0';
+    uuid_unparse_lower(u, buf);
+}
+
+void util_session_id(char *buf)
+{
+    uuid_t u;
+    uuid_generate_random(u);
+    uuid_unparse_lower(u, buf);
+}
+
+int util_uuid_parse(const char *text, char *canon)
+{
+    uuid_t u;
+    if (strnlen(text, UTIL_UUID_LEN + 1) != UTIL_UUID_LEN || uuid_parse(text, u) != 0)
+        return -1;
+    uuid_unparse_lower(u, canon);
+    return 0;
 }
 
 /* --- SipHash-1-3 --------------------------------------------------------------- */

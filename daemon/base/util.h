@@ -43,10 +43,23 @@ void util_random(struct util_rng *r, void *out, size_t n);
  * (uuid v4 or anything else, whose release may not be): see util_uuid_mark.
  */
 void util_uuid(struct util_rng *r, char *buf);
+/*
+ * A session id: a random (version 4) UUID from libuuid, lower-case text into buf
+ * (UTIL_UUID_LEN + 1 bytes). libuuid asks the kernel for each one (getrandom: about
+ * 8 us here, half of what a whole request costs the daemon): right for a session's
+ * id, once per connection; a token, one per acquire, comes from util_uuid's buffer.
+ */
+void util_session_id(char *buf);
 /* Stamp 16 bytes with the version 8 and RFC 4122 variant bits of every rlockd token. */
 void util_uuid_mark(uint8_t u[16]);
 /* Write 16 bytes as a lower-case UUID text (UTIL_UUID_LEN + 1 bytes). */
 void util_uuid_text(const uint8_t u[16], char *buf);
+/*
+ * An id a peer sent, read as a UUID (libuuid's uuid_parse: 36 characters, hex digits of
+ * either case, dashes in their places) and written back in the lower-case form the
+ * daemon itself uses into canon (UTIL_UUID_LEN + 1 bytes). 0, or -1 when it is not one.
+ */
+int util_uuid_parse(const char *text, char *canon);
 
 /*
  * SipHash-1-3 of len bytes under a secret key: resource names are chosen by

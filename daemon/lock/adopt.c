@@ -153,8 +153,9 @@ static const char *adopt_check(struct session *s, const Rlock__V1__Adopt *a,
     const char *bad = lock_check_resource(srv->cfg, a->resource);
     if (bad != NULL)
         return bad;
-    if (strlen(a->token) != UTIL_UUID_LEN)
-        return "token is not a token this service hands out";
+    char token[UTIL_UUID_LEN + 1];
+    if (util_uuid_parse(a->token, token) != 0 || strcmp(token, a->token) != 0)
+        return "token is not a token this service hands out (a lower-case UUID)";
     if (a->ttl_ms == 0)
         return "ttl_ms must be given";
     char expect[SEAL_TEXT_LEN + 1];

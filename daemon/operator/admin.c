@@ -107,7 +107,13 @@ void admin_force_release(struct session *s, uint64_t id, const Rlock__V1__ForceR
 
 void admin_kill_session(struct session *s, uint64_t id, const Rlock__V1__KillSession *q)
 {
-    struct session *t = sessidx_find(s->srv->sessidx, q->session_id);
+    char sid[UTIL_UUID_LEN + 1];
+    if (util_uuid_parse(q->session_id, sid) != 0) {
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID,
+                              "session_id is not a session id (a UUID, as rlockctl sessions lists)");
+        return;
+    }
+    struct session *t = sessidx_find(s->srv->sessidx, sid);
     if (t == NULL) {
         session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_FOUND,
                       "no session with that id on this daemon");

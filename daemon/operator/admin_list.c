@@ -345,8 +345,14 @@ void admin_list_locks(struct session *s, uint64_t id, const Rlock__V1__ListLocks
                           .now = util_now_ms()};
     int scan = 1;
     if (q->session_id[0] != '\0') {
+        char sid[UTIL_UUID_LEN + 1];
+        if (util_uuid_parse(q->session_id, sid) != 0) {
+            session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID,
+                                  "session_id is not a session id (a UUID, as ListSessions gives it)");
+            return;
+        }
         /* Ids are never reused: a session not here now holds nothing of this listing. */
-        sc.only = sessidx_find(srv->sessidx, q->session_id);
+        sc.only = sessidx_find(srv->sessidx, sid);
         scan = sc.only != NULL && sc.only->nleases > 0;
     }
     p.infos = calloc(p.limit, sizeof *p.infos);

@@ -214,23 +214,24 @@ void hello_resume(struct session *s, uint64_t id, const Rlock__V1__Resume *r)
                "this daemon has no resume key (session.resume_key_file)", "resume refused");
         return;
     }
-    size_t idlen = strlen(r->session_id);
-    if (idlen == 0 || idlen > UTIL_UUID_LEN || util_text_check(r->session_id, idlen) != NULL) {
+    char sid[UTIL_UUID_LEN + 1]; /* as the daemon wrote it: lower case */
+    if (util_uuid_parse(r->session_id, sid) != 0) {
         srv->ctr.resumes_refused++;
-        refuse(s, id, RLOCK__V1__STATUS__STATUS_INVALID, "session_id is not a session id",
+        refuse(s, id, RLOCK__V1__STATUS__STATUS_INVALID,
+               "session_id is not a session id (a UUID, as Hello's answer gave it)",
                "resume refused");
         return;
     }
-    seal_session_secret(&srv->resume_key, r->session_id, expect);
+    seal_session_secret(&srv->resume_key, sid, expect);
     if (!seal_matches(r->session_secret, expect)) {
         srv->ctr.resumes_refused++;
         log_peer_warn("session %s (%s, %s): resume of %s refused: wrong session secret", s->id,
-                 s->peer, s->name[0] ? s->name : "-", r->session_id);
+                 s->peer, s->name[0] ? s->name : "-", sid);
         refuse(s, id, RLOCK__V1__STATUS__STATUS_UNAUTHENTICATED,
                "the session secret does not match the session", "resume refused");
         return;
     }
-    struct session *old = sessidx_find(srv->sessidx, r->session_id);
+    struct session *old = sessidx_find(srv->sessidx, sid);
     if (old != NULL && old != s) {
         /* The session's last connection here is still open (its end not seen yet): it
          * moves to this one. Its locks stay in Redis for the Adopts to come. */
@@ -239,7 +240,7 @@ void hello_resume(struct session *s, uint64_t id, const Rlock__V1__Resume *r)
         old->moved = 1;
         session_close(old, "resumed on another connection", 0);
     }
-    if (session_take_id(s, r->session_id) != 0) {
+    if (session_take_id(s, sid) != 0) {
         refuse(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory", "out of memory");
         return;
     }

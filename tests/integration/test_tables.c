@@ -322,6 +322,14 @@ START_TEST(test_statuses)
     h_peer_expect_status(&a, h_peer_send(&a, RLOCK__V1__REQUEST__BODY_KILL_SESSION, &ks),
                          H_ST(NOT_FOUND), "KillSession of nobody");
     SEEN(NOT_FOUND);
+    /* Ids a peer sends are read as UUIDs: anything else is refused as such. */
+    ks.session_id = "00000000-0000-4000-8000-00000000000g";
+    h_peer_expect_status(&a, h_peer_send(&a, RLOCK__V1__REQUEST__BODY_KILL_SESSION, &ks),
+                         H_ST(INVALID), "KillSession of a session id that is not a UUID");
+    Rlock__V1__ListLocks ll = RLOCK__V1__LIST_LOCKS__INIT;
+    ll.session_id = "holder";
+    h_peer_expect_status(&a, h_peer_send(&a, RLOCK__V1__REQUEST__BODY_LIST_LOCKS, &ll),
+                         H_ST(INVALID), "ListLocks of a session id that is not a UUID");
 
     /* WRONG_KIND: a semaphore on a name held as a lock (t2, c's). */
     struct h_acq sem = {.resource = "t2", .limit = 3};

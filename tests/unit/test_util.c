@@ -93,6 +93,34 @@ START_TEST(test_uuid)
 }
 END_TEST
 
+/* Session ids: version 4, lower case, distinct; ids peers send are read as UUIDs only. */
+START_TEST(test_session_id_and_parse)
+{
+    char a[UTIL_UUID_LEN + 1], b[UTIL_UUID_LEN + 1], canon[UTIL_UUID_LEN + 1];
+    util_session_id(a);
+    util_session_id(b);
+    ck_assert_str_ne(a, b);
+    ck_assert_uint_eq(strlen(a), UTIL_UUID_LEN);
+    ck_assert_int_eq(a[14], '4');
+    ck_assert_int_eq(util_uuid_parse(a, canon), 0);
+    ck_assert_str_eq(canon, a);
+    /* Upper case is the same id, written back as the daemon writes it. */
+    ck_assert_int_eq(util_uuid_parse("6F1D0C2E-3B7A-4E55-A1F0-9C8D7E6B5A43", canon), 0);
+    ck_assert_str_eq(canon, "6f1d0c2e-3b7a-4e55-a1f0-9c8d7e6b5a43");
+    static const char *const bad[] = {
+        "",
+        "6f1d0c2e-3b7a-4e55-a1f0-9c8d7e6b5a4",   /* short */
+        "6f1d0c2e-3b7a-4e55-a1f0-9c8d7e6b5a43a", /* long */
+        "6f1d0c2e3b7a-4e55-a1f0-9c8d7e6b5a43a",  /* a dash missing */
+        "6f1d0c2e-3b7a-4e55-a1f0-9c8d7e6b5g43",  /* not hex */
+        "{6f1d0c2e-3b7a-4e55-a1f0-9c8d7e6b5a43}",
+        "s1",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(util_uuid_parse(bad[i], canon) == -1, "%s read as a UUID", bad[i]);
+}
+END_TEST
+
 /* Names: UTF-8 without control characters. */
 START_TEST(test_text_check)
 {
@@ -134,6 +162,7 @@ int main(void)
         {"hash128", test_siphash128_reference, 0},
         {"hash", test_hash_keyed, 0},
         {"uuid", test_uuid, 0},
+        {"uuid", test_session_id_and_parse, 0},
         {"text", test_text_check, 0},
     };
     return unit_run("util", tests, sizeof tests / sizeof tests[0]);
