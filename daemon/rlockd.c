@@ -33,6 +33,7 @@
 #include "pubsub.h"
 #include "sentinel.h"
 #include "pool.h"
+#include "replyobj.h"
 #include "relq.h"
 #include "resource.h"
 #include "session.h"
@@ -503,4 +504,5 @@ void rlockd_free(struct server *srv)
         event_base_free(srv->base);
     config_free(srv->cfg);
     free(srv);
+    replyobj_drain(); /* every Redis context is gone: nothing is left to answer */
 }

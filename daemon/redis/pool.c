@@ -37,6 +37,7 @@
 #include "cluster.h"
 #include "config.h"
 #include "evattach.h"
+#include "replyobj.h"
 #include "log.h"
 #include "pool_int.h"
 #include "util.h"
@@ -839,6 +840,7 @@ redisAsyncContext *rpool_connect(const struct config_address *addr, struct event
         return NULL;
     }
     ac->data = data;
+    replyobj_use(ac);
     if (evattach(ac, base) != 0) {
         snprintf(why, whylen, "out of memory");
         redisAsyncFree(ac);
