@@ -28,7 +28,7 @@ dpkg-deb --info "$deb"
 # Depends: exactly the shared libraries linked, each satisfied on this machine.
 depends=$(field Depends)
 names=$(echo "$depends" | tr ',' '\n' | sed 's/^ *//; s/ .*//' | sort | tr '\n' ' ')
-want="libc6 libevent-2.1-7 libhiredis0.14 libinih1 libprotobuf-c1 libssl3 "
+want="libc6 libevent-2.1-7 libhiredis0.14 libinih1 libprotobuf-c1 libssl3 libuuid1 "
 [ "$names" = "$want" ] || fail "Depends names [$names], expected [$want]"
 echo "$depends" | tr ',' '\n' | sed 's/^ *//' | while read -r dep; do
     name=${dep%% *}

@@ -63,7 +63,7 @@ test('every request kind, every field written at its default, is answered as it 
     [{ list_locks: {} }, 'OK'],
     [{ server_info: {} }, 'OK'],
     [{ force_release: { resource: 'defaults:none' } }, 'NOT_HELD'],
-    [{ kill_session: { session_id: 'no-such-session' } }, 'NOT_FOUND'],
+    [{ kill_session: { session_id: '00000000-0000-4000-8000-000000000000' } }, 'NOT_FOUND'],
     [{ leader: { resource: 'defaults:a' } }, 'OK'],
     [{ observe: { resource: 'defaults:a' } }, 'OK'],
     [{ observe: { resource: 'defaults:a', stop: true } }, 'OK'],
@@ -114,7 +114,7 @@ test('every request kind this client sends is accepted', async () => {
     assert.equal((await client.locks({ prefix: '', sessionId: '' })).length, 1);
     const notHeld = await client.forceRelease('defaults:none').then(() => null, (e) => e);
     assert.equal(notHeld.code, 'NOT_HELD');
-    const notFound = await client.killSession('no-such-session').then(() => null, (e) => e);
+    const notFound = await client.killSession('00000000-0000-4000-8000-000000000000').then(() => null, (e) => e);
     assert.equal(notFound.code, 'NOT_FOUND');
     // A Cancel: withdraw an acquire that waits behind another session.
     const held = await holder.acquire('defaults:c');
