@@ -80,7 +80,7 @@ def main():
     expect("list_sessions", pb.ListSessions(limit=10), "OK")
     expect("list_locks", pb.ListLocks(limit=10, prefix="python/"), "OK")
     expect("force_release", pb.ForceRelease(resource="python/free"), "NOT_HELD")
-    expect("kill_session", pb.KillSession(session_id="no-such-session"), "NOT_FOUND")
+    expect("kill_session", pb.KillSession(session_id="00000000-0000-4000-8000-000000000000"), "NOT_FOUND")
     expect("release", pb.Release(resource="python/r", token=g.acquire.token), "OK")
     expect("goodbye", pb.Goodbye(), "OK")
     print("python: %d of 13 answered as they should" % (13 - failures))
