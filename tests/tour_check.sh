@@ -107,6 +107,8 @@ for _ in $(seq 600); do
 done
 "$ctl" ping >/dev/null || fail "rlockd did not come up"
 grep -q "starting a private redis-server" "$work/run.log" || fail "no private Redis started"
+grep -qF "rlockd listens for clients on: $RLOCK_SERVER" "$work/run.log" ||
+    fail "scripts/run did not say the address it listens on"
 
 # First holder: records its start and end; second: records when it got the lock.
 "$ctl" run --wait 60s demo -- sh -c "date +%s%N > $work/a.start; sleep 1; date +%s%N > $work/a.end" &

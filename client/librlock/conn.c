@@ -115,6 +115,36 @@ static int connect_wait(int fd, const struct sockaddr *sa, socklen_t salen, int6
     return 0;
 }
 
+/*
+ * What to check when a connect failed with e: appended to the error, so that
+ * a user who typed a wrong address, or whose rlockd is not running, reads
+ * what to look at rather than only the system's word for it.
+ */
+static const char *connect_hint(int e, int is_unix)
+{
+    switch (e) {
+    case ENOENT:
+        return "; no socket at that path: is rlockd running, and does its config's [server] "
+               "listen name it? (the default config listens on " RLOCK_DEFAULT_ADDRESS " only)";
+    case EACCES:
+    case EPERM:
+        return "; this user may not open the socket: see its owner, group and mode (ls -l), "
+               "which rlockd's unit sets with Group= and UMask=";
+    case ECONNREFUSED:
+        return is_unix ? "; nothing listens on that socket (left by an rlockd that stopped?): "
+                         "is rlockd running (systemctl status rlockd)?"
+                       : "; nothing listens there: is rlockd running (systemctl status rlockd), "
+                         "and does its config's [server] listen include this address? (default "
+                         RLOCK_DEFAULT_ADDRESS ")";
+    case ETIMEDOUT:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+        return "; no answer from that host: check the address, and any firewall on the way";
+    default:
+        return "";
+    }
+}
+
 static void sleep_ms(int64_t ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
@@ -150,7 +180,8 @@ static int open_unix(const char *path, int64_t deadline, char *err, size_t errle
         int64_t left = deadline - rlk_mono_ms();
         if (e != EAGAIN || left <= 0) {
             snprintf(err, errlen, "connect unix:%s: %s%s", path, strerror(e),
-                     e == EAGAIN ? " (the daemon's listen backlog stayed full)" : "");
+                     e == EAGAIN ? " (the daemon's listen backlog stayed full)"
+                                 : connect_hint(e, 1));
             return -1;
         }
         sleep_ms(backoff < left ? backoff : left);
@@ -243,7 +274,8 @@ static int open_tcp(const char *address, int64_t deadline, char *err, size_t err
             continue;
         }
         if (connect_wait(fd, ai->ai_addr, ai->ai_addrlen, deadline) < 0) {
-            snprintf(err, errlen, "connect %s: %s", address, strerror(errno));
+            int e = errno;
+            snprintf(err, errlen, "connect %s: %s%s", address, strerror(e), connect_hint(e, 0));
             close(fd);
             fd = -1;
         }
@@ -409,8 +441,10 @@ int rlk_conn_start(const char *address, unsigned pick, int *done, char *err, siz
         memcpy(sun.sun_path, address + 5, n + 1);
         int fd = start_one(AF_UNIX, SOCK_STREAM, 0, (const struct sockaddr *)&sun, sizeof sun,
                            done);
-        if (fd < 0)
-            snprintf(err, errlen, "connect %s: %s", address, strerror(errno));
+        if (fd < 0) {
+            int e = errno;
+            snprintf(err, errlen, "connect %s: %s%s", address, strerror(e), connect_hint(e, 1));
+        }
         return fd;
     }
     struct addrinfo *res = NULL;
@@ -426,8 +460,10 @@ int rlk_conn_start(const char *address, unsigned pick, int *done, char *err, siz
     if (ai == NULL)
         snprintf(err, errlen, "connect %s: no address", address);
     else if ((fd = start_one(ai->ai_family, ai->ai_socktype, ai->ai_protocol, ai->ai_addr,
-                             ai->ai_addrlen, done)) < 0)
-        snprintf(err, errlen, "connect %s: %s", address, strerror(errno));
+                             ai->ai_addrlen, done)) < 0) {
+        int e = errno;
+        snprintf(err, errlen, "connect %s: %s%s", address, strerror(e), connect_hint(e, 0));
+    }
     freeaddrinfo(res);
     if (fd >= 0) {
         int one = 1;
