@@ -22,6 +22,7 @@ for f in usr/sbin/rlockd usr/bin/rlockctl usr/include/rlock.h usr/include/rlock_
          etc/rlockd/rlockd.conf usr/lib/systemd/system/rlockd.service \
          usr/share/man/man8/rlockd.8.gz usr/share/man/man1/rlockctl.1.gz \
          usr/share/man/man3/librlock.3.gz usr/share/man/man5/rlockd.conf.5.gz \
+         usr/share/bash-completion/completions/rlockctl \
          "${libdir#"$root"/}/librlock.so" "${libdir#"$root"/}/librlock.a" \
          "${libdir#"$root"/}/pkgconfig/rlock.pc" "${libdir#"$root"/}/cmake/rlock/rlockConfig.cmake"; do
     [ -e "$root/$f" ] || fail "$f not installed"
