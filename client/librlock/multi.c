@@ -107,12 +107,14 @@ RLOCK_API enum rlock_err rlock_acquire_all_kinds(struct rlock_client *c,
     if (n == 0 || n > RLOCK_ACQUIRE_ALL_MAX)
         return rlk_fail(RLOCK_ERR_ARG, "between 1 and %d resources, not %zu",
                         RLOCK_ACQUIRE_ALL_MAX, n);
+    /* out[] all NULL on every failure from here on, an argument's included. */
+    for (size_t i = 0; i < n; i++)
+        out[i] = NULL;
     if (opts != NULL && opts->campaign_value != NULL)
         return rlk_fail(RLOCK_ERR_ARG, "rlock_acquire_all takes no campaign_value: an "
                                        "election is campaigned for on its own");
     size_t order[RLOCK_ACQUIRE_ALL_MAX];
     for (size_t i = 0; i < n; i++) {
-        out[i] = NULL;
         if (resources[i] == NULL || resources[i][0] == '\0')
             return rlk_fail(RLOCK_ERR_ARG, "resource %zu: the name is empty", i);
         order[i] = i;

@@ -26,6 +26,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -308,8 +309,17 @@ START_TEST(test_bad_arguments)
     ck_assert_int_eq(rlock_acquire_all(f.c, twice, 3, NULL, 0, out), RLOCK_ERR_ARG);
     ck_assert_msg(strstr(rlock_last_error()->message, "bad/x") != NULL, "%s",
                   rlock_last_error()->message);
-    const char *empty[] = { "bad/x", "" };
-    ck_assert_int_eq(rlock_acquire_all(f.c, empty, 2, NULL, 0, out), RLOCK_ERR_ARG);
+    /* out[] all NULL after an argument's refusal too (it held garbage before). */
+    const char *empty[] = { "bad/x", "", "bad/z" };
+    for (int i = 0; i < 3; i++)
+        out[i] = (struct rlock_lock *)(uintptr_t)0x1;
+    ck_assert_int_eq(rlock_acquire_all(f.c, empty, 3, NULL, 0, out), RLOCK_ERR_ARG);
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(out[i] == NULL, "out[%d] left as it was after a refused argument", i);
+    struct rlock_acquire_opts campaign = {.campaign_value = "me"};
+    out[0] = (struct rlock_lock *)(uintptr_t)0x1;
+    ck_assert_int_eq(rlock_acquire_all(f.c, twice, 2, &campaign, 0, out), RLOCK_ERR_ARG);
+    ck_assert_ptr_null(out[0]);
     /* Nothing was taken by any of them; the largest set is fine. */
     struct rlock_stats st;
     h_stats_or_fail(&f.e, &st);
