@@ -1039,6 +1039,12 @@ void rlk_eng_end(struct rlock_client *c, const char *why, int quiet)
     rlk_eng_drain_pending(c, end_call);
     c->keepalive_inflight = 0;
     rlk_lock_lose_all(c, c->quiet);
+    /* The session's end wakes a poller too, with no lock held (rlock.h: rlock_lost_fd). */
+    if (c->lost_fd >= 0 && !rlk_inherited(c)) {
+        uint64_t one = 1;
+        ssize_t n = write(c->lost_fd, &one, sizeof one);
+        (void)n; /* an eventfd at its maximum is readable already */
+    }
     /* The daemon's side of a connection we share with our parent is not ours to end. */
     if (c->fd >= 0 && !rlk_inherited(c))
         shutdown(c->fd, SHUT_RDWR);

@@ -679,6 +679,15 @@ START_TEST(test_callbacks_lost_fd_and_foreach)
     ck_assert_msg(!fd_readable(lfd, 0), "the lost fd became readable on releases");
     ck_assert_int_eq(atomic_load(&f.lost.count), 1);
 
+    /* The session's end wakes it, with no lock held: an operator ends the session. */
+    struct rlock_client *op = h_client_or_fail(&f.e, NULL);
+    h_assert_ok(op, rlock_kill_session(op, rlock_session_id(f.c), CALL_TIMEOUT_MS, NULL));
+    ck_assert_msg(fd_readable(lfd, LOST_WITHIN_MS),
+                  "the lost fd not readable %d ms after the session was ended", LOST_WITHIN_MS);
+    ck_assert_int_eq(read(lfd, &v, sizeof v), (ssize_t)sizeof v);
+    ck_assert_int_eq(rlock_client_alive(f.c), 0);
+    rlock_close(op);
+
     rlock_lock_free(a);
     rlock_lock_free(b);
     rlock_lock_free(b2);
