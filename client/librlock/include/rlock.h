@@ -347,7 +347,8 @@ enum rlock_err rlock_acquire_all_kinds(struct rlock_client *c, const char *const
 /* Release one hold of the lock. The handle stays valid (state RELEASED) until freed. */
 enum rlock_err rlock_release(struct rlock_lock *l, uint32_t timeout_ms);
 
-/* Renew the lease to ttl_ms from now (0 = its own ttl); for watchdog-off locks. */
+/* Renew the lease to ttl_ms from now (0 = its own ttl), which becomes the lock's ttl. Meant for
+ * watchdog-off locks, whose lease the daemon does not renew; works on any held lock. */
 enum rlock_err rlock_extend(struct rlock_lock *l, uint32_t ttl_ms, uint32_t timeout_ms);
 
 /* Free a lock handle. Does not release it (the session's end will). Accepts NULL. */
@@ -430,7 +431,8 @@ enum rlock_err rlock_leader(struct rlock_client *c, const char *name, uint32_t t
  *
  * When that daemon refuses to observe one again, the library asks again after
  * a pause (100 ms, doubling up to 2 s) for as long as the error may pass
- * (RLOCK_ERR_UNAVAILABLE, RLOCK_ERR_SHUTTING_DOWN, RLOCK_ERR_INTERNAL; and
+ * (RLOCK_ERR_UNAVAILABLE, RLOCK_ERR_SHUTTING_DOWN, RLOCK_ERR_INTERNAL,
+ * RLOCK_ERR_TIMEOUT; and
  * RLOCK_ERR_LIMIT_EXCEEDED for 5 s, since a resume sends every Observe at
  * once and the limit may be on reads in flight), until it is observed, the
  * application stops observing it, or the session ends. Any other refusal, or
