@@ -61,6 +61,7 @@ cat > "$tmp/expected" <<LIST
 /usr/lib/pkgconfig/rlock.pc
 /usr/lib/systemd/system/rlockd.service
 /usr/sbin/rlockd
+/usr/share/bash-completion/completions/rlockctl
 /usr/share/doc/rlockd/copyright
 /usr/share/man/man1/rlockctl.1.gz
 /usr/share/man/man3/librlock.3.gz
