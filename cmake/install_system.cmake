@@ -4,7 +4,7 @@
 # RLOCK_BINARY_DIR and RLOCK_SBINDIR set by the install(CODE) before it.
 #
 # Their place depends on the prefix, which is known only now (cmake --install
-# --prefix, CPack): for /usr the configuration goes to /etc/rlockd, as the
+# --prefix, dh_auto_install): for /usr the configuration goes to /etc/rlockd, as the
 # GNU conventions (and the daemon's default -c) have it; for any other prefix
 # to PREFIX/etc/rlockd. The unit goes to PREFIX/lib/systemd/system (systemd
 # reads /usr/lib/... and /usr/local/lib/...), as shipped for /usr, and with

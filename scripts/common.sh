@@ -16,7 +16,9 @@ libprotobuf-c-dev protobuf-c-compiler libinih-dev libssl-dev uuid-dev redis-serv
 # system call filter against rlockd's calls); dpkg-dev and file for the .deb
 # (dpkg-shlibdeps); python3-prometheus-client parses /metrics in a test; python3-protobuf
 # and protoc (protobuf-compiler) encode requests as a second, independent encoder.
-RLOCK_PACKAGES="$RLOCK_RUN_PACKAGES check man-db mandoc systemd strace dpkg-dev file python3
+# To build the Debian packages (./scripts/package): debhelper, lintian to check them.
+RLOCK_PACKAGE_PACKAGES="debhelper lintian"
+RLOCK_PACKAGES="$RLOCK_RUN_PACKAGES $RLOCK_PACKAGE_PACKAGES check man-db mandoc systemd strace dpkg-dev file python3
 openssl python3-prometheus-client python3-protobuf protobuf-compiler"
 
 # rlock_install_deps [PACKAGES]: install what is missing of PACKAGES (default: all).

@@ -3,7 +3,7 @@
  * hold_lock.c — a small librlock example: connect, acquire a lock (waiting
  * for it if asked), print its token and fence, hold it for a while, release.
  *
- *     rlock-example --server unix:/run/rlockd.sock --wait 10 --hold 5 orders/42
+ *     rlock-example --server 127.0.0.1:7483 --wait 10 --hold 5 orders/42
  *
  * While it holds the lock, the library's I/O thread keeps the session
  * alive; if the lock is lost, the callback reports it and the program stops
