@@ -13,6 +13,34 @@ const { encodeRequest, decodeServerMessage, u64Number } = require('./codec');
 const { RlockError, fromResponse } = require('./errors');
 const { spreadOrder } = require('./address');
 
+// The address rlockd's default configuration listens on (RLOCK_DEFAULT_ADDRESS in rlock.h).
+const DEFAULT_ADDRESS = '127.0.0.1:7483';
+
+/** What to check after a connect failed with the system's error `code` (as librlock says it). */
+function connectHint(code, isUnix) {
+  switch (code) {
+    case 'ENOENT':
+      return '; no socket at that path: is rlockd running, and does its config\'s [server] '
+        + `listen name it? (the default config listens on ${DEFAULT_ADDRESS} only)`;
+    case 'EACCES':
+    case 'EPERM':
+      return '; this user may not open the socket: see its owner, group and mode (ls -l), '
+        + 'which rlockd\'s unit sets with Group= and UMask=';
+    case 'ECONNREFUSED':
+      return isUnix
+        ? '; nothing listens on that socket (left by an rlockd that stopped?): is rlockd '
+          + 'running (systemctl status rlockd)?'
+        : '; nothing listens there: is rlockd running (systemctl status rlockd), and does '
+          + `its config's [server] listen include this address? (default ${DEFAULT_ADDRESS})`;
+    case 'ETIMEDOUT':
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH':
+      return '; no answer from that host: check the address, and any firewall on the way';
+    default:
+      return '';
+  }
+}
+
 /** Resolves with a connected socket (TLS: handshake done), or rejects with an Error. */
 function openSocket(addr, tlsOpts, timeoutMs) {
   return new Promise((resolve, reject) => {
@@ -44,7 +72,7 @@ function openSocket(addr, tlsOpts, timeoutMs) {
     const timer = setTimeout(() => fail(new Error(`no connection within ${Math.round(timeoutMs)} ms`)), timeoutMs);
     function done() {
       clearTimeout(timer);
-      sock.removeListener('error', fail);
+      sock.removeListener('error', failed);
       sock.removeListener(readyEvent, ok);
     }
     function fail(err) {
@@ -57,8 +85,14 @@ function openSocket(addr, tlsOpts, timeoutMs) {
       if (addr.path === undefined) sock.setNoDelay(true);
       resolve(sock);
     }
+    // The system's error, with what to check.
+    function failed(err) {
+      const hinted = new Error(err.message + connectHint(err.code, addr.path !== undefined));
+      hinted.code = err.code;
+      fail(hinted);
+    }
     sock.once(readyEvent, ok);
-    sock.once('error', fail);
+    sock.once('error', failed);
   });
 }
 
@@ -165,4 +199,4 @@ async function connectAny(addrs, request, { tls: tlsOpts, timeoutMs }) {
   throw new RlockError('CONNECT', `could not open a session: ${failures.join('; ')}`);
 }
 
-module.exports = { openSocket, handshake, connectAny };
+module.exports = { openSocket, handshake, connectAny, connectHint };
