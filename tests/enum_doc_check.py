@@ -321,6 +321,23 @@ def check_mirrors(src, pe, he):
                 problem("client/node/index.d.ts", "type %s has '%s', which is no value" % (typ, k))
 
 
+def numbered_rows(rel, rows, enum, prefix, where, describe):
+    """A table of "| N | `NAME` |" rows (NAME without prefix) against enum's values."""
+    if not enum or rows is None:
+        return
+    got = {}
+    for c, _ in rows:
+        names = ticked(c[1]) if len(c) > 1 else []
+        if re.fullmatch(r"\d+", c[0]) and len(names) == 1:
+            got[prefix + names[0]] = int(c[0])
+    want = dict(enum.values)
+    compare(rel, where, want, got, describe, "a value of " + enum.name)
+    for k, n in got.items():
+        if k in want and want[k] != n:
+            problem(rel, "%s gives `%s` the number %d; %s is %d"
+                    % (where, k[len(prefix):], n, k, want[k]))
+
+
 def check_protocol(src, pe):
     rel = "docs/protocol.md"
     text = read(src, rel)
@@ -330,34 +347,13 @@ def check_protocol(src, pe):
     # Status: "| N | `NAME` |" under "## 5. Status codes", NAME without STATUS_.
     rows = table(section(text, r"^\d+\.\s+Status codes$", rel, "the Status values"),
                  r"^#\s*\|\s*name\b", rel, "the Status values")
-    if status and rows is not None:
-        got = {}
-        for c, _ in rows:
-            names = ticked(c[1]) if len(c) > 1 else []
-            if re.fullmatch(r"\d+", c[0]) and len(names) == 1:
-                got["STATUS_" + names[0]] = int(c[0])
-        compare(rel, "the table of section 5 (Status codes)", dict(status.values), got,
-                lambda k, n: "Status %s (%d, written `%s`)" % (k, n, k[7:]),
-                "a value of Status")
-        for k, n in got.items():
-            if k in dict(status.values) and dict(status.values)[k] != n:
-                problem(rel, "the table of section 5 gives `%s` the number %d; %s is %d" %
-                        (k[7:], n, k, dict(status.values)[k]))
+    numbered_rows(rel, rows, status, "STATUS_", "the table of section 5 (Status codes)",
+                  lambda k, n: "Status %s (%d, written `%s`)" % (k, n, k[7:]))
     # LostReason: "| N | `LOST_X` |" in the table headed "value | LostReason".
     rows = table(section(text, r"^4\.4\s", rel, "the LostReason values"),
                  r"\bLostReason\b", rel, "the LostReason values")
-    if lost and rows is not None:
-        got = {}
-        for c, _ in rows:
-            names = ticked(c[1]) if len(c) > 1 else []
-            if re.fullmatch(r"\d+", c[0]) and len(names) == 1:
-                got[names[0]] = int(c[0])
-        compare(rel, "the LostReason table of section 4.4", dict(lost.values), got,
-                lambda k, n: "LostReason %s (%d)" % (k, n), "a value of LostReason")
-        for k, n in got.items():
-            if k in dict(lost.values) and dict(lost.values)[k] != n:
-                problem(rel, "the LostReason table gives `%s` the number %d; it is %d" %
-                        (k, n, dict(lost.values)[k]))
+    numbered_rows(rel, rows, lost, "", "the LostReason table of section 4.4",
+                  lambda k, n: "LostReason %s (%d)" % (k, n))
     # The other enums (LockMode, SessionState, Role, and any new one): each value with
     # its number where the fields of that type are described.
     for name in sorted(set(pe) - {"Status", "LostReason"}):
