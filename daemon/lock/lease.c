@@ -39,6 +39,7 @@ void lease_unref(struct lease *l)
     if (--l->refs > 0)
         return;
     resource_unref(l->res);
+    free(l->max_hold);
     free(l);
 }
 
@@ -114,14 +115,23 @@ struct lease *lease_new(struct session *s, struct resource *res, const struct le
     l->valid_until_ms = g->sent_ms + key_ttl;
     l->max_expiry_ms = now + key_ttl + LEASE_DRIFT_MS(key_ttl);
     l->next_renew_ms = g->sent_ms + key_ttl / 3;
-    if (g->max_hold_wall_ms != 0) {
-        /* Another daemon's deadline, on the wall clock: what is left of it from now. */
-        uint64_t wall = util_wall_ms();
-        l->max_hold_wall_ms = g->max_hold_wall_ms;
-        l->max_hold_at_ms = now + (g->max_hold_wall_ms > wall ? (int64_t)(g->max_hold_wall_ms - wall) : 0);
-    } else if (g->max_hold_ms != 0) {
-        l->max_hold_at_ms = now + g->max_hold_ms;
-        l->max_hold_wall_ms = util_wall_ms() + g->max_hold_ms;
+    if (g->max_hold_wall_ms != 0 || g->max_hold_ms != 0) {
+        l->max_hold = malloc(sizeof *l->max_hold);
+        if (l->max_hold == NULL) {
+            resource_unref(res);
+            free(l);
+            return NULL;
+        }
+        if (g->max_hold_wall_ms != 0) {
+            /* Another daemon's deadline, on the wall clock: what is left of it from now. */
+            uint64_t wall = util_wall_ms();
+            l->max_hold->wall_ms = g->max_hold_wall_ms;
+            l->max_hold->at_ms =
+                now + (g->max_hold_wall_ms > wall ? (int64_t)(g->max_hold_wall_ms - wall) : 0);
+        } else {
+            l->max_hold->at_ms = now + g->max_hold_ms;
+            l->max_hold->wall_ms = util_wall_ms() + g->max_hold_ms;
+        }
     }
     TAILQ_INSERT_TAIL(&s->leases, l, sess_link);
     s->nleases++;
@@ -185,7 +195,7 @@ void lease_seal(const struct lease *l, char *out)
         .fence = l->fence,
         .ttl_ms = l->ttl_ms,
         .watchdog = l->watchdog,
-        .max_hold_until_ms = l->max_hold_wall_ms,
+        .max_hold_until_ms = l->max_hold != NULL ? l->max_hold->wall_ms : 0,
         .lock_delay_ms = l->lock_delay_ms,
     };
     seal_lock(&srv->resume_key, &t, out);
@@ -199,8 +209,8 @@ void lease_schedule(struct lease *l)
         return;
     }
     int64_t at = l->valid_until_ms - LEASE_MARGIN_MS(l->ttl_ms);
-    if (l->max_hold_at_ms != 0 && l->max_hold_at_ms < at)
-        at = l->max_hold_at_ms;
+    if (l->max_hold != NULL && l->max_hold->at_ms < at)
+        at = l->max_hold->at_ms;
     if ((l->watchdog || l->verify) && !l->renewing && l->next_renew_ms < at)
         at = l->next_renew_ms;
     twheel_set(&srv->lease_timers, &l->timer, at);
@@ -225,12 +235,9 @@ void lease_forget(struct lease *l)
     } else if (l->res->holder == l) {
         l->res->holder = NULL;
     }
-    struct session *s = l->sess;
-    int in_validity = l->in_validity;
+    validity_forget(l);
     l->sess = NULL;
-    lease_unref(l); /* its validity entry, if any, still holds it */
-    if (in_validity)
-        validity_forgotten(s);
+    lease_unref(l); /* an entry in its session's validity heap may still hold it */
 }
 
 void lease_push_lost(struct session *s, const char *resource, const char *token, uint64_t fence,

@@ -88,7 +88,7 @@ static void answer_acquired(struct session *s, uint64_t id, const struct lease *
     char seal[SEAL_TEXT_LEN + 1];
     lease_seal(l, seal);
     a.seal = seal;
-    a.max_hold_until_ms = l->max_hold_wall_ms;
+    a.max_hold_until_ms = l->max_hold != NULL ? l->max_hold->wall_ms : 0;
     a.lock_delay_ms = l->lock_delay_ms;
     a.mode = l->shared && l->limit == 0 ? RLOCK__V1__LOCK_MODE__MODE_SHARED
                                         : RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE;
@@ -1225,7 +1225,7 @@ static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
                        "extend found the key gone or taken");
         answer_error(req, RLOCK__V1__STATUS__STATUS_NOT_HELD, "the lock is no longer held");
     } else {
-        l->ttl_ms = req->ttl_ms;
+        validity_ttl_change(l, req->ttl_ms);
         lease_confirmed(l, req->sent_ms, req->ttl_ms);
         lease_schedule(l);
         Rlock__V1__ExtendReply e = RLOCK__V1__EXTEND_REPLY__INIT;

@@ -143,7 +143,7 @@ static void renew_queue(struct server *srv, struct lease *l)
 /* l's timer fired at now: lose it, queue it for renewal, or just re-aim its timer. */
 static void lease_due(struct server *srv, struct lease *l, int64_t now)
 {
-    if (l->max_hold_at_ms != 0 && now >= l->max_hold_at_ms) {
+    if (l->max_hold != NULL && now >= l->max_hold->at_ms) {
         lease_lose(l, RLOCK__V1__LOST_REASON__LOST_MAX_HOLD, "held for its max_hold");
         return;
     }

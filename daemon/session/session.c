@@ -584,6 +584,7 @@ struct session *session_new(struct server *srv, int fd, const char *peer, const 
     TAILQ_INIT(&s->leases);
     LIST_INIT(&s->observing);
     lheap_init(&s->valid_heap);
+    LIST_INIT(&s->valid_lists);
     util_session_id(s->id);
     snprintf(s->peer, sizeof s->peer, "%s", peer);
     if (ip != NULL) {

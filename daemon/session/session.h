@@ -21,6 +21,8 @@
 #include "lheap.h"
 #include "util.h"
 
+struct vlist; /* validity.c */
+
 struct resource;
 struct event;
 
@@ -73,13 +75,12 @@ struct session {
     LIST_HEAD(observer_list, observer) observing; /* elections it observes (election.c) */
     uint32_t nobserving;
     uint32_t nleases;
-    /* Its watchdog leases by the end of their validity (margin taken off),
-     * keys allowed to lag behind renewals: the keepalive answer's valid_ms
-     * without a walk over every lease (lease.c: validity order). Each entry
-     * holds a reference to its lease. */
-    struct lheap valid_heap;
-    uint32_t valid_dead;   /* entries whose lease was forgotten, not dropped yet */
-    int valid_heap_broken; /* a push failed (out of memory): walk instead */
+    /* Its watchdog leases by the end of their validity (validity.h): a sorted list
+     * per ttl, a heap for the leases out of order. */
+    LIST_HEAD(vlist_head, vlist) valid_lists;
+    struct lheap valid_heap;   /* each entry holds a reference to its lease */
+    uint32_t valid_heap_live;  /* leases ordered by the heap (entries may be more) */
+    int valid_broken;          /* out of memory once: walk every lease instead */
     uint32_t nrequests;
     int flush_then_close; /* closing, but the last reply is still being written */
     int goodbye;          /* the client said Goodbye: its end is clean (no lock_delay) */

@@ -29,6 +29,9 @@
  *               a silent session ends with its timeout: a client bounds
  *               a lock by min(lease, session) and no one else gets it
  *               before that bound
+ *   valid_ms_many, valid_ms_renewal_order
+ *               Ping's valid_ms over many locks of two ttls, and between two
+ *               locks' renewals: the earliest end, never a later one
  */
 #include "harness.h"
 #include "harness_peer.h"
@@ -896,6 +899,66 @@ START_TEST(test_protocol_valid_ms_many)
 END_TEST
 
 /*
+ * Two watchdog locks of one ttl granted ORDER_GAP_MS apart. The first is renewed
+ * at a third of its ttl, the second a gap later: between the two renewals the
+ * second ends first, and a Ping's valid_ms must not pass its end. The daemon keeps
+ * a session's leases of one ttl in a list by the end of their validity and moves
+ * a renewed lease to its place (lock/validity.c); a renewed lease left at the head
+ * makes Ping report its new end, a gap past the other lock's.
+ */
+#define ORDER_TTL_MS 9000u
+#define ORDER_GAP_MS 2000
+#define ORDER_TRIES 3
+
+START_TEST(test_protocol_valid_ms_renewal_order)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
+    struct h_peer s;
+    h_peer_open(&s, &f.e, "session");
+    int measured = 0;
+    for (int try = 0; try < ORDER_TRIES && !measured; try++) {
+        char first[64], second[64];
+        snprintf(first, sizeof first, "proto/order-first-%d", try);
+        snprintf(second, sizeof second, "proto/order-second-%d", try);
+        struct h_acq a = {.resource = first, .ttl_ms = ORDER_TTL_MS};
+        struct h_acq b = {.resource = second, .ttl_ms = ORDER_TTL_MS};
+        struct h_grant ga, gb;
+        h_peer_acquire_ok(&s, &a, &ga, "the first lock");
+        h_sleep_ms(ORDER_GAP_MS);
+        int64_t b_sent = h_now_ms();
+        h_peer_acquire_ok(&s, &b, &gb, "the second lock");
+        /* The daemon's end of the second lock's validity is no later than this. */
+        int64_t b_end = h_now_ms() + gb.valid_ms;
+        /* The first was renewed about a gap before the second will be: ask halfway. */
+        int64_t ask = b_sent + ORDER_TTL_MS / 3 - ORDER_GAP_MS / 2;
+        if (ask > h_now_ms())
+            h_sleep_ms((int)(ask - h_now_ms()));
+        int64_t p_sent = h_now_ms();
+        uint32_t v = h_peer_ping(&s, "Ping between the two renewals");
+        /* A Ping sent once the second lock may be renewed too proves nothing: again. */
+        if (p_sent < b_sent + ORDER_TTL_MS / 3) {
+            measured = 1;
+            printf("protocol: FIGURE valid_ms between renewals: Ping's bound +%lld ms, the "
+                   "second lock's end +%lld ms (from the Ping)\n",
+                   (long long)v, (long long)(b_end - p_sent));
+            ck_assert_msg(p_sent + v <= b_end,
+                          "Ping's valid_ms %u runs %lld ms past the end of the second lock's "
+                          "validity: the first lock's renewal left it first in the order",
+                          v, (long long)(p_sent + v - b_end));
+        }
+        h_peer_release_ok(&s, first, ga.token, 0, "release of the first lock");
+        h_peer_release_ok(&s, second, gb.token, 0, "release of the second lock");
+    }
+    ck_assert_msg(measured, "no Ping could be placed between two renewals in %d tries",
+                  ORDER_TRIES);
+    fflush(stdout);
+    h_raw_close(&s.raw);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+/*
  * A session from which the daemon hears nothing for session_timeout ends,
  * and its locks are released at once. valid_ms speaks of the lease only, so
  * a client bounds a lock by min(send + valid_ms, send of the latest answered
@@ -960,7 +1023,7 @@ int main(void)
         test_protocol_cancel, test_protocol_cancel_race, test_protocol_extend,
         test_protocol_valid_ms, test_protocol_wire,
         test_protocol_extend_during_renew, test_protocol_valid_ms_past_session_timeout,
-        test_protocol_valid_ms_many,
+        test_protocol_valid_ms_many, test_protocol_valid_ms_renewal_order,
     };
     return h_run_tests("integration_protocol", 120, tests, H_LEN(tests));
 }
