@@ -62,24 +62,10 @@ int lheap_push(struct lheap *h, int64_t at, void *obj)
     return 0;
 }
 
-void lheap_raise_top(struct lheap *h, int64_t at)
-{
-    h->a[0].at = at;
-    sift_down(h, 0);
-}
-
 void lheap_pop(struct lheap *h)
 {
     if (--h->n > 0) {
         h->a[0] = h->a[h->n];
         sift_down(h, 0);
     }
-}
-
-void lheap_heapify(struct lheap *h)
-{
-    if (h->n < 2)
-        return;
-    for (uint32_t i = (h->n - 2) / ARITY + 1; i-- > 0;)
-        sift_down(h, i);
 }

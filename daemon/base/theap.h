@@ -12,7 +12,7 @@
  * level is one cache line of four keys. Lease timers left it for the timing
  * wheel (twheel.h): at a million leases each renewal moved its lease down
  * ten levels, each move writing the index of another lease (a cache miss
- * apiece); a session's validity order left it for lheap.h. It keeps the
+ * apiece); a session's validity order left it too (minbag.h). It keeps the
  * cleanup retries.
  */
 #ifndef RLOCKD_THEAP_H

@@ -22,6 +22,9 @@
 #include "validity.h"
 #include "watchdog.h"
 
+/* A million of them: see the struct's comment (glibc's 224-byte chunk). */
+static_assert(sizeof(struct lease) <= 216, "struct lease outgrew its malloc chunk");
+
 /*
  * How long past its longest possible expiry a forgotten key is still
  * deleted by token while Redis stays unreachable: a command stuck in a
@@ -153,10 +156,8 @@ struct lease *lease_new(struct session *s, struct resource *res, const struct le
 void lease_confirmed(struct lease *l, int64_t sent_ms, uint32_t ttl_ms)
 {
     /* The key expires no sooner than sent + ttl (renew.lua never shortens it). */
-    if (sent_ms + ttl_ms > l->valid_until_ms) {
-        l->valid_until_ms = sent_ms + ttl_ms;
-        validity_raised(l);
-    }
+    if (sent_ms + ttl_ms > l->valid_until_ms)
+        validity_raise(l, sent_ms + ttl_ms);
     int64_t latest = util_now_ms() + ttl_ms + LEASE_DRIFT_MS(ttl_ms);
     if (latest > l->max_expiry_ms)
         l->max_expiry_ms = latest;
@@ -237,7 +238,7 @@ void lease_forget(struct lease *l)
     }
     validity_forget(l);
     l->sess = NULL;
-    lease_unref(l); /* an entry in its session's validity heap may still hold it */
+    lease_unref(l); /* a renew in flight may still hold it */
 }
 
 void lease_push_lost(struct session *s, const char *resource, const char *token, uint64_t fence,

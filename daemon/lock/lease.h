@@ -59,9 +59,10 @@ struct lease_max_hold {
 
 /*
  * One per held lock: with a million locks held, each byte here is a megabyte.
- * Keep it at 232 bytes or less: glibc serves it a 240-byte chunk then, and
- * reuses the chunks other objects of an acquire free; at 248 bytes the daemon
- * measured 62 bytes more per lock, not 16 (P4 at 20,000 locks, padding alone).
+ * Keep it at 216 bytes or less (lease.c asserts it): glibc serves it a
+ * 224-byte chunk then. Chunk sizes matter more than bytes: at 248 bytes the
+ * daemon measured 62 bytes more per lock than at 232, not 16 (P4 at 20,000
+ * locks, padding alone).
  */
 struct lease {
     struct session *sess;
@@ -75,8 +76,7 @@ struct lease {
     uint8_t shared;    /* a shared hold: a place in the holders ZSET (group_*.lua), not the key */
     uint8_t owners_mixed; /* shared: owners other than `owner` added holds */
     uint8_t leader;       /* an election's leader: renewals keep its record (renew.lua) */
-    uint8_t valid_in;     /* where its session orders its validity: VALID_* (validity.h) */
-    uint8_t valid_seen;   /* validity.c's mark while filtering its heap */
+    uint8_t valid_counted; /* in its session's validity bag (validity.h) */
     uint64_t fence;
     uint64_t owner;       /* who in the session holds it (Acquire.owner) */
     uint32_t ttl_ms;      /* the lease renewals carry */
@@ -93,7 +93,6 @@ struct lease {
     struct twheel_node timer; /* in srv->lease_timers while held */
     TAILQ_ENTRY(lease) renew_link; /* on its connection's renew queue (watchdog.c) */
     TAILQ_ENTRY(lease) sess_link;
-    TAILQ_ENTRY(lease) valid_link; /* on its session's list of its ttl (validity.c) */
     LIST_ENTRY(lease) res_link; /* on res->shared (shared only) */
 };
 

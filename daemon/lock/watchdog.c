@@ -18,6 +18,7 @@
 #include "resource.h"
 #include "server.h"
 #include "session.h"
+#include "validity.h"
 
 #define WATCHDOG_RETRY_MS 100 /* after a failed renew; validity keeps counting down */
 /* Leases handled per firing before the loop serves other events again. */
@@ -52,6 +53,7 @@ static void renew_reply_cb(const redisReply *reply, const char *err, void *arg)
         log_warn("renew of %u lock%s failed: %s", b->n, b->n == 1 ? "" : "s",
                  reply == NULL ? err : text != NULL ? text : "unexpected reply");
     int64_t now = util_now_ms();
+    validity_prefetch(b->leases, b->n);
     for (uint32_t i = 0; i < b->n; i++) {
         struct lease *l = b->leases[i];
         l->renewing = 0;

@@ -143,7 +143,7 @@ void session_free(struct session *s)
         evutil_closesocket(s->fd);
     iobuf_free(&s->rx);
     iobuf_free(&s->tx);
-    lheap_free(&s->valid_heap); /* emptied by the lock layer (lock_session_end) */
+    minbag_free(&s->valid); /* emptied by the lock layer (lock_session_end) */
     quota_put(&s->srv->quotas, s->quota);
     free(s);
 }
@@ -583,8 +583,7 @@ struct session *session_new(struct server *srv, int fd, const char *peer, const 
     TAILQ_INIT(&s->requests);
     TAILQ_INIT(&s->leases);
     LIST_INIT(&s->observing);
-    lheap_init(&s->valid_heap);
-    LIST_INIT(&s->valid_lists);
+    minbag_init(&s->valid);
     util_session_id(s->id);
     snprintf(s->peer, sizeof s->peer, "%s", peer);
     if (ip != NULL) {

@@ -18,10 +18,9 @@
 #include "iobuf.h"
 #include "rlock.pb-c.h"
 #include "server.h"
-#include "lheap.h"
+#include "minbag.h"
 #include "util.h"
 
-struct vlist; /* validity.c */
 
 struct resource;
 struct event;
@@ -75,12 +74,9 @@ struct session {
     LIST_HEAD(observer_list, observer) observing; /* elections it observes (election.c) */
     uint32_t nobserving;
     uint32_t nleases;
-    /* Its watchdog leases by the end of their validity (validity.h): a sorted list
-     * per ttl, a heap for the leases out of order. */
-    LIST_HEAD(vlist_head, vlist) valid_lists;
-    struct lheap valid_heap;   /* each entry holds a reference to its lease */
-    uint32_t valid_heap_live;  /* leases ordered by the heap (entries may be more) */
-    int valid_broken;          /* out of memory once: walk every lease instead */
+    /* Its watchdog leases counted by the bucket their validity ends in (validity.h). */
+    struct minbag valid;
+    int valid_broken;          /* out of memory: walk every lease instead, until none is left */
     uint32_t nrequests;
     int flush_then_close; /* closing, but the last reply is still being written */
     int goodbye;          /* the client said Goodbye: its end is clean (no lock_delay) */

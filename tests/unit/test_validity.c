@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_validity.c — daemon/lock/validity.c: the keepalive's valid_ms is the
- * earliest end of validity of a session's watchdog leases, never later, under
- * renewals in order and out of order, places further back than the walk
- * (adopted leases), several ttls, Extends that change the ttl, forgotten
- * leases; the exceptions' heap stays bounded; every reference it took is
- * given back. Leases are made by hand (the test holds a reference to each, so
- * none is freed under it); validity_session_ms is compared with a walk.
+ * earliest end of validity of a session's watchdog leases, rounded down to
+ * its bucket: never later than that end, and less than VALIDITY_BUCKET_MS
+ * short of it, under renewals in order and out of order, adopted leases with
+ * any end, several ttls, Extends that change the ttl, forgotten leases; a
+ * drained session starts over, and out of memory it walks its leases.
+ * Leases are made by hand; validity_session_ms is compared with a walk.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,15 +27,13 @@ static struct lease leases[N];
 static void setup(uint32_t n, uint32_t ttl)
 {
     memset(&sess, 0, sizeof sess);
-    lheap_init(&sess.valid_heap);
-    LIST_INIT(&sess.valid_lists);
+    minbag_init(&sess.valid);
     TAILQ_INIT(&sess.leases);
     for (uint32_t i = 0; i < n; i++) {
         struct lease *l = &leases[i];
         memset(l, 0, sizeof *l);
         l->sess = &sess;
         l->watchdog = 1;
-        l->refs = 1; /* the test's */
         l->ttl_ms = ttl;
         l->valid_until_ms = 1000000 + (int64_t)i * 10; /* granted in order */
         TAILQ_INSERT_TAIL(&sess.leases, l, sess_link);
@@ -58,169 +56,178 @@ static int64_t brute_min(uint32_t n)
     return min;
 }
 
-static void check_exact(uint32_t n, const char *when)
+/* valid_ms at or below the earliest end, by less than a bucket. */
+static void check_bound(uint32_t n, const char *when)
 {
     int64_t want = brute_min(n);
     uint32_t got = validity_session_ms(&sess, FROM);
-    ck_assert_msg(want == INT64_MAX ? got == 0 : (int64_t)got == want,
+    if (want == INT64_MAX) {
+        ck_assert_msg(got == 0, "%s: valid_ms %u without a lease", when, got);
+        return;
+    }
+    ck_assert_msg((int64_t)got <= want && (int64_t)got > want - VALIDITY_BUCKET_MS,
                   "%s: valid_ms %u, the earliest lease ends at %lld", when, got, (long long)want);
 }
 
 static void renew(struct lease *l, int64_t valid_until)
 {
     if (valid_until > l->valid_until_ms)
-        l->valid_until_ms = valid_until;
-    validity_raised(l);
+        validity_raise(l, valid_until);
+}
+
+static void forget(struct lease *l)
+{
+    validity_forget(l);
+    l->forgotten = 1;
 }
 
 static void teardown(uint32_t n)
 {
-    validity_drain(&sess);
     for (uint32_t i = 0; i < n; i++)
-        ck_assert_msg(leases[i].refs == 1, "lease %u keeps %u references", i, leases[i].refs);
-    ck_assert(LIST_EMPTY(&sess.valid_lists));
-    lheap_free(&sess.valid_heap);
+        if (!leases[i].forgotten)
+            forget(&leases[i]);
+    ck_assert_uint_eq(validity_session_ms(&sess, FROM), 0);
+    validity_drain(&sess);
+    ck_assert_uint_eq(minbag_keys(&sess.valid), 0);
+    minbag_free(&sess.valid);
 }
 
-/* Renewals in the order validity ends: each moves the head to the tail, nothing in the heap. */
+/* Renewals in the order validity ends, as the watchdog makes them. */
 START_TEST(test_in_order)
 {
     setup(N, TTL);
-    check_exact(N, "granted");
+    check_bound(N, "granted");
     int64_t t = 2000000;
     for (int round = 0; round < 3; round++) {
         for (uint32_t i = 0; i < N; i++) {
-            renew(&leases[i], t += 7);
-            if (i % 97 == 0)
-                check_exact(N, "renewing in order");
+            renew(&leases[i], t += 10);
+            if (i % 7 == 0)
+                check_bound(N, "renewing in order");
         }
     }
-    check_exact(N, "renewed three times");
-    ck_assert_uint_eq(sess.valid_heap.n, 0);
+    check_bound(N, "renewed three times");
+    /* The buckets left behind were dropped: the bag holds what the leases span. */
+    ck_assert_uint_le(minbag_keys(&sess.valid), N * 10 / VALIDITY_BUCKET_MS + 2);
     teardown(N);
 }
 END_TEST
 
-/* Confirmations out of order by less than the walk: still lists only, still exact. */
-START_TEST(test_out_of_order_within_walk)
+/* Confirmations out of order (another connection's batch answered first), and
+ * adopted leases whose keys had any ttl left. */
+START_TEST(test_out_of_order_and_adopted)
 {
     setup(N, TTL);
     int64_t t = 2000000;
     for (uint32_t i = 0; i + 8 <= N; i += 8) {
-        /* a batch of 8 confirmed backwards: the later sends' answers came first */
-        for (int j = 7; j >= 0; j--)
+        for (int j = 7; j >= 0; j--) /* a batch confirmed backwards */
             renew(&leases[i + (uint32_t)j], t + j);
         t += 8;
-        check_exact(N, "a batch confirmed backwards");
+        check_bound(N, "a batch confirmed backwards");
     }
-    ck_assert_uint_eq(sess.valid_heap.n, 0);
-    teardown(N);
-}
-END_TEST
-
-/* Places further back than the walk (adopted leases with any ttl left): the heap. */
-START_TEST(test_far_places_use_heap)
-{
-    setup(N, TTL);
-    /* Everyone renewed to late ends, then every tenth one to an earlier end than most. */
-    int64_t t = 5000000;
-    for (uint32_t i = 0; i < N; i++)
-        renew(&leases[i], t += 10);
     srandom(7);
     for (uint32_t i = 0; i < N; i += 10) {
-        /* a lease that was forgotten and adopted back with a key of any ttl left */
-        validity_forget(&leases[i]);
-        leases[i].valid_until_ms = 5000000 + random() % 10000;
-        validity_add(&leases[i]);
-        check_exact(N, "an adopted lease placed");
-    }
-    ck_assert_msg(sess.valid_heap_live > 0, "no lease went to the heap");
-    /* The listed ones renewed far ahead: the heap's leases end first. */
-    t = 7000000;
-    for (uint32_t i = 0; i < N; i++) {
-        if (leases[i].valid_in == VALID_LIST)
-            renew(&leases[i], t += 10);
-    }
-    check_exact(N, "the heap's leases first");
-    /* Let go of the adopted ones: only a keepalive's correction drops their entries. */
-    for (uint32_t i = 0; i < N; i += 10) {
-        if (leases[i].valid_in != VALID_HEAP)
-            continue;
-        leases[i].forgotten = 1;
-        validity_forget(&leases[i]);
-        check_exact(N, "an adopted lease let go");
-    }
-    for (uint32_t i = 0; i < N; i += 10) {
-        if (!leases[i].forgotten)
-            continue;
+        forget(&leases[i]);
         leases[i].forgotten = 0;
+        leases[i].valid_until_ms = 1500000 + random() % 1000000;
         validity_add(&leases[i]);
-        check_exact(N, "an adopted lease back");
+        check_bound(N, "an adopted lease");
     }
-    /* Renewed again in order, they leave the heap for the list. */
-    t = 9000000;
-    for (uint32_t i = 0; i < N; i++) {
-        renew(&leases[i], t += 10);
-        check_exact(N, "renewed after adoption");
+    for (uint32_t i = 0; i < N; i += 10) {
+        forget(&leases[i]);
+        check_bound(N, "an adopted lease let go");
     }
-    ck_assert_uint_eq(sess.valid_heap_live, 0);
-    /* Dead entries bounded: at most twice the live ones, or the minimum size. */
-    ck_assert_msg(sess.valid_heap.n < 64 || sess.valid_heap.n <= 2 * sess.valid_heap_live,
-                  "the heap keeps %u entries for %u leases", sess.valid_heap.n,
-                  sess.valid_heap_live);
     teardown(N);
 }
 END_TEST
 
-/* Several ttls: one list each, the answer is the earliest head; an Extend moves a lease. */
+/* Extends change the ttl and with it the loss margin: a longer ttl ending a little
+ * later may still be first. */
 START_TEST(test_ttls_and_extend)
 {
     setup(N, TTL);
-    for (uint32_t i = 0; i < N; i += 3) { /* a third with a shorter ttl, ending earlier */
-        validity_ttl_change(&leases[i], 5000);
-        renew(&leases[i], leases[i].valid_until_ms);
-        check_exact(N, "ttl changed by an Extend");
-    }
-    ck_assert_uint_eq(validity_lists(&sess), 2);
-    /* Back to one ttl: the other list goes once empty. */
-    for (uint32_t i = 0; i < N; i += 3) {
-        validity_ttl_change(&leases[i], TTL);
-        renew(&leases[i], leases[i].valid_until_ms);
-    }
-    ck_assert_uint_eq(validity_lists(&sess), 1);
-    check_exact(N, "back to one ttl");
     for (uint32_t i = 0; i < N; i += 3) {
         validity_ttl_change(&leases[i], 5000);
-        renew(&leases[i], leases[i].valid_until_ms);
+        check_bound(N, "ttl changed by an Extend");
     }
-    /* The margin differs by ttl: a longer ttl ending a little later may still be first. */
     validity_ttl_change(&leases[5], 3600000); /* margin 36 s more */
     renew(&leases[5], leases[5].valid_until_ms + 1000);
-    check_exact(N, "a long ttl's larger margin");
+    check_bound(N, "a long ttl's larger margin");
+    for (uint32_t i = 0; i < N; i += 3) {
+        validity_ttl_change(&leases[i], TTL);
+        check_bound(N, "back to the first ttl");
+    }
     teardown(N);
 }
 END_TEST
 
-/* Forgotten leases leave the answer at once, wherever they were ordered. */
-START_TEST(test_forget)
+/* Forgotten leases leave the answer at once; a lease with the watchdog off never counts. */
+START_TEST(test_forget_and_watchdog_off)
 {
     setup(N, TTL);
-    for (uint32_t i = 0; i < N; i += 2) {
-        leases[i].forgotten = 1;
-        validity_forget(&leases[i]);
-        check_exact(N, "a lease forgotten");
-    }
+    struct lease *off = &leases[0];
+    forget(off);
+    off->forgotten = 0;
+    off->watchdog = 0;
+    off->valid_until_ms = 1;
+    validity_add(off);
+    check_bound(N, "a watchdog-off lease ending first");
     for (uint32_t i = 1; i < N; i += 2) {
-        leases[i].forgotten = 1;
-        validity_forget(&leases[i]);
+        forget(&leases[i]);
+        check_bound(N, "a lease forgotten");
     }
-    check_exact(N, "every lease forgotten");
-    ck_assert_uint_le(validity_lists(&sess), 1); /* the last list stays, empty, for the next */
+    for (uint32_t i = 2; i < N; i += 2)
+        forget(&leases[i]);
+    ck_assert_uint_eq(validity_session_ms(&sess, FROM), 0);
     teardown(N);
 }
 END_TEST
 
-/* Random confirmations, adoptions and forgets: never later than the walk, and exact. */
+/* A keepalive after many buckets emptied drops at most VALIDITY_DROP_MAX: a lower
+ * bound then, exact by the next ones. */
+START_TEST(test_bounded_drop)
+{
+    setup(N, TTL);
+    /* Every lease in a bucket of its own, then all but the last renewed far ahead. */
+    for (uint32_t i = 0; i < N; i++)
+        renew(&leases[i], 2000000 + (int64_t)i * 100 * VALIDITY_BUCKET_MS);
+    check_bound(N, "a bucket each");
+    for (uint32_t i = 0; i + 1 < N; i++)
+        renew(&leases[i], 1000000000 + (int64_t)i);
+    /* N - 1 emptied buckets lie under the last lease's: a first answer may stop short. */
+    uint32_t first = validity_session_ms(&sess, FROM);
+    ck_assert_uint_le(first, brute_min(N));
+    for (int k = 0; k < (N / VALIDITY_DROP_MAX) + 1; k++)
+        (void)validity_session_ms(&sess, FROM);
+    check_bound(N, "after enough keepalives");
+    teardown(N);
+}
+END_TEST
+
+/* Out of memory once (the session marked broken): the answer is a walk, exact, until
+ * the session holds nothing and starts counting again. */
+START_TEST(test_broken_walks)
+{
+    setup(N, TTL);
+    sess.valid_broken = 1;
+    int64_t t = 3000000;
+    for (uint32_t i = 0; i < N; i++)
+        renew(&leases[i], t += 10);
+    ck_assert_uint_eq(validity_session_ms(&sess, FROM), brute_min(N));
+    for (uint32_t i = 0; i < N; i++)
+        forget(&leases[i]);
+    validity_drain(&sess);
+    ck_assert_int_eq(sess.valid_broken, 0);
+    for (uint32_t i = 0; i < N; i++) {
+        leases[i].forgotten = 0;
+        validity_add(&leases[i]);
+        ck_assert_int_eq(leases[i].valid_counted, 1);
+    }
+    check_bound(N, "counting again");
+    teardown(N);
+}
+END_TEST
+
+/* Random confirmations, adoptions, Extends and forgets. */
 START_TEST(test_random)
 {
     setup(N, TTL);
@@ -240,40 +247,12 @@ START_TEST(test_random)
             validity_ttl_change(l, op % 2 ? TTL : 10000);
             renew(l, t + l->ttl_ms);
         } else {
-            l->forgotten = 1;
-            validity_forget(l);
+            forget(l);
         }
         if (step % 101 == 0)
-            check_exact(N, "random operations");
+            check_bound(N, "random operations");
     }
-    check_exact(N, "random operations, at the end");
-    ck_assert_msg(sess.valid_heap.n < 64 || sess.valid_heap.n <= 2 * sess.valid_heap_live + 1,
-                  "the heap keeps %u entries for %u leases", sess.valid_heap.n,
-                  sess.valid_heap_live);
-    teardown(N);
-}
-END_TEST
-
-/* A lease back in the heap with a later end than before: its old entry is low, and
- * the answer must be its own key, not the old one. */
-START_TEST(test_heap_reentry)
-{
-    setup(N, TTL);
-    struct lease *x = &leases[N / 2];
-    for (int again = 0; again < 2; again++) {
-        x->forgotten = 1;
-        validity_forget(x);
-        x->forgotten = 0;
-        x->valid_until_ms += 5; /* adopted again, a little later: still far from the tail */
-        validity_add(x);
-        ck_assert_int_eq(x->valid_in, VALID_HEAP);
-    }
-    /* Every other lease renewed far ahead: x ends first. */
-    int64_t t = 9000000;
-    for (uint32_t i = 0; i < N; i++)
-        if (&leases[i] != x)
-            renew(&leases[i], t += 10);
-    check_exact(N, "a lease back in the heap ends first");
+    check_bound(N, "random operations, at the end");
     teardown(N);
 }
 END_TEST
@@ -282,11 +261,11 @@ int main(void)
 {
     const struct unit_test tests[] = {
         {"validity", test_in_order, 0},
-        {"validity", test_out_of_order_within_walk, 0},
-        {"validity", test_far_places_use_heap, 0},
+        {"validity", test_out_of_order_and_adopted, 0},
         {"validity", test_ttls_and_extend, 0},
-        {"validity", test_forget, 0},
-        {"validity", test_heap_reentry, 0},
+        {"validity", test_forget_and_watchdog_off, 0},
+        {"validity", test_bounded_drop, 0},
+        {"validity", test_broken_walks, 0},
         {"validity", test_random, 0},
     };
     return unit_run("validity", tests, sizeof tests / sizeof tests[0]);
