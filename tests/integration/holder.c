@@ -66,7 +66,9 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     struct timespec tick = { 0, HOLDER_POLL_MS * 1000000L };
-    while (rlock_lock_state(l) == RLOCK_HELD)
+    /* UNCERTAIN (its bound ran out before news came) is not an end: the LockLost or a
+     * confirmation follows. */
+    while (rlock_lock_state(l) == RLOCK_HELD || rlock_lock_state(l) == RLOCK_UNCERTAIN)
         nanosleep(&tick, NULL);
 
     int lost = rlock_lock_state(l) == RLOCK_LOST;
