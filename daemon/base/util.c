@@ -31,6 +31,13 @@ uint64_t util_wall_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+uint64_t util_wall_of_ms(int64_t when_ms)
+{
+    int64_t ago = util_now_ms() - when_ms;
+    uint64_t wall = util_wall_ms();
+    return ago > 0 && (uint64_t)ago < wall ? wall - (uint64_t)ago : wall;
+}
+
 void util_rng_init(struct util_rng *r)
 {
     r->pos = UTIL_RNG_BYTES;

@@ -25,6 +25,8 @@ int64_t util_now_ms(void);
 int64_t util_now_us(void);
 /* Milliseconds since the epoch (wall clock), for display only. */
 uint64_t util_wall_ms(void);
+/* The wall clock (ms since the epoch) of when_ms, a time on util_now_ms()'s clock. */
+uint64_t util_wall_of_ms(int64_t when_ms);
 
 /*
  * Random bytes from the kernel, fetched UTIL_RNG_BYTES at a time: one

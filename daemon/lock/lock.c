@@ -24,6 +24,7 @@
 #include "cleanup.h"
 #include "config.h"
 #include "election.h"
+#include "holder.h"
 #include "log.h"
 #include "pubsub.h"
 #include "pool.h"
@@ -115,6 +116,17 @@ static void answer_error(struct request *req, Rlock__V1__Status st, const char *
     if (req->op == RLOCK__V1__REQUEST__BODY_ACQUIRE)
         counters_acquire_answered(req->srv, st);
     session_respond_error(req->sess, req->id, st, msg);
+}
+
+/* An Acquire that did not get its lock (NOT_ACQUIRED, TIMEOUT): said with who holds it. */
+static void answer_refused(struct request *req, Rlock__V1__Status st, const char *msg)
+{
+    if (req->sess == NULL)
+        return;
+    Rlock__V1__Holder h;
+    counters_acquire_answered(req->srv, st);
+    session_respond_refused(req->sess, req->id, st, msg,
+                            holder_fill(&h, req->res, req, util_now_ms()));
 }
 
 /* Refuse an Acquire at once (it never became a request). */
@@ -435,7 +447,7 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
         req->expired = 1; /* the try in flight decides: a late grant is still a grant */
         return;
     }
-    answer_error(req, RLOCK__V1__STATUS__STATUS_TIMEOUT, "wait timed out");
+    answer_refused(req, RLOCK__V1__STATUS__STATUS_TIMEOUT, "wait timed out");
     lock_request_done(req);
 }
 
@@ -749,13 +761,15 @@ static void acquire_granted(struct request *req, uint64_t fence)
 static void acquire_busy(struct request *req, long long pttl, int held_by)
 {
     struct resource *res = req->res;
+    int64_t now = util_now_ms();
+    holder_seen(req, pttl, held_by, now);
     if (req->deadline_ms == 0) {
-        answer_error(req, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED, "held by another owner");
+        answer_refused(req, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED, "held by another owner");
         lock_request_done(req);
         return;
     }
-    if (req->sess == NULL || req->expired || util_now_ms() >= req->deadline_ms) {
-        answer_error(req, RLOCK__V1__STATUS__STATUS_TIMEOUT, "wait timed out");
+    if (req->sess == NULL || req->expired || now >= req->deadline_ms) {
+        answer_refused(req, RLOCK__V1__STATUS__STATUS_TIMEOUT, "wait timed out");
         lock_request_done(req);
         return;
     }
@@ -1023,8 +1037,12 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         }
     }
     if (held != NULL && a->wait_ms == 0) { /* another owner of this session holds it */
-        acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED,
-                      "held by another owner of this session");
+        Rlock__V1__Holder h;
+        counters_acquire_answered(srv, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED);
+        session_respond_refused(s, id, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED,
+                                "held by another owner of this session",
+                                holder_of_lease(&h, held, held->shared ? held->res->nshared : 1,
+                                                util_now_ms()));
         return 0;
     }
     if (s->nleases + s->nrequests >= cfg->max_locks_per_session) {
@@ -1057,10 +1075,13 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
     if (wait == 0 && a->limit > 0 && res->nwaiters > 0) {
         /* Permits may be free while the head waits for more than are: a try taking them
          * would pass it, and a stream of small tries would keep it out for ever. */
+        Rlock__V1__Holder h;
+        counters_acquire_answered(srv, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED);
+        session_respond_refused(s, id, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED,
+                                "requests of this daemon wait for the semaphore before this one "
+                                "(first come, first served)",
+                                holder_fill(&h, res, NULL, util_now_ms()));
         resource_unref(res);
-        acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED,
-                      "requests of this daemon wait for the semaphore before this one (first "
-                      "come, first served)");
         return 0;
     }
     if (wait > 0 && res->nwaiters >= cfg->max_waiters_per_resource) {

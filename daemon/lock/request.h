@@ -52,6 +52,11 @@ struct request {
     int64_t deadline_ms; /* end of the wait; 0 = try once */
     int64_t sent_ms;     /* when the current Redis call was sent (validity starts here) */
     int expired;         /* the wait ran out while a try was in Redis */
+    /* acquire: Redis's latest busy answer (holder.h): when the key's PTTL ends on
+     * util_now_ms()'s clock (-1: no expiry; 0: no answer yet), and who held it
+     * (REPLY_HELD_BY_*), for the holder a TIMEOUT reports */
+    int64_t busy_until_ms;
+    uint8_t busy_by;
     uint64_t fence;      /* acquire: the grant's fence while its WAIT for replicas runs */
     /* adopt: the claim's terms that a grant does not have */
     uint32_t holds;

@@ -41,13 +41,6 @@ uint32_t admin_page_bytes(const struct session *s)
     return quarter < ADMIN_PAGE_BYTES ? quarter : ADMIN_PAGE_BYTES;
 }
 
-uint64_t admin_wall_ms(int64_t when_ms)
-{
-    int64_t ago = util_now_ms() - when_ms;
-    uint64_t wall = util_wall_ms();
-    return ago > 0 && (uint64_t)ago < wall ? wall - (uint64_t)ago : wall;
-}
-
 void admin_force_release(struct session *s, uint64_t id, const Rlock__V1__ForceRelease *q)
 {
     if (q->resource[0] == '\0') {
@@ -225,7 +218,7 @@ void admin_server_info(struct session *s, uint64_t id, const Rlock__V1__ServerIn
     r.server_version = RLOCKD_VERSION;
     r.protocol_version = WIRE_PROTOCOL_VERSION;
     r.pid = (uint32_t)getpid();
-    r.started_at_ms = admin_wall_ms(srv->start_ms);
+    r.started_at_ms = util_wall_of_ms(srv->start_ms);
     r.uptime_ms = (uint64_t)(util_now_ms() - srv->start_ms);
     r.config_file = (char *)(srv->config_path != NULL ? srv->config_path : "");
     r.listen = cfg->listen;

@@ -40,7 +40,5 @@ void admin_stats(struct session *s, uint64_t id);
 uint32_t admin_page_bytes(const struct session *s);
 /* A request's limit made effective: 0 -> the default, capped at the maximum. */
 uint32_t admin_limit(uint32_t asked);
-/* A wall-clock time (ms since the epoch) for a time on util_now_ms()'s clock. */
-uint64_t admin_wall_ms(int64_t when_ms);
 
 #endif

@@ -97,7 +97,7 @@ static void session_info(const struct session *t, Rlock__V1__SessionInfo *info, 
     info->state = t->state == SESSION_ACTIVE ? RLOCK__V1__SESSION_STATE__SESSION_STATE_ACTIVE
                                              : RLOCK__V1__SESSION_STATE__SESSION_STATE_ACCEPTED;
     info->role = (Rlock__V1__Role)t->role; /* enum auth_role has the protocol's values */
-    info->connected_at_ms = admin_wall_ms(t->opened_ms);
+    info->connected_at_ms = util_wall_of_ms(t->opened_ms);
     info->idle_ms = (uint64_t)(now > t->last_frame_ms ? now - t->last_frame_ms : 0);
     info->locks_held = t->nleases;
     info->waiting = session_waiting(t, work);
@@ -227,7 +227,7 @@ static void lock_info(const struct match *m, Rlock__V1__LockInfo *info, int64_t 
     info->owner = l->owner;
     info->fence = l->fence;
     info->token = (char *)l->token;
-    info->acquired_at_ms = admin_wall_ms(l->granted_ms);
+    info->acquired_at_ms = util_wall_of_ms(l->granted_ms);
     info->ttl_ms = l->ttl_ms;
     info->ttl_left_ms = lease_valid_ms(l, now);
     info->watchdog = l->watchdog != 0;

@@ -300,13 +300,14 @@ static void session_send(struct session *s, const Rlock__V1__ServerMessage *m)
     session_queue_flush(s);
 }
 
-void session_respond(struct session *s, uint64_t id, Rlock__V1__Status status, const char *msg,
-                     Rlock__V1__Response__BodyCase body_case, void *body)
+static void respond(struct session *s, uint64_t id, Rlock__V1__Status status, const char *msg,
+                    Rlock__V1__Response__BodyCase body_case, void *body, Rlock__V1__Holder *holder)
 {
     Rlock__V1__Response r = RLOCK__V1__RESPONSE__INIT;
     r.id = id;
     r.status = status;
     r.message = (char *)(msg != NULL ? msg : "");
+    r.holder = holder;
     if (status == RLOCK__V1__STATUS__STATUS_UNAVAILABLE)
         r.retry_after_ms = SESSION_RETRY_AFTER_MS;
     r.body_case = body_case;
@@ -336,9 +337,21 @@ void session_respond(struct session *s, uint64_t id, Rlock__V1__Status status, c
     session_send(s, &m);
 }
 
+void session_respond(struct session *s, uint64_t id, Rlock__V1__Status status, const char *msg,
+                     Rlock__V1__Response__BodyCase body_case, void *body)
+{
+    respond(s, id, status, msg, body_case, body, NULL);
+}
+
 void session_respond_error(struct session *s, uint64_t id, Rlock__V1__Status st, const char *msg)
 {
-    session_respond(s, id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL);
+    respond(s, id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL, NULL);
+}
+
+void session_respond_refused(struct session *s, uint64_t id, Rlock__V1__Status st,
+                             const char *msg, Rlock__V1__Holder *holder)
+{
+    respond(s, id, st, msg, RLOCK__V1__RESPONSE__BODY__NOT_SET, NULL, holder);
 }
 
 void session_push_event(struct session *s, Rlock__V1__Event *ev)

@@ -115,6 +115,9 @@ void session_respond(struct session *s, uint64_t id, Rlock__V1__Status status, c
                      Rlock__V1__Response__BodyCase body_case, void *body);
 /* Send a Response with status st (an error) and message msg, and no body. */
 void session_respond_error(struct session *s, uint64_t id, Rlock__V1__Status st, const char *msg);
+/* The same with Response.holder (NULL: none): who holds what an Acquire did not get. */
+void session_respond_refused(struct session *s, uint64_t id, Rlock__V1__Status st,
+                             const char *msg, Rlock__V1__Holder *holder);
 /* Send an Event. */
 void session_push_event(struct session *s, Rlock__V1__Event *ev);
 /* Have s's output written at the end of this loop turn (server flush). */
