@@ -196,6 +196,8 @@ static void deliver_call(struct rlock_client *c, struct rlk_call *call)
     struct rlock_result r = {.err = call->err, .id = call->id};
     if (call->err != RLOCK_OK)
         r.error = &call->detail;
+    if (call->kind == RLK_CALL_ACQUIRE && call->err != RLOCK_OK)
+        rlk_holder_keep(call); /* rlock_last_holder in its completion */
     if (call->kind == RLK_CALL_ACQUIRE && call->err == RLOCK_OK) {
         r.lock = call->handle;
         call->handle = NULL;

@@ -704,6 +704,9 @@ static void take_response(struct rlock_client *c, const Rlock__V1__Response *r)
         return;
     }
     enum rlock_err e = status_error(r, call, &call->detail);
+    if ((e == RLOCK_ERR_NOT_ACQUIRED || e == RLOCK_ERR_TIMEOUT) &&
+        call->kind == RLK_CALL_ACQUIRE && r->holder != NULL)
+        rlk_holder_take(call, r->holder);
     if (e == RLOCK_OK)
         e = take_ok(c, call, r);
     else if (e == RLOCK_ERR_NOT_HELD &&

@@ -71,6 +71,9 @@ RLOCK_API const char *rlock_version(void)
 /* --- per-thread error detail ----------------------------------------------------- */
 
 static _Thread_local struct rlock_error tls_error;
+/* The holder named by the failed call in tls_error (an acquire), if any. */
+static _Thread_local struct rlock_holder tls_holder;
+static _Thread_local int tls_has_holder;
 _Thread_local int rlk_in_callback;
 
 static void error_vset(struct rlock_error *out, enum rlock_err e, uint32_t retry_after_ms,
@@ -79,6 +82,21 @@ static void error_vset(struct rlock_error *out, enum rlock_err e, uint32_t retry
     out->code = e;
     out->retry_after_ms = retry_after_ms;
     vsnprintf(out->message, sizeof out->message, fmt, ap);
+}
+
+void rlk_holder_keep(const struct rlk_call *call)
+{
+    tls_has_holder = call->has_holder;
+    if (call->has_holder)
+        tls_holder = call->holder;
+}
+
+RLOCK_API int rlock_last_holder(struct rlock_holder *out)
+{
+    if (!tls_has_holder || out == NULL)
+        return -1;
+    *out = tls_holder;
+    return 0;
 }
 
 void rlk_error_set(struct rlock_error *out, enum rlock_err e, uint32_t retry_after_ms,
@@ -96,12 +114,14 @@ enum rlock_err rlk_fail(enum rlock_err e, const char *fmt, ...)
     va_start(ap, fmt);
     error_vset(&tls_error, e, 0, fmt, ap);
     va_end(ap);
+    tls_has_holder = 0;
     return e;
 }
 
 enum rlock_err rlk_fail_with(const struct rlock_error *err)
 {
     tls_error = *err;
+    tls_has_holder = 0;
     return err->code;
 }
 

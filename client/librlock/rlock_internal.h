@@ -4,6 +4,7 @@
  * Nothing here is installed; applications see only rlock.h.
  *
  *   rlock.c     names, versions, per-thread errors and owners
+ *   holder.c    who holds the lock of a refused acquire, kept and said in words
  *   conn.c      sockets, clocks, futex waits
  *   engine.c    the protocol engine: one session's frames, pending requests,
  *               keepalives and end; single-threaded (c->mu held)
@@ -144,6 +145,8 @@ struct rlk_call {
     /* the result */
     enum rlock_err err;
     struct rlock_error detail; /* when err != RLOCK_OK */
+    struct rlock_holder holder; /* acquire refused (NOT_ACQUIRED, TIMEOUT): who holds it */
+    int has_holder;
     uint32_t hold_count;
     uint32_t ttl_ms;
     uint64_t server_time_ms;
@@ -336,6 +339,16 @@ struct rlock_client {
 enum rlock_err rlk_fail(enum rlock_err e, const char *fmt, ...) RLK_PRINTF(2, 3);
 /* Make err (with its detail) this thread's last error; returns its code. */
 enum rlock_err rlk_fail_with(const struct rlock_error *err);
+/*
+ * The thread's latest failed call was call, an acquire: rlock_last_holder
+ * reports its holder, or none. rlk_fail and rlk_fail_with forget the last one.
+ */
+void rlk_holder_keep(const struct rlk_call *call);
+/*
+ * An acquire's NOT_ACQUIRED or TIMEOUT came with h: kept on call, and said in
+ * words at the end of call->detail.message (holder.c).
+ */
+void rlk_holder_take(struct rlk_call *call, const Rlock__V1__Holder *h);
 /* Fill an error struct. */
 void rlk_error_set(struct rlock_error *out, enum rlock_err e, uint32_t retry_after_ms,
                    const char *fmt, ...) RLK_PRINTF(4, 5);

@@ -662,6 +662,37 @@ enum rlock_err rlock_server_info(struct rlock_client *c, uint32_t timeout_ms,
 const struct rlock_error *rlock_last_error(void);
 /* rlock_last_error()->message copied into buf; c is not used (kept for old callers). */
 void rlock_errmsg(struct rlock_client *c, char *buf, size_t len);
+
+/*
+ * Who held the resource of an acquire answered RLOCK_ERR_NOT_ACQUIRED or
+ * RLOCK_ERR_TIMEOUT, as far as the daemon knew (docs/protocol.md, Holder).
+ * rlock_last_error()->message says the same in words.
+ */
+struct rlock_holder {
+    int here;                /* 1: a session of this daemon holds it (the fields up to
+                                holders describe it); 0: held outside this daemon (another
+                                rlockd, or a program's own SET NX): only ttl_left_ms and
+                                foreign are set */
+    char session_id[64];     /* the holder's session */
+    char client_name[136];   /* its client name */
+    uint64_t owner;
+    int shared;              /* a shared (read) hold */
+    uint32_t limit;          /* a semaphore's limit (0: a lock) */
+    uint32_t permits;        /* the permits this holder has */
+    uint64_t since_ms;       /* the daemon's wall clock at its grant, ms since the epoch */
+    uint32_t holders;        /* sessions of this daemon holding it (1: exclusive); this is
+                                the first of them */
+    uint32_t ttl_left_ms;    /* here: its validity left; else the key's ttl left (0: not
+                                known, or a key without expiry) */
+    int foreign;             /* not here: the key's value was not made by rlockd */
+};
+/*
+ * The holder named by the calling thread's latest failed call, when it was
+ * an acquire answered NOT_ACQUIRED or TIMEOUT by a daemon that said who
+ * holds the lock: copied into out, 0. Otherwise -1 (out untouched). In the
+ * completion of an asynchronous acquire, that acquire's holder.
+ */
+int rlock_last_holder(struct rlock_holder *out);
 /* Static text of an error ("wait timed out"). */
 const char *rlock_strerror(enum rlock_err e);
 /* Static name of a lost reason ("expired", "stolen", ...). */
