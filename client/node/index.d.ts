@@ -25,7 +25,7 @@ export type LockState = 'held' | 'uncertain' | 'lost' | 'released';
 
 export class RlockError extends Error {
   constructor(code: ErrorCode, message: string, extra?: {
-    retryAfter?: number; lostReason?: LostReason; resource?: string; cause?: unknown;
+    retryAfter?: number; lostReason?: LostReason; resource?: string; holder?: Holder; cause?: unknown;
   });
   readonly code: ErrorCode;
   /** ms to wait before trying again, when the daemon gave one (UNAVAILABLE). */
@@ -34,7 +34,37 @@ export class RlockError extends Error {
   readonly lostReason?: LostReason;
   /** With LOCK_LOST and UNCERTAIN: the lock's resource; from acquireAll: the lock that stopped it. */
   readonly resource?: string;
+  /** With NOT_ACQUIRED and TIMEOUT of an acquire: who holds the lock, when the daemon knows. */
+  readonly holder?: Holder;
 }
+
+/** Who holds the lock an acquire did not get (docs/protocol.md §6.1, Holder). */
+export type Holder =
+  | {
+      /** A session of the daemon that answered holds it. */
+      here: true;
+      sessionId: string;
+      clientName: string;
+      owner: bigint;
+      shared: boolean;
+      /** A semaphore's limit (0: a lock), and the permits this holder has. */
+      limit: number;
+      permits: number;
+      /** The daemon's wall clock at the grant, ms since the epoch. */
+      since: number;
+      /** Sessions of that daemon holding it (shared, semaphore); this is the first. */
+      holders: number;
+      /** Its validity left, ms. */
+      ttlLeftMs: number;
+    }
+  | {
+      /** Held outside that daemon: another rlockd, or a program's own SET NX. */
+      here: false;
+      /** The key's value was not made by rlockd. */
+      foreign: boolean;
+      /** The key's ttl left, ms (0: not known, or no expiry). */
+      ttlLeftMs: number;
+    };
 
 /** An acquire withdrawn through its signal: code CANCELLED, name 'AbortError', cause = signal.reason. */
 export class RlockAbortError extends RlockError {

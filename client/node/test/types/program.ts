@@ -36,6 +36,9 @@ async function main(): Promise<void> {
   } catch (e) {
     if (e instanceof RlockError && e.code === 'NOT_ACQUIRED') console.log(e.retryAfter);
     if (e instanceof RlockError && e.code === 'WRONG_KIND') console.log('held shared: release, then acquire exclusive');
+    const h = e instanceof RlockError ? e.holder : undefined;
+    if (h?.here) console.log(h.sessionId, h.clientName, h.owner + 1n, h.since, h.holders, h.ttlLeftMs);
+    else if (h) console.log(h.foreign, h.ttlLeftMs);
   }
   const leadership: Leadership = await client.campaign('scheduler', 'host-a:8080', { wait: 30000, ttl: 10000 });
   const term: bigint = leadership.term;
