@@ -197,7 +197,7 @@ static void deliver_call(struct rlock_client *c, struct rlk_call *call)
     if (call->err != RLOCK_OK)
         r.error = &call->detail;
     if (call->kind == RLK_CALL_ACQUIRE && call->err != RLOCK_OK)
-        rlk_holder_keep(call); /* rlock_last_holder in its completion */
+        rlk_holder_keep(call->has_holder ? &call->holder : NULL); /* for its completion */
     if (call->kind == RLK_CALL_ACQUIRE && call->err == RLOCK_OK) {
         r.lock = call->handle;
         call->handle = NULL;

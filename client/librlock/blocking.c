@@ -432,7 +432,7 @@ RLOCK_API enum rlock_err rlock_acquire(struct rlock_client *c, const char *resou
     struct rlk_call call = {.kind = RLK_CALL_ACQUIRE, .handle = h};
     e = call_run(c, &req, &call, opts->wait_ms, timeout_ms, opts->cancel);
     if (e != RLOCK_OK)
-        rlk_holder_keep(&call); /* the detail call_run recorded belongs to this call */
+        rlk_holder_keep(call.has_holder ? &call.holder : NULL); /* with call_run's detail */
     if (e == RLOCK_OK) {
         *out = h;
     } else if (call.handle != NULL) { /* not handed over to a cancelled acquire */

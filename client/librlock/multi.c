@@ -145,8 +145,11 @@ RLOCK_API enum rlock_err rlock_acquire_all_kinds(struct rlock_client *c,
         }
         enum rlock_err e = rlock_acquire(c, resources[i], &one, timeout_ms, &out[i]);
         if (e != RLOCK_OK) {
+            struct rlock_holder h; /* who held it, past the roll-back's own calls */
+            int known = rlock_last_holder(&h) == 0;
             about(resources[i], e);
             roll_back(c, out, order, k, timeout_ms);
+            rlk_holder_keep(known ? &h : NULL);
             return e;
         }
     }

@@ -84,11 +84,11 @@ static void error_vset(struct rlock_error *out, enum rlock_err e, uint32_t retry
     vsnprintf(out->message, sizeof out->message, fmt, ap);
 }
 
-void rlk_holder_keep(const struct rlk_call *call)
+void rlk_holder_keep(const struct rlock_holder *h)
 {
-    tls_has_holder = call->has_holder;
-    if (call->has_holder)
-        tls_holder = call->holder;
+    tls_has_holder = h != NULL;
+    if (h != NULL)
+        tls_holder = *h;
 }
 
 RLOCK_API int rlock_last_holder(struct rlock_holder *out)

@@ -340,10 +340,10 @@ enum rlock_err rlk_fail(enum rlock_err e, const char *fmt, ...) RLK_PRINTF(2, 3)
 /* Make err (with its detail) this thread's last error; returns its code. */
 enum rlock_err rlk_fail_with(const struct rlock_error *err);
 /*
- * The thread's latest failed call was call, an acquire: rlock_last_holder
- * reports its holder, or none. rlk_fail and rlk_fail_with forget the last one.
+ * The thread's latest failed call was an acquire refused with holder h (NULL:
+ * none): rlock_last_holder reports it. rlk_fail and rlk_fail_with forget it.
  */
-void rlk_holder_keep(const struct rlk_call *call);
+void rlk_holder_keep(const struct rlock_holder *h);
 /*
  * An acquire's NOT_ACQUIRED or TIMEOUT came with h: kept on call, and said in
  * words at the end of call->detail.message (holder.c).

@@ -7,7 +7,8 @@
  *    ("holder-b") tries it (NOT_ACQUIRED), then waits 300 ms (TIMEOUT): both
  *    name A's session id, client name and owner, the grant's wall time (within
  *    the moments around it) and a validity left; the message says so in
- *    words. A later failure of another kind forgets the holder;
+ *    words; rlock_acquire_all reports it too. A later failure of another kind
+ *    forgets the holder;
  *  - shared_first_and_count: two shared holders, an exclusive try: the first
  *    of them and a count of 2;
  *  - held_by_copied_scripts: a key set by `SET key token NX PX 5000` directly
@@ -105,6 +106,13 @@ START_TEST(test_held_here)
     ck_assert_int_eq(rlock_last_holder(&h), 0);
     ck_assert_str_eq(h.session_id, sid);
     ck_assert_uint_eq(h.owner, OWNER_A);
+
+    /* rlock_acquire_all keeps it past the release of what it took before. */
+    const char *both[] = {"a-free-one", "held-here"};
+    struct rlock_lock *got[2] = {NULL, NULL};
+    ck_assert_int_eq(rlock_acquire_all(b, both, 2, NULL, 0, got), RLOCK_ERR_NOT_ACQUIRED);
+    ck_assert_int_eq(rlock_last_holder(&h), 0);
+    ck_assert_str_eq(h.session_id, sid);
 
     /* A failure of another kind forgets it. */
     ck_assert_int_eq(rlock_acquire(b, "", NULL, 0, &l2), RLOCK_ERR_ARG);
