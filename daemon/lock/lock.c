@@ -136,6 +136,14 @@ static void acquire_refuse(struct session *s, uint64_t id, Rlock__V1__Status st,
     session_respond_error(s, id, st, msg);
 }
 
+/* The same for NOT_ACQUIRED, with who holds the lock (h may be NULL). */
+static void acquire_refuse_held(struct session *s, uint64_t id, const char *msg,
+                                Rlock__V1__Holder *h)
+{
+    counters_acquire_answered(s->srv, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED);
+    session_respond_refused(s, id, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED, msg, h);
+}
+
 uint32_t lock_session_valid_ms(struct session *s, int64_t from_ms)
 {
     return validity_session_ms(s, from_ms);
@@ -1038,11 +1046,9 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
     }
     if (held != NULL && a->wait_ms == 0) { /* another owner of this session holds it */
         Rlock__V1__Holder h;
-        counters_acquire_answered(srv, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED);
-        session_respond_refused(s, id, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED,
-                                "held by another owner of this session",
-                                holder_of_lease(&h, held, held->shared ? held->res->nshared : 1,
-                                                util_now_ms()));
+        acquire_refuse_held(s, id, "held by another owner of this session",
+                            holder_of_lease(&h, held, held->shared ? held->res->nshared : 1,
+                                            util_now_ms()));
         return 0;
     }
     if (s->nleases + s->nrequests >= cfg->max_locks_per_session) {
@@ -1076,11 +1082,10 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         /* Permits may be free while the head waits for more than are: a try taking them
          * would pass it, and a stream of small tries would keep it out for ever. */
         Rlock__V1__Holder h;
-        counters_acquire_answered(srv, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED);
-        session_respond_refused(s, id, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED,
-                                "requests of this daemon wait for the semaphore before this one "
-                                "(first come, first served)",
-                                holder_fill(&h, res, NULL, util_now_ms()));
+        acquire_refuse_held(s, id,
+                            "requests of this daemon wait for the semaphore before this one "
+                            "(first come, first served)",
+                            holder_fill(&h, res, NULL, util_now_ms()));
         resource_unref(res);
         return 0;
     }

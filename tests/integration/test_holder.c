@@ -11,6 +11,8 @@
  *    forgets the holder;
  *  - shared_first_and_count: two shared holders, an exclusive try: the first
  *    of them and a count of 2;
+ *  - semaphore_queue: a semaphore try refused at once because a waiter of
+ *    this daemon is queued names the holder of its permit;
  *  - held_by_copied_scripts: a key set by `SET key token NX PX 5000` directly
  *    in Redis (test_classic.c's names): held outside this daemon, foreign, ttl
  *    left in (0, 5000], for a try and for a wait;
@@ -157,6 +159,61 @@ START_TEST(test_shared_first_and_count)
 }
 END_TEST
 
+/* A semaphore's waiter: acquires one permit of "sem-held" (limit 1), waiting up to 10 s. */
+struct sem_wait {
+    struct rlock_client *c;
+    struct rlock_lock *l;
+    enum rlock_err rc;
+};
+
+static void *sem_wait_fn(void *arg)
+{
+    struct sem_wait *w = arg;
+    struct rlock_acquire_opts o = {.ttl_ms = 10000, .wait_ms = 10000, .limit = 1};
+    w->rc = rlock_acquire(w->c, "sem-held", &o, 0, &w->l);
+    return NULL;
+}
+
+START_TEST(test_semaphore_queue)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
+    struct rlock_client *a = named_client(&f.e, "holder-a");
+    struct rlock_client *b = named_client(&f.e, "holder-b");
+    struct sem_wait w = {.c = named_client(&f.e, "holder-w")};
+    struct rlock_acquire_opts so = {.ttl_ms = 10000, .limit = 1, .owner = OWNER_A};
+    struct rlock_lock *l = h_acquire_ok(a, "sem-held", &so);
+    struct h_thread t;
+    h_thread_start(&t, sem_wait_fn, &w);
+    ck_assert_msg(h_wait_stats(&f.e, 1, 1, 10000, NULL) == 0, "the semaphore's waiter");
+
+    /* A try while the queue waits is refused before Redis: A still holds the permit. */
+    struct rlock_acquire_opts try_o = {.ttl_ms = 10000, .limit = 1};
+    struct rlock_lock *none = NULL;
+    ck_assert_int_eq(rlock_acquire(b, "sem-held", &try_o, 0, &none), RLOCK_ERR_NOT_ACQUIRED);
+    struct rlock_holder h;
+    ck_assert_int_eq(rlock_last_holder(&h), 0);
+    ck_assert_int_eq(h.here, 1);
+    ck_assert_str_eq(h.session_id, rlock_session_id(a));
+    ck_assert_uint_eq(h.limit, 1);
+    ck_assert_uint_eq(h.permits, 1);
+    ck_assert_uint_eq(h.holders, 1);
+    const char *msg = rlock_last_error()->message;
+    printf("holder: %s\n", msg);
+    ck_assert_msg(strstr(msg, ", 1 of 1 permits)") != NULL, "message '%s'", msg);
+
+    h_assert_ok(a, rlock_release(l, 0));
+    h_thread_join(&t, h_now_ms() + 15000, "the semaphore's waiter did not finish");
+    ck_assert_int_eq(w.rc, RLOCK_OK);
+    rlock_lock_free(w.l);
+    rlock_lock_free(l);
+    rlock_close(w.c);
+    rlock_close(a);
+    rlock_close(b);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 /* h says: held outside this daemon, foreign or not, with a ttl left in (0, max_ms]. */
 static void assert_outside(const struct rlock_holder *h, const char *msg, int foreign,
                            uint32_t max_ms)
@@ -258,7 +315,7 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {test_held_here, test_shared_first_and_count,
+    const TTest *tests[] = {test_held_here, test_shared_first_and_count, test_semaphore_queue,
                             test_held_by_copied_scripts, test_held_by_other_daemon,
                             test_rlockctl_says_who};
     return h_run_tests("holder", 60, tests, H_LEN(tests));
