@@ -9,6 +9,9 @@
  *    the moments around it) and a validity left; the message says so in
  *    words; rlock_acquire_all reports it too. A later failure of another kind
  *    forgets the holder;
+ *  - client_role_sees: with [auth] tokens, a session of the client role sees
+ *    the holder the same (and its session id does not let it end that
+ *    session: PERMISSION_DENIED);
  *  - shared_first_and_count: two shared holders, an exclusive try: the first
  *    of them and a count of 2;
  *  - semaphore_queue: a semaphore try refused at once because a waiter of
@@ -154,6 +157,39 @@ START_TEST(test_shared_first_and_count)
     rlock_lock_free(l2);
     rlock_close(a);
     rlock_close(a2);
+    rlock_close(b);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+#define CLIENT_TOKEN_A "cli-a-0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+#define CLIENT_TOKEN_B "cli-b-0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+
+/* With [auth] tokens, a session of the client role is told who holds the lock too. */
+START_TEST(test_client_role_sees)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, "[auth]\ntokens = client " CLIENT_TOKEN_A ", client " CLIENT_TOKEN_B
+                            "\n");
+    struct rlock_options oa = {.client_name = "holder-a", .auth_token = CLIENT_TOKEN_A};
+    struct rlock_options ob = {.client_name = "holder-b", .auth_token = CLIENT_TOKEN_B};
+    struct rlock_client *a = h_client_or_fail(&f.e, &oa);
+    struct rlock_client *b = h_client_or_fail(&f.e, &ob);
+    struct rlock_acquire_opts ao = {.ttl_ms = 10000, .owner = OWNER_A};
+    uint64_t t0 = (uint64_t)h_wall_ms();
+    struct rlock_lock *l = h_acquire_ok(a, "client-role", &ao);
+    uint64_t t1 = (uint64_t)h_wall_ms();
+
+    struct rlock_holder h;
+    char msg[256];
+    refused(b, "client-role", 0, RLOCK_ERR_NOT_ACQUIRED, &h, msg, sizeof msg);
+    assert_holder_a(&h, msg, rlock_session_id(a), t0, t1);
+    /* The session id opens nothing: ending that session needs the admin role. */
+    ck_assert_int_eq(rlock_kill_session(b, h.session_id, 0, NULL), RLOCK_ERR_PERMISSION_DENIED);
+    ck_assert_int_eq(rlock_lock_state(l), RLOCK_HELD);
+
+    rlock_lock_free(l);
+    rlock_close(a);
     rlock_close(b);
     h_fixture_stop(&f);
 }
@@ -315,7 +351,8 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {test_held_here, test_shared_first_and_count, test_semaphore_queue,
+    const TTest *tests[] = {test_held_here, test_client_role_sees, test_shared_first_and_count,
+                            test_semaphore_queue,
                             test_held_by_copied_scripts, test_held_by_other_daemon,
                             test_rlockctl_says_who};
     return h_run_tests("holder", 60, tests, H_LEN(tests));
