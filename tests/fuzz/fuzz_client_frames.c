@@ -40,6 +40,10 @@ static void done_cb(struct rlock_client *c, const struct rlock_result *r, void *
     struct fuzz_run *run = arg;
     if (r->err != RLOCK_OK)
         FUZZ_CHECK(r->error != NULL && r->error->message[0] != '\0');
+    struct rlock_holder h; /* a refused acquire's holder, copied whatever its strings */
+    if (r->err != RLOCK_OK && rlock_last_holder(&h) == 0)
+        FUZZ_CHECK(memchr(h.session_id, 0, sizeof h.session_id) != NULL &&
+                   memchr(h.client_name, 0, sizeof h.client_name) != NULL);
     if (r->err != RLOCK_OK || r->lock == NULL)
         return;
     /* The new handle is the application's: look at it, then use it. */

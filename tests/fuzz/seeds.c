@@ -280,6 +280,31 @@ static void add_status(struct stream *st, uint64_t id, Rlock__V1__Status status,
     add_response(st, &r);
 }
 
+/* NOT_ACQUIRED or TIMEOUT with a Holder: here (a session of the daemon) or outside. */
+static void add_refused(struct stream *st, uint64_t id, Rlock__V1__Status status, int here)
+{
+    Rlock__V1__Holder h = RLOCK__V1__HOLDER__INIT;
+    h.here = here;
+    if (here) {
+        h.session_id = "3f2a9c1e-7b4d-4e8f-a1b2-c3d4e5f60718";
+        h.client_name = "billing-worker";
+        h.owner = 7;
+        h.mode = RLOCK__V1__LOCK_MODE__MODE_SHARED;
+        h.since_ms = 1764471019356ull;
+        h.holders = 3;
+        h.ttl_left_ms = 2430;
+    } else {
+        h.foreign = 1;
+        h.ttl_left_ms = 4999;
+    }
+    Rlock__V1__Response r = RLOCK__V1__RESPONSE__INIT;
+    r.id = id;
+    r.status = status;
+    r.message = here ? "held by another owner" : "wait timed out";
+    r.holder = &h;
+    add_response(st, &r);
+}
+
 static void add_lost(struct stream *st, Rlock__V1__LostReason reason)
 {
     Rlock__V1__LockLost l = RLOCK__V1__LOCK_LOST__INIT;
@@ -374,6 +399,13 @@ static void client_seeds(struct corpus *c)
     add_grant(&st, 7, 1); /* the wrong body for a Stats */
     add_status(&st, 0, RLOCK__V1__STATUS__STATUS_INVALID, "malformed frame");
     put(c, "fuzz_client_frames", "refusals", st.buf, st.len);
+
+    /* Refusals that say who holds the lock (Response.holder). */
+    st.len = 0;
+    add_hello_reply(&st);
+    add_refused(&st, 2, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED, 1);
+    add_refused(&st, 3, RLOCK__V1__STATUS__STATUS_TIMEOUT, 0);
+    put(c, "fuzz_client_frames", "refusals-held", st.buf, st.len);
 
     st.len = 0;
     add_hello_reply(&st);
