@@ -11,6 +11,9 @@
 # (tests/package_install_check.sh).
 #   package_check.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
+# Under pipefail, `producer | grep -q` fails when grep exits at its first match while the
+# producer is still writing (SIGPIPE, status 141; ldconfig -p did so one run in ten):
+# every check here lets grep read to the end instead (grep ... > /dev/null).
 build=$1
 src=$2
 out=$build/packages
@@ -64,7 +67,7 @@ done
 [ "$(ctrl librlock0 shlibs)" = "librlock 0 librlock0 (>= $version)" ] || fail "shlibs: $(ctrl librlock0 shlibs)"
 ctrl librlock0 symbols | head -1 | grep -x "librlock.so.0 librlock0 #MINVER#" >/dev/null ||
     fail "no symbols file for librlock.so.0"
-ctrl librlock0 symbols | grep -q '^ rlock_acquire@Base ' || fail "the symbols file lacks rlock_acquire"
+ctrl librlock0 symbols | grep '^ rlock_acquire@Base ' > /dev/null || fail "the symbols file lacks rlock_acquire"
 ctrl librlock0 triggers | grep -x "activate-noawait ldconfig" >/dev/null || fail "librlock0 has no ldconfig trigger"
 
 # The daemon: its conffile, the unit enabled and started on install, stopped on removal.
@@ -74,9 +77,9 @@ grep -q "deb-systemd-helper enable 'rlockd.service'" "$tmp/postinst" ||
     fail "rlockd's postinst does not enable the unit"
 grep -q "_dh_action=.*start" "$tmp/postinst" && grep -q "deb-systemd-invoke \$_dh_action 'rlockd.service'" "$tmp/postinst" ||
     fail "rlockd's postinst does not start the unit"
-ctrl rlockd prerm | grep -q "deb-systemd-invoke stop 'rlockd.service'" ||
+ctrl rlockd prerm | grep "deb-systemd-invoke stop 'rlockd.service'" > /dev/null ||
     fail "rlockd's prerm does not stop the unit"
-ctrl rlockd postinst | grep -q "install -d -m 0700 /etc/rlockd/credentials" ||
+ctrl rlockd postinst | grep "install -d -m 0700 /etc/rlockd/credentials" > /dev/null ||
     fail "rlockd's postinst does not make the credentials directory"
 
 # Each package's files.
@@ -139,8 +142,8 @@ if ldd "$root/usr/sbin/rlockd" | grep 'not found' >/dev/null; then fail "rlockd:
 "$root/usr/sbin/rlockd" --version | grep "^rlockd $version" >/dev/null || fail "the packaged rlockd does not run"
 "$root/usr/bin/rlockctl" --version | grep "$version" >/dev/null || fail "the packaged rlockctl does not run"
 for f in usr/sbin/rlockd usr/bin/rlockctl "usr/lib/$multiarch/librlock.so.$version"; do
-    file -b "$root/$f" | grep -q 'not stripped' && fail "$f is not stripped"
+    file -b "$root/$f" | grep 'not stripped' > /dev/null && fail "$f is not stripped"
     # Debian's hardening: full RELRO and bind-now, PIE executables.
-    readelf -d "$root/$f" | grep -q 'BIND_NOW\|FLAGS_1.*NOW' || fail "$f is not linked with -z now"
+    readelf -d "$root/$f" | grep 'BIND_NOW\|FLAGS_1.*NOW' > /dev/null || fail "$f is not linked with -z now"
 done
 echo "package check: ok"

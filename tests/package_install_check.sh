@@ -12,6 +12,9 @@
 # it changes the machine.
 #   package_install_check.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
+# Under pipefail, `producer | grep -q` fails when grep exits at its first match while the
+# producer is still writing (SIGPIPE, status 141; ldconfig -p did so one run in ten):
+# every check here lets grep read to the end instead (grep ... > /dev/null).
 build=$(cd "$1" && pwd) # apt takes a path to a .deb only with a slash in front
 src=$2
 pkgs="rlockd librlock0 librlock-dev rlockd-tools"
@@ -38,7 +41,7 @@ for p in $pkgs; do
     debs+=("$f")
 done
 for p in $pkgs; do
-    if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "ok installed" > /dev/null; then
         fail "$p is already installed on this machine; not touching it"
     fi
 done
@@ -48,12 +51,12 @@ installed=1
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${debs[@]}" > "$tmp/apt.log" 2>&1 ||
     { cat "$tmp/apt.log"; fail "apt-get install"; }
 for p in $pkgs; do
-    dpkg-query -W -f='${Status}' "$p" | grep -q "install ok installed" || fail "$p is not installed"
+    dpkg-query -W -f='${Status}' "$p" | grep "install ok installed" > /dev/null || fail "$p is not installed"
 done
 [ -L /etc/systemd/system/multi-user.target.wants/rlockd.service ] || fail "the unit is not enabled"
 [ "$(stat -c %a:%U /etc/rlockd/credentials)" = 700:root ] ||
     fail "/etc/rlockd/credentials is $(stat -c %a:%U /etc/rlockd/credentials)"
-ldconfig -p | grep -q 'librlock\.so\.0 ' || fail "ldconfig does not know librlock.so.0"
+ldconfig -p | grep 'librlock\.so\.0 ' > /dev/null || fail "ldconfig does not know librlock.so.0"
 /usr/sbin/rlockd --test-config -c /etc/rlockd/rlockd.conf > /dev/null || fail "the installed config does not pass --test-config"
 
 # The Redis the installed configuration names.
@@ -82,18 +85,18 @@ cc -o "$tmp/holder" "$src/client/examples/hold_lock.c" $(pkg-config --cflags --l
 ldd "$tmp/holder" | grep -Eq "librlock.so.0 => (/usr)?/lib/" || fail "the program does not load /usr/lib/.../librlock.so.0"
 "$tmp/holder" --hold 0 package-check > "$tmp/holder.out" 2>&1 && grep -q "fence" "$tmp/holder.out" ||
     { cat "$tmp/holder.out"; fail "the program built against the installed library"; }
-MANWIDTH=80 man 3 rlock_acquire 2>/dev/null | grep -q "rlock_acquire" || fail "man 3 rlock_acquire"
+MANWIDTH=80 man 3 rlock_acquire 2>/dev/null | grep "rlock_acquire" > /dev/null || fail "man 3 rlock_acquire"
 kill "$rlockd_pid"; wait "$rlockd_pid" || true; rlockd_pid=""
 
 DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq $pkgs > "$tmp/purge.log" 2>&1 ||
     { cat "$tmp/purge.log"; fail "apt-get purge"; }
 installed=""
 for p in $pkgs; do
-    if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "installed"; then fail "$p is still installed"; fi
+    if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "installed" > /dev/null; then fail "$p is still installed"; fi
 done
 for f in /usr/sbin/rlockd /usr/bin/rlockctl /etc/rlockd /lib/systemd/system/rlockd.service \
     /etc/systemd/system/multi-user.target.wants/rlockd.service /usr/include/rlock.h; do
     [ -e "$f" ] && fail "$f is left after purge"
 done
-ldconfig -p | grep -q 'librlock\.so\.0 ' && fail "ldconfig still lists librlock.so.0 after purge"
+ldconfig -p | grep 'librlock\.so\.0 ' > /dev/null && fail "ldconfig still lists librlock.so.0 after purge"
 echo "package install check: ok"
