@@ -16,7 +16,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 root=$tmp/root
 DESTDIR=$root cmake --install "$build" --prefix /usr >/dev/null
 usr=$root/usr
-libdir=$(dirname "$(find "$usr" -name librlock.so.0 | head -n1)")
+libdir=$(dirname "$(find "$usr" -name librlock.so.0 -print -quit)")
 [ -n "$libdir" ] && [ "$libdir" != . ] || fail "librlock.so.0 not installed"
 for f in usr/sbin/rlockd usr/bin/rlockctl usr/include/rlock.h usr/include/rlock_event.h \
          etc/rlockd/rlockd.conf usr/lib/systemd/system/rlockd.service \

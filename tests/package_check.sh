@@ -65,7 +65,7 @@ done
 
 # The library tells dependants what they need: shlibs, symbols, the ldconfig trigger.
 [ "$(ctrl librlock0 shlibs)" = "librlock 0 librlock0 (>= $version)" ] || fail "shlibs: $(ctrl librlock0 shlibs)"
-ctrl librlock0 symbols | head -1 | grep -x "librlock.so.0 librlock0 #MINVER#" >/dev/null ||
+ctrl librlock0 symbols | sed -n 1p | grep -x "librlock.so.0 librlock0 #MINVER#" >/dev/null ||
     fail "no symbols file for librlock.so.0"
 ctrl librlock0 symbols | grep '^ rlock_acquire@Base ' > /dev/null || fail "the symbols file lacks rlock_acquire"
 ctrl librlock0 triggers | grep -x "activate-noawait ldconfig" >/dev/null || fail "librlock0 has no ldconfig trigger"

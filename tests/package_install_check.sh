@@ -82,7 +82,7 @@ rlockctl run package-check -- true || fail "rlockctl run against the installed r
 # A program built against the installed library, as its users build one.
 cc -o "$tmp/holder" "$src/client/examples/hold_lock.c" $(pkg-config --cflags --libs rlock) ||
     fail "building against the installed librlock with pkg-config"
-ldd "$tmp/holder" | grep -Eq "librlock.so.0 => (/usr)?/lib/" || fail "the program does not load /usr/lib/.../librlock.so.0"
+ldd "$tmp/holder" | grep -E "librlock.so.0 => (/usr)?/lib/" > /dev/null || fail "the program does not load /usr/lib/.../librlock.so.0"
 "$tmp/holder" --hold 0 package-check > "$tmp/holder.out" 2>&1 && grep -q "fence" "$tmp/holder.out" ||
     { cat "$tmp/holder.out"; fail "the program built against the installed library"; }
 MANWIDTH=80 man 3 rlock_acquire 2>/dev/null | grep "rlock_acquire" > /dev/null || fail "man 3 rlock_acquire"

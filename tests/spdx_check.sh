@@ -24,10 +24,10 @@ for f in $list; do
     esac
     case "$f" in
     *.c|*.h|*.lua|*.proto|*.cmake|*.in|*.sh|*.py|*.jq|*.js|*.mjs|*.ts|*/CMakeLists.txt) ;;
-    *) head -c 2 "$f" | grep -q '#!' || continue ;;
+    *) head -c 2 "$f" | grep '#!' > /dev/null || continue ;;
     esac
     checked=$((checked + 1))
-    if ! head -n 3 "$f" | grep -q 'SPDX-License-Identifier: BSD-3-Clause'; then
+    if ! head -n 3 "$f" | grep 'SPDX-License-Identifier: BSD-3-Clause' > /dev/null; then
         echo "no SPDX line: $f"
         missing=$((missing + 1))
     fi

@@ -62,7 +62,7 @@ ms() {
 }
 [ "$(key Type)" = notify ] || fail "Type= is not notify"
 key ExecStartPre | grep -- '--test-config' >/dev/null || fail "ExecStartPre= does not test the config"
-key ExecReload | grep -Eq 'kill (-HUP|-s HUP|-SIGHUP) \$MAINPID' || fail "ExecReload= does not send SIGHUP"
+key ExecReload | grep -E 'kill (-HUP|-s HUP|-SIGHUP) \$MAINPID' > /dev/null || fail "ExecReload= does not send SIGHUP"
 [ "$(key Restart)" = on-failure ] || fail "Restart= is not on-failure"
 timeout=$("$root/usr/sbin/rlockd" --dump-config -c "$root/etc/rlockd/rlockd.conf" |
     awk -F' *= *' '/^\[/ { s = $0 } s == "[session]" && $1 == "timeout" { print $2 }')
