@@ -141,6 +141,12 @@ static int op_server_info(struct session *s, const Rlock__V1__Request *req)
     return 0;
 }
 
+static int op_top_resources(struct session *s, const Rlock__V1__Request *req)
+{
+    admin_top_resources(s, req->id, req->top_resources);
+    return 0;
+}
+
 /* The op table, indexed by the Request's oneof case (its name: wire_op_name). */
 static const struct op_entry {
     op_fn *fn;
@@ -163,6 +169,7 @@ static const struct op_entry {
     [RLOCK__V1__REQUEST__BODY_ADOPT] = {op_adopt, 0},
     [RLOCK__V1__REQUEST__BODY_LEADER] = {op_leader, 0},
     [RLOCK__V1__REQUEST__BODY_OBSERVE] = {op_observe, 0},
+    [RLOCK__V1__REQUEST__BODY_TOP_RESOURCES] = {op_top_resources, 1},
 };
 
 /* The handler of op, or NULL when this daemon has none. */

@@ -386,6 +386,7 @@ def check_client_md(src, he):
         (r"^Lost locks$", r"^reason\b", ["rlock_lost_reason"]),
         (r"^Locks and handles$", r"^state\b", ["rlock_lock_state"]),
         (r"^Operators' requests$", r"^state or role\b", ["rlock_session_state", "rlock_role"]),
+        (r"^The most contended resources$", r"^order\b", ["rlock_top_order"]),
     )
     for title, header, names in specs:
         enums = [he[n] for n in names if n in he]

@@ -168,6 +168,65 @@ RLOCK_API enum rlock_err rlock_list_locks(struct rlock_client *c,
     return e;
 }
 
+RLOCK_API enum rlock_err rlock_top_resources(struct rlock_client *c, enum rlock_top_order order,
+                                             uint32_t limit, rlock_resource_visit_fn visit,
+                                             void *arg, struct rlock_top_summary *summary,
+                                             uint32_t timeout_ms)
+{
+    if ((int)order < RLOCK_TOP_WAIT || order > RLOCK_TOP_LOSSES)
+        return rlk_fail(RLOCK_ERR_ARG, "unknown order %d", (int)order);
+    Rlock__V1__TopResources q = RLOCK__V1__TOP_RESOURCES__INIT;
+    q.limit = limit;
+    q.order = (Rlock__V1__TopOrder)order;
+    Rlock__V1__Request req = RLOCK__V1__REQUEST__INIT;
+    req.body_case = RLOCK__V1__REQUEST__BODY_TOP_RESOURCES;
+    req.top_resources = &q;
+    struct reply rep;
+    enum rlock_err e =
+        admin_call(c, &req, RLOCK__V1__RESPONSE__BODY_TOP_RESOURCES, timeout_ms, &rep);
+    if (e != RLOCK_OK)
+        return e;
+    const Rlock__V1__TopResourcesReply *r = rep.r->top_resources;
+    if (summary != NULL) {
+        summary->capacity = r->capacity;
+        summary->followed = r->followed;
+        summary->total_weight = r->total_weight;
+        summary->error_bound = r->error_bound;
+    }
+    for (size_t i = 0; visit != NULL && i < r->n_resources; i++) {
+        const Rlock__V1__ResourceStats *m = r->resources[i];
+        struct rlock_resource_stats st = {
+            .resource = m->resource,
+            .weight = m->weight,
+            .weight_error = m->weight_error,
+            .contended = m->contended,
+            .grants = m->grants,
+            .timeouts = m->timeouts,
+            .refusals = m->refusals,
+            .cancels = m->cancels,
+            .wait_total_us = m->wait_total_us,
+            .wait_p50_us = m->wait_p50_us,
+            .wait_p99_us = m->wait_p99_us,
+            .wait_max_us = m->wait_max_us,
+            .holds = m->holds,
+            .losses = m->losses,
+            .hold_total_us = m->hold_total_us,
+            .hold_p50_us = m->hold_p50_us,
+            .hold_p99_us = m->hold_p99_us,
+            .hold_max_us = m->hold_max_us,
+            .waiters = m->waiters,
+            .waiters_max = m->waiters_max,
+            .held = m->holder != NULL && m->holder->here,
+        };
+        if (st.held)
+            rlk_holder_copy(&st.holder, m->holder);
+        if (visit(&st, arg) != 0)
+            break;
+    }
+    reply_free(&rep);
+    return RLOCK_OK;
+}
+
 RLOCK_API enum rlock_err rlock_force_release(struct rlock_client *c, const char *resource,
                                              uint32_t timeout_ms, struct rlock_forced *out)
 {

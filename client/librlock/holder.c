@@ -49,9 +49,8 @@ static void copy_text(char *dst, size_t cap, const char *src)
     snprintf(dst, cap, "%s", src != NULL ? src : "");
 }
 
-void rlk_holder_take(struct rlk_call *call, const Rlock__V1__Holder *m)
+void rlk_holder_copy(struct rlock_holder *h, const Rlock__V1__Holder *m)
 {
-    struct rlock_holder *h = &call->holder;
     memset(h, 0, sizeof *h);
     h->here = m->here != 0;
     copy_text(h->session_id, sizeof h->session_id, m->session_id);
@@ -64,6 +63,12 @@ void rlk_holder_take(struct rlk_call *call, const Rlock__V1__Holder *m)
     h->holders = m->holders;
     h->ttl_left_ms = m->ttl_left_ms;
     h->foreign = m->foreign != 0;
+}
+
+void rlk_holder_take(struct rlk_call *call, const Rlock__V1__Holder *m)
+{
+    struct rlock_holder *h = &call->holder;
+    rlk_holder_copy(h, m);
     call->has_holder = 1;
     char *msg = call->detail.message;
     size_t n = strlen(msg);

@@ -349,6 +349,8 @@ void rlk_holder_keep(const struct rlock_holder *h);
  * words at the end of call->detail.message (holder.c).
  */
 void rlk_holder_take(struct rlk_call *call, const Rlock__V1__Holder *h);
+/* The daemon's Holder m as the API's struct. */
+void rlk_holder_copy(struct rlock_holder *h, const Rlock__V1__Holder *m);
 /* Fill an error struct. */
 void rlk_error_set(struct rlock_error *out, enum rlock_err e, uint32_t retry_after_ms,
                    const char *fmt, ...) RLK_PRINTF(4, 5);

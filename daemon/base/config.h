@@ -152,6 +152,9 @@ enum config_type {
     X("metrics", "listen", CONFIG_STRING, metrics_listen, "127.0.0.1:9483", 0, 1024, 1, 0,       \
       "HTTP endpoint for /metrics, /healthz and /readyz: HOST:PORT (numeric) or unix:/path; "  \
       "empty = off")                                                                           \
+    X("metrics", "top_resources", CONFIG_UINT, top_resources, "1000", 0, 100000, 0, 0,          \
+      "The most contended resources followed (TopResources, rlockctl top): wait and hold "    \
+      "statistics of each; 0 = none. Memory is fixed by this number, about 1 KiB each")      \
     X("metrics", "max_connections", CONFIG_UINT, metrics_max_connections, "16", 1, 1024, 0, 0,  \
       "Connections to the metrics endpoint at once; more wait in the listen backlog")         \
     X("metrics", "request_timeout", CONFIG_DURATION, metrics_request_timeout_ms, "5s", 100,     \
@@ -226,6 +229,7 @@ struct config {
     uint32_t max_wait_ms;
     uint32_t fence_ttl_ms;
     uint32_t max_resource_bytes;
+    uint32_t top_resources;
     uint32_t max_waiters_per_resource;
     uint32_t max_locks;
     uint32_t client_max_locks;

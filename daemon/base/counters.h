@@ -60,7 +60,7 @@ enum metric_http_reason {
 
 #define METRIC_STATUSES 15   /* rlock.v1 Status values 0..14 */
 #define METRIC_REASONS 7     /* LostReason values 0..6 */
-#define METRIC_OPS 19        /* Request oneof cases below this are timed */
+#define METRIC_OPS 20        /* Request oneof cases below this are timed */
 #define METRIC_BUCKETS 21    /* latency histogram buckets, +Inf included */
 
 struct metric_histogram {
@@ -81,9 +81,14 @@ struct metrics {
     uint64_t conns_rejected[METRIC_CONN_COUNT];
     uint64_t http_refused[METRIC_HTTP_COUNT]; /* metrics endpoint requests refused, by reason */
     struct metric_histogram latency[METRIC_OPS]; /* request arrival to answer, per op */
+    struct metric_histogram lock_wait; /* acquires that found the lock taken: their wait */
+    struct metric_histogram lock_hold; /* holds that ended: how long */
 };
 
 void counters_acquire_answered(struct server *srv, int status);
+/* Count a value of us microseconds in h, whose bucket bounds are bounds. */
+void counters_histogram_add(struct metric_histogram *h, const double bounds[METRIC_BUCKETS - 1],
+                            uint64_t us);
 /* A request of op answered us microseconds after its frame was read. */
 void counters_observe(struct server *srv, int op, int64_t us);
 
@@ -91,5 +96,7 @@ void counters_observe(struct server *srv, int op, int64_t us);
  * at 5 µs: a ping or a refused request is answered within microseconds of its frame, a
  * request that goes to Redis within tens to hundreds. */
 extern const double counters_latency_bounds[METRIC_BUCKETS - 1];
+/* Those of the lock wait and hold histograms, in seconds: from 1 ms to an hour. */
+extern const double counters_lock_time_bounds[METRIC_BUCKETS - 1];
 
 #endif

@@ -29,6 +29,7 @@ struct rpool;
 struct pubsub;
 struct sentinel;
 struct restable;
+struct topk;
 struct listener;
 struct session;
 struct lease;
@@ -101,6 +102,7 @@ struct server {
     struct peercount *peers;        /* of the pending ones, how many per TCP peer address */
     struct sessidx *sessidx;        /* live sessions by serial and id (admin requests) */
     struct restable *resources;     /* resource name -> struct resource */
+    struct topk *top;               /* the most contended resources (contention.h), or NULL */
     struct cleanup_list *cleanups;  /* unconfirmed deletes to retry */
     struct relq *relqs;             /* releases nobody awaits, per Redis connection (relq.c) */
     uint32_t nrelqs;

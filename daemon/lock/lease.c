@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "contention.h"
 #include "lock.h"
 #include "log.h"
 #include "seal.h"
@@ -223,6 +224,7 @@ void lease_forget(struct lease *l)
     if (l->forgotten)
         return;
     l->forgotten = 1;
+    contention_held(l->res->srv, l->res, (util_now_ms() - l->granted_ms) * 1000, l->lost);
     twheel_remove(&l->res->srv->lease_timers, &l->timer);
     TAILQ_REMOVE(&l->sess->leases, l, sess_link);
     l->sess->nleases--;
@@ -309,6 +311,7 @@ void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
         tombstone_set(srv, res, l->token, l->valid_until_ms);
     }
     resource_ref(res);
+    l->lost = 1;
     lease_forget(l);
     lock_kick(res); /* the key may be free now, or will be at its expiry */
     resource_unref(res);

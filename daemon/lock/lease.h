@@ -77,6 +77,7 @@ struct lease {
     uint8_t owners_mixed; /* shared: owners other than `owner` added holds */
     uint8_t leader;       /* an election's leader: renewals keep its record (renew.lua) */
     uint8_t valid_counted; /* in its session's validity bag (validity.h) */
+    uint8_t lost;          /* forgotten by a LockLost (contention.h counts it) */
     uint64_t fence;
     uint64_t owner;       /* who in the session holds it (Acquire.owner) */
     uint32_t ttl_ms;      /* the lease renewals carry */

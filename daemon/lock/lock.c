@@ -23,6 +23,7 @@
 #include "calls.h"
 #include "cleanup.h"
 #include "config.h"
+#include "contention.h"
 #include "election.h"
 #include "holder.h"
 #include "log.h"
@@ -118,9 +119,21 @@ static void answer_error(struct request *req, Rlock__V1__Status st, const char *
     session_respond_error(req->sess, req->id, st, msg);
 }
 
+/* req, an acquire that found its lock taken, ended so (counted once: contention.h). */
+static void contention_end(struct request *req, enum contention_end end)
+{
+    if (!req->contended || req->contention_counted)
+        return;
+    req->contention_counted = 1;
+    contention_waited(req->srv, req->res, util_now_us() - req->arrival_us, end);
+}
+
 /* An Acquire that did not get its lock (NOT_ACQUIRED, TIMEOUT): said with who holds it. */
 static void answer_refused(struct request *req, Rlock__V1__Status st, const char *msg)
 {
+    req->contended = 1; /* a refusal is contention, whatever came before */
+    contention_end(req, st == RLOCK__V1__STATUS__STATUS_TIMEOUT ? CONTENTION_TIMEOUT
+                                                                : CONTENTION_REFUSED);
     if (req->sess == NULL)
         return;
     Rlock__V1__Holder h;
@@ -136,10 +149,11 @@ static void acquire_refuse(struct session *s, uint64_t id, Rlock__V1__Status st,
     session_respond_error(s, id, st, msg);
 }
 
-/* The same for NOT_ACQUIRED, with who holds the lock (h may be NULL). */
-static void acquire_refuse_held(struct session *s, uint64_t id, const char *msg,
-                                Rlock__V1__Holder *h)
+/* The same for NOT_ACQUIRED of res, with who holds the lock (h may be NULL). */
+static void acquire_refuse_held(struct session *s, uint64_t id, const struct resource *res,
+                                const char *msg, Rlock__V1__Holder *h)
 {
+    contention_waited(s->srv, res, util_now_us() - s->last_frame_us, CONTENTION_REFUSED);
     counters_acquire_answered(s->srv, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED);
     session_respond_refused(s, id, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED, msg, h);
 }
@@ -262,6 +276,8 @@ void lock_request_done(struct request *req)
     if (res != NULL && req->op == RLOCK__V1__REQUEST__BODY_ACQUIRE && req->claiming &&
         !req->granted)
         claim_drop(req);
+    if (res != NULL && req->op == RLOCK__V1__REQUEST__BODY_ACQUIRE)
+        contention_end(req, CONTENTION_CANCELLED); /* unless a grant or refusal counted it */
     if (res != NULL && req->in_queue)
         kick = waitq_remove(req);
     request_set_state(req, REQUEST_DONE);
@@ -357,6 +373,7 @@ void lock_kick(struct resource *res)
     while ((head = TAILQ_FIRST(&res->waiters)) != NULL && !res->head_trying) {
         if (head->sess != NULL && head->sess->state == SESSION_CLOSING) {
             /* Its session is ending (and dropping its waiters): not worth a try. */
+            contention_end(head, CONTENTION_CANCELLED);
             request_set_state(head, REQUEST_DONE);
             waitq_remove(head);
             request_free(head);
@@ -374,12 +391,16 @@ void lock_kick(struct resource *res)
         const char *refusal = NULL;
         Rlock__V1__Status st = RLOCK__V1__STATUS__STATUS_OK;
         int joins = lock_joins(l, head, &st, &refusal);
-        if (!joins && refusal == NULL)
+        if (!joins && refusal == NULL) {
+            head->contended = 1;
             break; /* another owner's hold: its release or loss kicks us */
-        if (refusal != NULL)
+        }
+        if (refusal != NULL) {
             answer_error(head, st, refusal);
-        else
+        } else {
+            contention_end(head, CONTENTION_GRANTED);
             lock_join(l, head->owner, head->sess, head->id, head->arrival_ms);
+        }
         request_set_state(head, REQUEST_DONE);
         waitq_remove(head);
         request_free(head);
@@ -718,9 +739,10 @@ static void acquire_granted(struct request *req, uint64_t fence)
             acquire_busy(req, 0, REPLY_HELD_BY_RLOCKD);
             return;
         }
-        if (joins)
+        if (joins) {
+            contention_end(req, CONTENTION_GRANTED);
             lock_join(mine, req->owner, s, req->id, req->arrival_ms);
-        else
+        } else
             answer_error(req, st, refusal);
         lock_request_done(req);
         return;
@@ -758,6 +780,7 @@ static void acquire_granted(struct request *req, uint64_t fence)
         lock_release_token(req->srv, res, req->token, req->shared, key_life_end(req->ttl_ms));
         answer_error(req, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
     } else {
+        contention_end(req, CONTENTION_GRANTED);
         answer_acquired(s, req->id, l, req->arrival_ms);
     }
     resource_ref(res);
@@ -771,6 +794,7 @@ static void acquire_busy(struct request *req, long long pttl, int held_by)
     struct resource *res = req->res;
     int64_t now = util_now_ms();
     holder_seen(req, pttl, held_by, now);
+    req->contended = 1;
     if (req->deadline_ms == 0) {
         answer_refused(req, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED, "held by another owner");
         lock_request_done(req);
@@ -1046,7 +1070,7 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
     }
     if (held != NULL && a->wait_ms == 0) { /* another owner of this session holds it */
         Rlock__V1__Holder h;
-        acquire_refuse_held(s, id, "held by another owner of this session",
+        acquire_refuse_held(s, id, held->res, "held by another owner of this session",
                             holder_of_lease(&h, held, held->shared ? held->res->nshared : 1,
                                             util_now_ms()));
         return 0;
@@ -1082,7 +1106,7 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         /* Permits may be free while the head waits for more than are: a try taking them
          * would pass it, and a stream of small tries would keep it out for ever. */
         Rlock__V1__Holder h;
-        acquire_refuse_held(s, id,
+        acquire_refuse_held(s, id, res,
                             "requests of this daemon wait for the semaphore before this one "
                             "(first come, first served)",
                             holder_fill(&h, res, NULL, util_now_ms()));
@@ -1133,9 +1157,11 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         if (req->deadline_ev != NULL)
             evtimer_add(req->deadline_ev, &tv);
         /* FIFO: join the queue; the head (possibly this one) tries. */
+        req->contended = res->nwaiters > 0; /* others wait before it */
         TAILQ_INSERT_TAIL(&res->waiters, req, wait_link);
         req->in_queue = 1;
         res->nwaiters++;
+        contention_queued(srv, res);
         srv->nwaiters++;
         if (req->quota != NULL)
             req->quota->waiters++;
@@ -1407,7 +1433,7 @@ int lock_start(struct server *srv)
 {
     TAILQ_INIT(&srv->ending);
     srv->end_ev = evtimer_new(srv->base, end_cb, srv);
-    return srv->end_ev != NULL ? 0 : -1;
+    return srv->end_ev != NULL && contention_start(srv) == 0 ? 0 : -1;
 }
 
 void lock_stop(struct server *srv)
@@ -1415,4 +1441,5 @@ void lock_stop(struct server *srv)
     if (srv->end_ev != NULL)
         event_free(srv->end_ev);
     srv->end_ev = NULL;
+    contention_stop(srv);
 }

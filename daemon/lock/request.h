@@ -52,6 +52,10 @@ struct request {
     int64_t deadline_ms; /* end of the wait; 0 = try once */
     int64_t sent_ms;     /* when the current Redis call was sent (validity starts here) */
     int expired;         /* the wait ran out while a try was in Redis */
+    /* acquire: it found the lock taken (a busy answer, or a queue before it), and how
+     * that ended was counted (contention.h) */
+    uint8_t contended;
+    uint8_t contention_counted;
     /* acquire: Redis's latest busy answer (holder.h): when the key's PTTL ends on
      * util_now_ms()'s clock (-1: no expiry; 0: no answer yet), and who held it
      * (REPLY_HELD_BY_*), for the holder a TIMEOUT reports */

@@ -33,6 +33,8 @@ void admin_list_locks(struct session *s, uint64_t id, const Rlock__V1__ListLocks
 void admin_force_release(struct session *s, uint64_t id, const Rlock__V1__ForceRelease *q);
 void admin_kill_session(struct session *s, uint64_t id, const Rlock__V1__KillSession *q);
 void admin_server_info(struct session *s, uint64_t id, const Rlock__V1__ServerInfo *q);
+/* The most contended resources (admin_top.c, contention.h). */
+void admin_top_resources(struct session *s, uint64_t id, const Rlock__V1__TopResources *q);
 /* Stats (any role): the counts and every metric's samples, beside ServerInfo's view. */
 void admin_stats(struct session *s, uint64_t id);
 

@@ -208,30 +208,50 @@ READER(read_http_refused)
 }
 READER(read_http_conns) { one(m, sample, ctx, http_connections(srv)); }
 
+/* The samples of histogram h: its buckets cumulated, _sum and _count; each sample's labels
+ * start with label (such as 'op="acquire",'; "" for none). */
+static void histogram(const struct metric_def *m, sample_fn *sample, void *ctx,
+                      const struct metric_histogram *h, const double bounds[METRIC_BUCKETS - 1],
+                      const char *label)
+{
+    char labels[96];
+    uint64_t cumulative = 0;
+    for (size_t b = 0; b < METRIC_BUCKETS; b++) {
+        cumulative += h->buckets[b];
+        if (b < METRIC_BUCKETS - 1)
+            snprintf(labels, sizeof labels, "%sle=\"%g\"", label, bounds[b]);
+        else
+            snprintf(labels, sizeof labels, "%sle=\"+Inf\"", label);
+        struct metric_sample s = {m->name, "_bucket", labels, (double)cumulative};
+        sample(ctx, &s);
+    }
+    /* The same labels without le and the comma before it. */
+    size_t n = strlen(label);
+    snprintf(labels, sizeof labels, "%.*s", n > 0 ? (int)n - 1 : 0, label);
+    struct metric_sample sum = {m->name, "_sum", labels, h->sum};
+    sample(ctx, &sum);
+    struct metric_sample count = {m->name, "_count", labels, (double)h->count};
+    sample(ctx, &count);
+}
+
 READER(read_latency)
 {
     for (int op = 1; op < METRIC_OPS; op++) {
         const char *name = wire_op_name(op);
         if (name == NULL)
             continue;
-        const struct metric_histogram *h = &srv->mx.latency[op];
-        char labels[96];
-        uint64_t cumulative = 0;
-        for (size_t b = 0; b < METRIC_BUCKETS; b++) {
-            cumulative += h->buckets[b];
-            if (b < METRIC_BUCKETS - 1)
-                snprintf(labels, sizeof labels, "op=\"%s\",le=\"%g\"", name, counters_latency_bounds[b]);
-            else
-                snprintf(labels, sizeof labels, "op=\"%s\",le=\"+Inf\"", name);
-            struct metric_sample s = {m->name, "_bucket", labels, (double)cumulative};
-            sample(ctx, &s);
-        }
-        snprintf(labels, sizeof labels, "op=\"%s\"", name);
-        struct metric_sample sum = {m->name, "_sum", labels, h->sum};
-        sample(ctx, &sum);
-        struct metric_sample count = {m->name, "_count", labels, (double)h->count};
-        sample(ctx, &count);
+        char label[64];
+        snprintf(label, sizeof label, "op=\"%s\",", name);
+        histogram(m, sample, ctx, &srv->mx.latency[op], counters_latency_bounds, label);
     }
+}
+READER(read_lock_wait)
+{
+    histogram(m, sample, ctx, &srv->mx.lock_wait, counters_lock_time_bounds, "");
+}
+READER(read_lock_hold)
+{
+    histogram(m, sample, ctx, &srv->mx.lock_hold, counters_lock_time_bounds, "");
 }
 
 /* X(name, type, help, reader) — every metric, once. */
@@ -264,6 +284,11 @@ READER(read_latency)
     X("rlockd_request_duration_seconds", "histogram",                                            \
       "Time from a request's arrival to its answer, by operation (acquire: waits included).",   \
       read_latency)                                                                             \
+    X("rlockd_lock_wait_seconds", "histogram",                                                   \
+      "Acquires that found their lock taken: time from arrival to grant, timeout, refusal or "  \
+      "cancel.", read_lock_wait)                                                                \
+    X("rlockd_lock_hold_seconds", "histogram",                                                   \
+      "Locks held through this daemon: time from grant to release or loss.", read_lock_hold)   \
     X("rlockd_frames_rejected_total", "counter", "Client frames refused, by reason.",            \
       read_frames_rejected)                                                                     \
     X("rlockd_connections_rejected_total", "counter",                                            \

@@ -326,6 +326,7 @@ static void respond(struct session *s, uint64_t id, Rlock__V1__Status status, co
     case RLOCK__V1__RESPONSE__BODY_SERVER_INFO: r.server_info = body; break;
     case RLOCK__V1__RESPONSE__BODY_ADOPT: r.adopt = body; break;
     case RLOCK__V1__RESPONSE__BODY_LEADER: r.leader = body; break;
+    case RLOCK__V1__RESPONSE__BODY_TOP_RESOURCES: r.top_resources = body; break;
     default: r.body_case = RLOCK__V1__RESPONSE__BODY__NOT_SET; break;
     }
     if (status != RLOCK__V1__STATUS__STATUS_OK)

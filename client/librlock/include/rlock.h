@@ -693,6 +693,58 @@ struct rlock_holder {
  * completion of an asynchronous acquire, that acquire's holder.
  */
 int rlock_last_holder(struct rlock_holder *out);
+
+/* The orders of rlock_top_resources, each highest first (docs/protocol.md, TopResources). */
+enum rlock_top_order {
+    RLOCK_TOP_WAIT = 0,      /* contention weight: microseconds waited, plus one per acquire
+                                that found the lock taken */
+    RLOCK_TOP_CONTENDED = 1, /* acquires that found the lock taken */
+    RLOCK_TOP_TIMEOUTS = 2,  /* waits that ran out */
+    RLOCK_TOP_HOLD = 3,      /* time held in all */
+    RLOCK_TOP_WAITERS = 4,   /* acquires queued now, then the most queued at once */
+    RLOCK_TOP_LOSSES = 5,    /* locks lost by their holders */
+};
+
+/*
+ * One of the daemon's most contended resources: counted since the daemon's
+ * summary took it in (weight overstated by at most weight_error; the rest
+ * exact since). Times in microseconds; quantiles at most twice the truth.
+ */
+struct rlock_resource_stats {
+    const char *resource;
+    uint64_t weight, weight_error;
+    uint64_t contended;   /* acquires that found it taken; of them: */
+    uint64_t grants, timeouts, refusals, cancels;
+    uint64_t wait_total_us, wait_p50_us, wait_p99_us, wait_max_us;
+    uint64_t holds;       /* holds through the daemon that ended; of them lost: */
+    uint64_t losses;
+    uint64_t hold_total_us, hold_p50_us, hold_p99_us, hold_max_us;
+    uint32_t waiters;     /* acquires of the daemon queued on it now */
+    uint32_t waiters_max; /* the most queued at once */
+    int held;             /* 1: a session of the daemon holds it now, named in holder */
+    struct rlock_holder holder;
+};
+
+/* The daemon's summary as a whole. */
+struct rlock_top_summary {
+    uint32_t capacity;     /* resources it can follow (rlockd's metrics.top_resources) */
+    uint32_t followed;     /* resources it follows now */
+    uint64_t total_weight; /* the weight of every resource since the daemon started */
+    uint64_t error_bound;  /* total_weight / capacity: every resource heavier is followed */
+};
+
+typedef int (*rlock_resource_visit_fn)(const struct rlock_resource_stats *r, void *arg);
+
+/*
+ * The daemon's most contended resources in order (limit: 0 = 10, at most
+ * 1000): visit (may be NULL) is called for each, on the calling thread, as
+ * for the listings; summary (may be NULL) gets the summary's totals. Needs
+ * the admin role when the daemon has tokens.
+ */
+enum rlock_err rlock_top_resources(struct rlock_client *c, enum rlock_top_order order,
+                                   uint32_t limit, rlock_resource_visit_fn visit, void *arg,
+                                   struct rlock_top_summary *summary, uint32_t timeout_ms);
+
 /* Static text of an error ("wait timed out"). */
 const char *rlock_strerror(enum rlock_err e);
 /* Static name of a lost reason ("expired", "stolen", ...). */
