@@ -408,6 +408,7 @@ static const struct ctl_cmd {
     {"info", ctl_info, "describe the daemon: version, configuration, Redis, limits"},
     {"sessions", ctl_sessions, "list the daemon's sessions"},
     {"locks", ctl_locks, "list the locks held through the daemon"},
+    {"top", ctl_top, "show where acquires wait, live: the most contended resources"},
     {"release", ctl_release, "release --force: take a lock away from its holder"},
     {"kill-session", ctl_kill_session, "end a session of the daemon, releasing its locks"},
 };

@@ -88,5 +88,7 @@ int ctl_locks(struct ctl *ctl, int argc, char **argv);
 int ctl_release(struct ctl *ctl, int argc, char **argv);
 int ctl_kill_session(struct ctl *ctl, int argc, char **argv);
 int ctl_info(struct ctl *ctl, int argc, char **argv);
+/* Where acquires wait, live or once (rlockctl_top.c). */
+int ctl_top(struct ctl *ctl, int argc, char **argv);
 
 #endif

@@ -37,7 +37,7 @@ void ctl_json_close(struct ctl_json *j)
     putchar('}');
 }
 
-static void json_key(struct ctl_json *j, const char *key)
+void ctl_json_key(struct ctl_json *j, const char *key)
 {
     if (j->members++ > 0)
         fputs(", ", stdout);
@@ -47,19 +47,19 @@ static void json_key(struct ctl_json *j, const char *key)
 
 void ctl_json_num(struct ctl_json *j, const char *key, uint64_t v)
 {
-    json_key(j, key);
+    ctl_json_key(j, key);
     printf("%" PRIu64, v);
 }
 
 void ctl_json_str(struct ctl_json *j, const char *key, const char *v)
 {
-    json_key(j, key);
+    ctl_json_key(j, key);
     ctl_json_string(v);
 }
 
 void ctl_json_bool(struct ctl_json *j, const char *key, int v)
 {
-    json_key(j, key);
+    ctl_json_key(j, key);
     fputs(v ? "true" : "false", stdout);
 }
 

@@ -22,6 +22,8 @@ void ctl_json_close(struct ctl_json *j); /* "}" */
 void ctl_json_num(struct ctl_json *j, const char *key, uint64_t v);
 void ctl_json_str(struct ctl_json *j, const char *key, const char *v);
 void ctl_json_bool(struct ctl_json *j, const char *key, int v);
+/* The key of a member whose value the caller prints itself (an object, an array, null). */
+void ctl_json_key(struct ctl_json *j, const char *key);
 
 /* A named value; lists of them print as "name  value" lines or as one JSON object. */
 enum ctl_field_kind { CTL_FIELD_NUM, CTL_FIELD_BOOL, CTL_FIELD_STR };

@@ -30,14 +30,17 @@ struct pty {
     pid_t shell;      /* the shell (session leader of the terminal) */
     pid_t job;        /* the shell's job, and its process group */
     char report[320]; /* the shell's report file, in the env's dir */
-    char seen[8192];  /* everything read from the master so far */
+    char seen[8192];  /* what was read from the master so far (the latest, once it is full) */
     size_t nseen;
 };
 
 /* Open a pseudo-terminal and start argv (argv[0] a path) as the job of its shell. */
 void pty_start(struct pty *t, struct h_env *e, char *const argv[]);
-/* Wait until the terminal has shown text (reading everything it writes meanwhile). */
+/* Wait until the terminal has shown text (reading everything it writes meanwhile; of a
+ * program that redraws without end, the latest few kilobytes are kept). */
 void pty_expect(struct pty *t, const char *text);
+/* Forget what the terminal showed so far: the next pty_expect sees only what comes after. */
+void pty_forget(struct pty *t);
 /* Type a character on the terminal (a control character: '\003' is Ctrl-C). */
 void pty_type(struct pty *t, char c);
 /* Type a line on the terminal. */

@@ -16,14 +16,21 @@
  *    a hold taken away (ForceRelease: a loss), three waiters queued at once
  *    (order WAITERS), and the same waits and holds in the metrics endpoint's
  *    rlockd_lock_wait_seconds and rlockd_lock_hold_seconds;
- *  - off: top_resources = 0 follows nothing and answers an empty list.
+ *  - off: top_resources = 0 follows nothing and answers an empty list;
+ *  - top_live: `rlockctl top` under a pseudo-terminal shows the hot resource,
+ *    its holder and its queue, changes its order on a key (t: timeouts) and
+ *    quits on q, leaving the terminal's main screen back;
+ *  - top_once_json: `rlockctl top --once --json` lists what TopResources
+ *    answers, in the same order with the same numbers.
  */
 #include "harness.h"
+#include "pty_shell.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #define HOT 10
 #define COLD 990
@@ -384,8 +391,134 @@ START_TEST(test_off)
 }
 END_TEST
 
+/* --- rlockctl top ---------------------------------------------------------------------- */
+
+/* A followed resource "hot-top" held by "holder-a", two waiters queued on it (1.5 s). */
+struct top_scene {
+    struct rlock_client *a, *b;
+    struct rlock_lock *held;
+    struct queued q[2];
+    pthread_t t[2];
+};
+
+static void top_scene_start(struct h_fixture *f, struct top_scene *sc)
+{
+    sc->a = named_client(&f->e, "holder-a");
+    sc->b = named_client(&f->e, "trier-b");
+    struct rlock_acquire_opts ho = {.ttl_ms = 10000};
+    sc->held = h_acquire_ok(sc->a, "hot-top", &ho);
+    struct rlock_lock *none = NULL;
+    ck_assert_int_eq(rlock_acquire(sc->b, "hot-top", &ho, 0, &none), RLOCK_ERR_NOT_ACQUIRED);
+    for (int i = 0; i < 2; i++) {
+        sc->q[i] = (struct queued){.e = &f->e, .resource = "hot-top"};
+        ck_assert_int_eq(pthread_create(&sc->t[i], NULL, queued_waiter, &sc->q[i]), 0);
+    }
+}
+
+static void top_scene_stop(struct top_scene *sc)
+{
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(pthread_join(sc->t[i], NULL), 0);
+        ck_assert_int_eq(sc->q[i].rc, RLOCK_ERR_TIMEOUT);
+    }
+    rlock_lock_free(sc->held);
+    rlock_close(sc->a);
+    rlock_close(sc->b);
+}
+
+START_TEST(test_top_live)
+{
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
+    struct top_scene sc;
+    top_scene_start(&f, &sc);
+    char bin[512];
+    h_bin("rlockctl", bin, sizeof bin);
+    char *argv[] = {bin, "--server", f.e.rlockd_addr, "top", "--interval", "200ms", NULL};
+    struct pty t;
+    pty_start(&t, &f.e, argv);
+    pty_expect(&t, "order: wait");
+    pty_expect(&t, "hot-top");
+    pty_expect(&t, "holder-a"); /* the holder column */
+    pty_expect(&t, " 2/2 ");    /* queued now / most at once */
+    pty_forget(&t);
+    pty_type(&t, 't');
+    pty_expect(&t, "order: timeouts");
+    pty_forget(&t);
+    pty_type(&t, 'q');
+    int status, fg;
+    pty_report(&t, "EXIT ", &status, &fg);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rlockctl top: status %d",
+                  status);
+    pty_expect(&t, "\033[?1049l"); /* the main screen is back */
+    pty_stop(&t);
+    top_scene_stop(&sc);
+    h_fixture_stop(&f);
+}
+END_TEST
+
+START_TEST(test_top_once_json)
+{
+    static struct top_list list;
+    struct h_fixture f;
+    h_fixture_start_env(&f, NULL);
+    struct top_scene sc;
+    top_scene_start(&f, &sc);
+    /* A second resource, tried more often but waited for less than hot-top: the orders
+     * contended and wait differ. */
+    struct rlock_acquire_opts ho = {.ttl_ms = 10000};
+    struct rlock_lock *many = h_acquire_ok(sc.a, "many-tries", &ho);
+    for (int i = 0; i < 5; i++) {
+        struct rlock_lock *none = NULL;
+        ck_assert_int_eq(rlock_acquire(sc.b, "many-tries", &ho, 0, &none),
+                         RLOCK_ERR_NOT_ACQUIRED);
+    }
+    rlock_lock_free(many);
+    top_scene_stop(&sc); /* quiet: the numbers stay as they are */
+    struct rlock_top_summary sum;
+    struct rlock_client *asker = named_client(&f.e, "asker");
+    top(asker, RLOCK_TOP_CONTENDED, 5, &list, &sum);
+    rlock_close(asker);
+    ck_assert_int_eq(list.n, 2);
+    ck_assert_str_eq(list.st[0].resource, "many-tries"); /* 5 against hot-top's 3 */
+
+    char bin[512], out[400];
+    h_bin("rlockctl", bin, sizeof bin);
+    h_env_path(&f.e, "top.json", out, sizeof out);
+    char *argv[] = {bin, "--server", f.e.rlockd_addr, "top", "--once", "--json", "--order",
+                    "contended", "--limit", "5", NULL};
+    pid_t pid = h_spawn(argv, out);
+    int status = 0;
+    ck_assert_msg(h_wait_exit(pid, 10000, &status) == 0, "rlockctl top did not exit");
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+    char *text = h_read_file(out);
+    ck_assert_ptr_nonnull(text);
+    printf("contention: rlockctl top --once --json:\n%s", text);
+    ck_assert_msg(strstr(text, "\"order\": \"contended\"") != NULL, "no order in %s", text);
+    char want[256];
+    snprintf(want, sizeof want, "\"capacity\": %u, \"followed\": %u", sum.capacity,
+             sum.followed);
+    ck_assert_msg(strstr(text, want) != NULL, "'%s' not in %s", want, text);
+    const char *at = text;
+    for (int i = 0; i < list.n; i++) {
+        const struct rlock_resource_stats *st = &list.st[i];
+        snprintf(want, sizeof want,
+                 "\"resource\": \"%s\", \"weight\": %" PRIu64 ", \"weight_error\": %" PRIu64
+                 ", \"contended\": %" PRIu64 ", \"grants\": %" PRIu64 ", \"timeouts\": %" PRIu64,
+                 st->resource, st->weight, st->weight_error, st->contended, st->grants,
+                 st->timeouts);
+        const char *p = strstr(at, want);
+        ck_assert_msg(p != NULL, "entry %d '%s' not in order in %s", i + 1, want, text);
+        at = p + 1;
+    }
+    free(text);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 int main(void)
 {
-    const TTest *tests[] = {test_hot_ranked, test_grants_holds_losses, test_off};
+    const TTest *tests[] = {test_hot_ranked, test_grants_holds_losses, test_off, test_top_live,
+                            test_top_once_json};
     return h_run_tests("contention", 120, tests, H_LEN(tests));
 }
