@@ -216,6 +216,7 @@ struct queued {
     struct h_env *e;
     const char *resource;
     int shared;
+    uint32_t wait_ms; /* 0: 1500 */
     enum rlock_err rc;
 };
 
@@ -227,7 +228,8 @@ static void *queued_waiter(void *arg)
         q->rc = RLOCK_ERR_CONNECT;
         return NULL;
     }
-    struct rlock_acquire_opts o = {.ttl_ms = 10000, .wait_ms = 1500, .shared = q->shared};
+    struct rlock_acquire_opts o = {.ttl_ms = 10000, .wait_ms = q->wait_ms ? q->wait_ms : 1500,
+                                   .shared = q->shared};
     struct rlock_lock *l = NULL;
     q->rc = rlock_acquire(c, q->resource, &o, 0, &l);
     if (q->rc == RLOCK_OK) { /* a short hold, released before the session ends */
@@ -265,6 +267,8 @@ START_TEST(test_grants_holds_losses)
     struct queued q = {.e = &f.e, .resource = "g-1"};
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, queued_waiter, &q), 0);
+    /* Its wait starts once it is queued (its thread connects first). */
+    ck_assert_int_ge(h_wait_stats_of(a, 1, 1, 10000, NULL), 0);
     h_sleep_ms(300);
     ck_assert_int_eq(rlock_release(la, 5000), RLOCK_OK);
     rlock_lock_free(la);
@@ -309,14 +313,11 @@ START_TEST(test_grants_holds_losses)
     struct queued qs[3];
     pthread_t ts[3];
     for (int i = 0; i < 3; i++) {
-        qs[i] = (struct queued){.e = &f.e, .resource = "q-1"};
+        qs[i] = (struct queued){.e = &f.e, .resource = "q-1", .wait_ms = 5000};
         ck_assert_int_eq(pthread_create(&ts[i], NULL, queued_waiter, &qs[i]), 0);
     }
-    int64_t deadline = h_now_ms() + 1000;
-    do {
-        top(a, RLOCK_TOP_WAITERS, 1, &list, &sum);
-        h_sleep_ms(20);
-    } while ((list.n < 1 || list.st[0].waiters < 3) && h_now_ms() < deadline);
+    ck_assert_int_ge(h_wait_stats_of(a, 1, 3, 10000, NULL), 0);
+    top(a, RLOCK_TOP_WAITERS, 1, &list, &sum);
     ck_assert_int_eq(list.n, 1);
     ck_assert_str_eq(list.st[0].resource, "q-1");
     ck_assert_uint_eq(list.st[0].waiters, 3);
@@ -344,6 +345,7 @@ START_TEST(test_grants_holds_losses)
         q2[i] = (struct queued){.e = &f.e, .resource = "g-2", .shared = 1};
         ck_assert_int_eq(pthread_create(&t2[i], NULL, queued_waiter, &q2[i]), 0);
     }
+    ck_assert_int_ge(h_wait_stats_of(a, 2, 2, 10000, NULL), 0); /* q-1 is still A's too */
     h_sleep_ms(300);
     ck_assert_int_eq(rlock_release(la, 5000), RLOCK_OK);
     rlock_lock_free(la);
@@ -393,7 +395,8 @@ END_TEST
 
 /* --- rlockctl top ---------------------------------------------------------------------- */
 
-/* A followed resource "hot-top" held by "holder-a", two waiters queued on it (1.5 s). */
+/* A followed resource "hot-top" held by "holder-a", two waiters queued on it until it is
+ * released (top_scene_stop), however slow the machine. */
 struct top_scene {
     struct rlock_client *a, *b;
     struct rlock_lock *held;
@@ -410,16 +413,18 @@ static void top_scene_start(struct h_fixture *f, struct top_scene *sc)
     struct rlock_lock *none = NULL;
     ck_assert_int_eq(rlock_acquire(sc->b, "hot-top", &ho, 0, &none), RLOCK_ERR_NOT_ACQUIRED);
     for (int i = 0; i < 2; i++) {
-        sc->q[i] = (struct queued){.e = &f->e, .resource = "hot-top"};
+        sc->q[i] = (struct queued){.e = &f->e, .resource = "hot-top", .wait_ms = 60000};
         ck_assert_int_eq(pthread_create(&sc->t[i], NULL, queued_waiter, &sc->q[i]), 0);
     }
+    ck_assert_int_ge(h_wait_stats_of(sc->a, 1, 2, 10000, NULL), 0);
 }
 
 static void top_scene_stop(struct top_scene *sc)
 {
+    ck_assert_int_eq(rlock_release(sc->held, 5000), RLOCK_OK);
     for (int i = 0; i < 2; i++) {
         ck_assert_int_eq(pthread_join(sc->t[i], NULL), 0);
-        ck_assert_int_eq(sc->q[i].rc, RLOCK_ERR_TIMEOUT);
+        ck_assert_int_eq(sc->q[i].rc, RLOCK_OK); /* granted in turn, and released */
     }
     rlock_lock_free(sc->held);
     rlock_close(sc->a);
