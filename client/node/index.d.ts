@@ -126,6 +126,13 @@ export interface AcquireOptions extends CallOptions {
   maxHold?: number;
   /** After an unclean end of the session nobody gets the lock for this long, ms. */
   lockDelay?: number;
+  /**
+   * Your trace id for this lock (a W3C traceparent, or an opaque id: at most 128
+   * printable ASCII characters without space, quote or backslash): the daemon
+   * writes it on every log line about the lock (wait, grant, refusal, release,
+   * failed renewals, loss).
+   */
+  traceId?: string;
   /** false: the daemon does not renew the lease (use extend()). Default true. */
   watchdog?: boolean;
   /** Who acquires: acquires with the same owner re-enter. Default: a new owner per acquire. Below 2^63. */

@@ -93,40 +93,63 @@ void log_msg(int level, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Lines a peer can cause: this many a second, the rest counted (process-wide, as the level). */
-#define LOG_PEER_PER_SECOND 20
-static struct {
+/* Lines of a kind clients can cause at will: at most `per_second` a second, the rest
+ * counted and reported once the next second's first such line comes (process-wide, as
+ * the level). */
+struct log_limit {
+    const char *what; /* "about peers (...)": the summary line names them */
+    uint32_t per_second;
     int64_t window_ms; /* start of the current second */
     uint32_t lines;    /* written in it */
     uint64_t dropped;  /* not written since the last summary */
-} peer_limit;
+};
 
-void log_peer_msg(int level, const char *fmt, ...)
+#define LOG_PEER_PER_SECOND 20
+static struct log_limit peer_limit = {
+    "about peers (refused connections, Hellos, frames)", LOG_PEER_PER_SECOND, 0, 0, 0};
+#define LOG_TRACE_PER_SECOND 1000
+static struct log_limit trace_limit = {"of traced lock operations", LOG_TRACE_PER_SECOND, 0,
+                                       0, 0};
+
+static void log_limited(struct log_limit *l, int level, const char *fmt, va_list ap)
 {
     if (!log_enabled(level))
         return;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    if (now - peer_limit.window_ms >= 1000) {
-        if (peer_limit.dropped > 0)
+    if (now - l->window_ms >= 1000) {
+        if (l->dropped > 0)
             log_msg(LOG_LEVEL_WARN,
-                    "log: %llu more lines about peers (refused connections, Hellos, frames) not "
-                    "written since %lld ms ago; at most %d a second are",
-                    (unsigned long long)peer_limit.dropped,
-                    (long long)(now - peer_limit.window_ms), LOG_PEER_PER_SECOND);
-        peer_limit.window_ms = now;
-        peer_limit.lines = 0;
-        peer_limit.dropped = 0;
+                    "log: %llu more lines %s not written since %lld ms ago; at most %u a "
+                    "second are",
+                    (unsigned long long)l->dropped, l->what, (long long)(now - l->window_ms),
+                    l->per_second);
+        l->window_ms = now;
+        l->lines = 0;
+        l->dropped = 0;
     }
-    if (peer_limit.lines >= LOG_PEER_PER_SECOND) {
-        peer_limit.dropped++;
+    if (l->lines >= l->per_second) {
+        l->dropped++;
         return;
     }
-    peer_limit.lines++;
+    l->lines++;
+    log_vmsg(level, fmt, ap);
+}
+
+void log_peer_msg(int level, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    log_vmsg(level, fmt, ap);
+    log_limited(&peer_limit, level, fmt, ap);
+    va_end(ap);
+}
+
+void log_trace_msg(int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_limited(&trace_limit, level, fmt, ap);
     va_end(ap);
 }
 

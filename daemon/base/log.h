@@ -40,6 +40,12 @@ void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
  * journald drop the lines that matter (a lost lock).
  */
 void log_peer_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * A line about a lock operation that carries a client's trace id (its grant, wait,
+ * release, loss or failed renewal): written only for operations a client chose to
+ * trace, so at most 1000 a second, the rest counted and reported as above.
+ */
+void log_trace_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
  * s with backslash and double quote escaped (\\, \") and every byte outside

@@ -43,7 +43,7 @@ void lease_unref(struct lease *l)
     if (--l->refs > 0)
         return;
     resource_unref(l->res);
-    free(l->max_hold);
+    free(l->extra);
     free(l);
 }
 
@@ -119,22 +119,26 @@ struct lease *lease_new(struct session *s, struct resource *res, const struct le
     l->valid_until_ms = g->sent_ms + key_ttl;
     l->max_expiry_ms = now + key_ttl + LEASE_DRIFT_MS(key_ttl);
     l->next_renew_ms = g->sent_ms + key_ttl / 3;
-    if (g->max_hold_wall_ms != 0 || g->max_hold_ms != 0) {
-        l->max_hold = malloc(sizeof *l->max_hold);
-        if (l->max_hold == NULL) {
+    size_t trace_len = g->trace != NULL ? strlen(g->trace) : 0;
+    if (g->max_hold_wall_ms != 0 || g->max_hold_ms != 0 || trace_len > 0) {
+        l->extra = calloc(1, sizeof *l->extra + trace_len + 1);
+        if (l->extra == NULL) {
             resource_unref(res);
             free(l);
             return NULL;
         }
+        if (trace_len > 0)
+            memcpy(l->extra->trace, g->trace, trace_len + 1);
         if (g->max_hold_wall_ms != 0) {
-            /* Another daemon's deadline, on the wall clock: what is left of it from now. */
+            /* Another daemon's deadline, on the wall clock: what is left of it from now
+             * (at least 1: 0 means none). */
             uint64_t wall = util_wall_ms();
-            l->max_hold->wall_ms = g->max_hold_wall_ms;
-            l->max_hold->at_ms =
+            l->extra->max_hold_wall_ms = g->max_hold_wall_ms;
+            l->extra->max_hold_at_ms =
                 now + (g->max_hold_wall_ms > wall ? (int64_t)(g->max_hold_wall_ms - wall) : 0);
-        } else {
-            l->max_hold->at_ms = now + g->max_hold_ms;
-            l->max_hold->wall_ms = util_wall_ms() + g->max_hold_ms;
+        } else if (g->max_hold_ms != 0) {
+            l->extra->max_hold_at_ms = now + g->max_hold_ms;
+            l->extra->max_hold_wall_ms = util_wall_ms() + g->max_hold_ms;
         }
     }
     TAILQ_INSERT_TAIL(&s->leases, l, sess_link);
@@ -197,7 +201,7 @@ void lease_seal(const struct lease *l, char *out)
         .fence = l->fence,
         .ttl_ms = l->ttl_ms,
         .watchdog = l->watchdog,
-        .max_hold_until_ms = l->max_hold != NULL ? l->max_hold->wall_ms : 0,
+        .max_hold_until_ms = lease_max_hold_wall(l),
         .lock_delay_ms = l->lock_delay_ms,
     };
     seal_lock(&srv->resume_key, &t, out);
@@ -211,8 +215,8 @@ void lease_schedule(struct lease *l)
         return;
     }
     int64_t at = l->valid_until_ms - LEASE_MARGIN_MS(l->ttl_ms);
-    if (l->max_hold != NULL && l->max_hold->at_ms < at)
-        at = l->max_hold->at_ms;
+    if (lease_max_hold_at(l) != 0 && lease_max_hold_at(l) < at)
+        at = lease_max_hold_at(l);
     if ((l->watchdog || l->verify) && !l->renewing && l->next_renew_ms < at)
         at = l->next_renew_ms;
     twheel_set(&srv->lease_timers, &l->timer, at);
@@ -278,8 +282,10 @@ void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why)
         resource_unref(res);
         return;
     }
-    log_info("session %s (%s): lost lock %s (fence %llu): %s", s->id, s->peer, res->name,
-             (unsigned long long)l->fence, why);
+    const char *trace = lease_trace(l);
+    log_info("session %s (%s): lost lock %s (fence %llu): %s%s%s", s->id, s->peer, res->name,
+             (unsigned long long)l->fence, why, trace != NULL ? "; trace " : "",
+             trace != NULL ? trace : "");
     lease_push_lost(s, res->name, l->token, l->fence, reason, why);
     if (reason == RLOCK__V1__LOST_REASON__LOST_FORCED) {
         /*

@@ -51,10 +51,14 @@ struct resource;
 /* A lease is treated as lost this long before its validity ends. */
 #define LEASE_MARGIN_MS(ttl_ms) (LEASE_LATENESS_MS + LEASE_DRIFT_MS(ttl_ms))
 
-/* A lease's max_hold deadline, when it has one. */
-struct lease_max_hold {
-    int64_t at_ms;    /* on util_now_ms()'s clock */
-    uint64_t wall_ms; /* the same on the wall clock, as sealed (seal.h) */
+/* The longest trace id a client may attach to an operation (docs/protocol.md §6.12). */
+#define LEASE_TRACE_MAX 128
+
+/* What few leases have, kept out of every lease's bytes: a max_hold deadline, a trace id. */
+struct lease_extra {
+    int64_t max_hold_at_ms;    /* on util_now_ms()'s clock; 0 = no max_hold */
+    uint64_t max_hold_wall_ms; /* the same on the wall clock, as sealed (seal.h) */
+    char trace[];              /* the acquire's trace id; "" = none */
 };
 
 /*
@@ -90,7 +94,7 @@ struct lease {
     int64_t valid_until_ms;
     int64_t max_expiry_ms;
     int64_t next_renew_ms;
-    struct lease_max_hold *max_hold; /* NULL = none (rare: kept out of every lease's bytes) */
+    struct lease_extra *extra; /* NULL = no max_hold and no trace id (most leases) */
     struct twheel_node timer; /* in srv->lease_timers while held */
     TAILQ_ENTRY(lease) renew_link; /* on its connection's renew queue (watchdog.c) */
     TAILQ_ENTRY(lease) sess_link;
@@ -114,7 +118,23 @@ struct lease_grant {
     int shared;                 /* a shared hold (group_acquire.lua granted it) */
     uint32_t limit, permits;    /* a semaphore's (shared is set); 0 = a read-write lock */
     int leader;                 /* a campaign's grant: the lock leads an election */
+    const char *trace;          /* the acquire's trace id (NULL = none) */
 };
+
+/* l's max_hold deadline on util_now_ms()'s clock, and on the wall clock; 0 = none. */
+static inline int64_t lease_max_hold_at(const struct lease *l)
+{
+    return l->extra != NULL ? l->extra->max_hold_at_ms : 0;
+}
+static inline uint64_t lease_max_hold_wall(const struct lease *l)
+{
+    return l->extra != NULL && l->extra->max_hold_at_ms != 0 ? l->extra->max_hold_wall_ms : 0;
+}
+/* l's trace id, or NULL when its acquire had none. */
+static inline const char *lease_trace(const struct lease *l)
+{
+    return l->extra != NULL && l->extra->trace[0] != '\0' ? l->extra->trace : NULL;
+}
 
 /* The group marker of a shared lease or request: "group:rw" or "group:sem:N" (limit N). */
 #define LEASE_MARKER_MAX 24

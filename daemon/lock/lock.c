@@ -74,6 +74,39 @@ static void foreign_end(struct resource *res)
     res->srv->foreign_waits--;
 }
 
+/* --- trace ids ------------------------------------------------------------------ */
+
+/*
+ * The lines of a traced operation: "trace ID: session SID (NAME): what". Only
+ * operations a client traced get them (log_trace_msg bounds their rate); the
+ * trace id was checked (lock_check_trace), the resource name too.
+ */
+#define TRACE_LINE(trace, s, fmt, ...)                                                           \
+    do {                                                                                        \
+        if ((trace) != NULL)                                                                    \
+            log_trace_msg(LOG_LEVEL_INFO, "trace %s: session %s (%s): " fmt, (trace), (s)->id,  \
+                          (s)->name[0] ? (s)->name : "-", __VA_ARGS__);                         \
+    } while (0)
+
+const char *lock_check_trace(const char *trace)
+{
+    size_t n = strlen(trace);
+    if (n > LEASE_TRACE_MAX)
+        return "trace_id too long (at most 128 bytes)";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)trace[i];
+        if (c <= ' ' || c >= 0x7f || c == '"' || c == '\\')
+            return "trace_id: printable ASCII only, without space, quote or backslash";
+    }
+    return NULL;
+}
+
+/* A copy of a checked trace id for a request (NULL: none, or out of memory: untraced). */
+static char *trace_copy(const char *trace)
+{
+    return trace != NULL && trace[0] != '\0' ? strdup(trace) : NULL;
+}
+
 /* --- replies ---------------------------------------------------------------- */
 
 /* Grant (or re-enter) l for the request with id that arrived at arrival_ms. */
@@ -90,7 +123,7 @@ static void answer_acquired(struct session *s, uint64_t id, const struct lease *
     char seal[SEAL_TEXT_LEN + 1];
     lease_seal(l, seal);
     a.seal = seal;
-    a.max_hold_until_ms = l->max_hold != NULL ? l->max_hold->wall_ms : 0;
+    a.max_hold_until_ms = lease_max_hold_wall(l);
     a.lock_delay_ms = l->lock_delay_ms;
     a.mode = l->shared && l->limit == 0 ? RLOCK__V1__LOCK_MODE__MODE_SHARED
                                         : RLOCK__V1__LOCK_MODE__MODE_EXCLUSIVE;
@@ -136,6 +169,9 @@ static void answer_refused(struct request *req, Rlock__V1__Status st, const char
                                                                 : CONTENTION_REFUSED);
     if (req->sess == NULL)
         return;
+    TRACE_LINE(req->trace, req->sess, "acquire %s: %s after %lld ms", req->res->name,
+               st == RLOCK__V1__STATUS__STATUS_TIMEOUT ? "timed out" : "not acquired",
+               (long long)(util_now_ms() - req->arrival_ms));
     Rlock__V1__Holder h;
     counters_acquire_answered(req->srv, st);
     session_respond_refused(req->sess, req->id, st, msg,
@@ -774,6 +810,7 @@ static void acquire_granted(struct request *req, uint64_t fence)
         .limit = req->limit,
         .permits = req->permits,
         .leader = req->value != NULL,
+        .trace = req->trace,
     };
     struct lease *l = lease_new(s, res, &g);
     if (l == NULL) {
@@ -781,6 +818,8 @@ static void acquire_granted(struct request *req, uint64_t fence)
         answer_error(req, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
     } else {
         contention_end(req, CONTENTION_GRANTED);
+        TRACE_LINE(req->trace, s, "granted %s (fence %llu) after %lld ms", res->name,
+                   (unsigned long long)l->fence, (long long)(util_now_ms() - req->arrival_ms));
         answer_acquired(s, req->id, l, req->arrival_ms);
     }
     resource_ref(res);
@@ -804,6 +843,13 @@ static void acquire_busy(struct request *req, long long pttl, int held_by)
         answer_refused(req, RLOCK__V1__STATUS__STATUS_TIMEOUT, "wait timed out");
         lock_request_done(req);
         return;
+    }
+    if (!req->wait_traced) {
+        req->wait_traced = 1;
+        TRACE_LINE(req->trace, req->sess, "acquire %s waits (%s)", res->name,
+                   held_by == REPLY_HELD_BY_FOREIGN ? "held outside rlockd"
+                   : RESOURCE_HELD_HERE(res)        ? "held through this daemon"
+                                                    : "held through another daemon");
     }
     /* Only the head of the queue tries, so this is the head: wait for a wake-up. */
     res->head_trying = 0;
@@ -1045,6 +1091,8 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
     }
 
     const char *kind_bad = lock_check_kind(a);
+    if (kind_bad == NULL)
+        kind_bad = lock_check_trace(a->trace_id);
     if (kind_bad != NULL) {
         acquire_refuse(s, id, RLOCK__V1__STATUS__STATUS_INVALID, kind_bad);
         return 0;
@@ -1143,6 +1191,7 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         }
         memcpy(req->value, req->value_len > 0 ? a->value : "", req->value_len + 1);
     }
+    req->trace = trace_copy(a->trace_id);
     req->max_hold_ms = effective_max_hold(cfg, a->max_hold_ms);
     req->lock_delay_ms = effective_lock_delay(cfg, a->lock_delay_ms);
     req->arrival_ms = s->last_frame_ms;
@@ -1218,6 +1267,11 @@ static int release_unanswered(struct session *s, uint64_t id, const Rlock__V1__R
 
 int lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r)
 {
+    const char *bad = lock_check_trace(r->trace_id);
+    if (bad != NULL) {
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
+        return 0;
+    }
     if (r->acquire_id != 0)
         return release_unanswered(s, id, r);
     struct lease *l = lock_session_lease(s, r->resource);
@@ -1243,6 +1297,9 @@ int lock_release(struct session *s, uint64_t id, const Rlock__V1__Release *r)
     char token[UTIL_UUID_LEN + 1];
     memcpy(token, l->token, sizeof token);
     int64_t max_expiry = l->max_expiry_ms;
+    TRACE_LINE(r->trace_id[0] != '\0' ? r->trace_id : lease_trace(l), s,
+               "released %s (fence %llu) after %lld ms held", l->res->name,
+               (unsigned long long)l->fence, (long long)(util_now_ms() - l->granted_ms));
     lease_forget(l);
     release_send(req, token, max_expiry);
     return 1;
@@ -1294,6 +1351,11 @@ static void extend_reply_cb(const redisReply *reply, const char *err, void *arg)
 
 int lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e)
 {
+    const char *bad = lock_check_trace(e->trace_id);
+    if (bad != NULL) {
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INVALID, bad);
+        return 0;
+    }
     struct lease *l = lock_session_lease(s, e->resource);
     if (l == NULL || (e->token[0] != '\0' && strcmp(e->token, l->token) != 0)) {
         session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_NOT_HELD,
@@ -1324,6 +1386,8 @@ int lock_extend(struct session *s, uint64_t id, const Rlock__V1__Extend *e)
     request_set_state(req, REQUEST_IN_REDIS);
     req->sent_ms = util_now_ms();
     l->extending = 1;
+    TRACE_LINE(e->trace_id[0] != '\0' ? e->trace_id : lease_trace(l), s,
+               "extend %s (fence %llu) to %u ms", l->res->name, (unsigned long long)l->fence, ttl);
     calls_renew(s->srv, &l, &ttl, 1, extend_reply_cb, req);
     return 1;
 }

@@ -36,6 +36,8 @@ int lock_check_ttl(const struct config *cfg, uint32_t *ttl);
 #define LOCK_VALUE_MAX 1024
 #define LOCK_VALUE_MAX_TEXT "1024"
 const char *lock_check_kind(const Rlock__V1__Acquire *a);
+/* NULL when trace ("" = none) is a trace id the daemon logs as it is, else the INVALID message. */
+const char *lock_check_trace(const char *trace);
 
 /*
  * Request handlers (the session is ACTIVE). Each answers exactly once: at

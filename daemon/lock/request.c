@@ -65,6 +65,7 @@ void request_free(struct request *r)
     if (r->deadline_ev != NULL)
         event_free(r->deadline_ev);
     free(r->value);
+    free(r->trace);
     if (r->quota != NULL) {
         r->quota->locks--;
         quota_put(&srv->quotas, r->quota);

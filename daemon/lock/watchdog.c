@@ -74,6 +74,11 @@ static void renew_reply_cb(const redisReply *reply, const char *err, void *arg)
             lease_lose(l, RLOCK__V1__LOST_REASON__LOST_STOLEN, "the key holds another token");
         } else {
             b->q->srv->mx.renew_failures++;
+            if (lease_trace(l) != NULL)
+                log_trace_msg(LOG_LEVEL_INFO, "trace %s: session %s: renew of %s (fence %llu) "
+                              "failed: %s; retried", lease_trace(l), l->sess->id, l->res->name,
+                              (unsigned long long)l->fence,
+                              reply == NULL ? err : text != NULL ? text : "no usable answer");
             lease_unconfirmed(l, b->ttls[i]);
             l->next_renew_ms = now + WATCHDOG_RETRY_MS;
             lease_schedule(l);
@@ -145,7 +150,7 @@ static void renew_queue(struct server *srv, struct lease *l)
 /* l's timer fired at now: lose it, queue it for renewal, or just re-aim its timer. */
 static void lease_due(struct server *srv, struct lease *l, int64_t now)
 {
-    if (l->max_hold != NULL && now >= l->max_hold->at_ms) {
+    if (lease_max_hold_at(l) != 0 && now >= lease_max_hold_at(l)) {
         lease_lose(l, RLOCK__V1__LOST_REASON__LOST_MAX_HOLD, "held for its max_hold");
         return;
     }

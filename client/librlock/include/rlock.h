@@ -210,7 +210,14 @@ struct rlock_acquire_opts {
                                the leader's, atomically: the lock's fence is the leader's
                                term. Releasing the lock resigns; losing it is losing the
                                leadership. Usually with a wait. Not for rlock_acquire_all */
+    const char *trace_id;   /* NULL or "": none. Else your trace id for this lock (a W3C
+                               traceparent, or an opaque id; at most RLOCK_TRACE_MAX printable
+                               ASCII bytes without space, quote or backslash): the daemon
+                               writes it on every log line about the lock — its wait, grant,
+                               refusal, release, loss, failed renewals */
 };
+/* The longest trace id (rlock_acquire_opts.trace_id). */
+#define RLOCK_TRACE_MAX 128
 /* The largest semaphore limit the daemon takes. */
 #define RLOCK_LIMIT_MAX 1000000u
 /* The longest campaign value, in bytes (without the NUL). */

@@ -54,6 +54,19 @@ function checkOwner(owner) {
  * limit 1..1000000 makes the resource a semaphore; permits (default 1) is
  * 1..limit and needs limit; a semaphore is never shared.
  */
+// The daemon logs a trace id as it is: at most 128 bytes of printable ASCII without space,
+// quote or backslash (docs/protocol.md §6.12). undefined or '': none.
+const TRACE_ID_MAX = 128;
+function checkTraceId(id) {
+  if (id === undefined || id === '') return '';
+  if (typeof id !== 'string') throw new TypeError(`traceId must be a string, got ${typeof id}`);
+  if (id.length > TRACE_ID_MAX || !/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(id)) {
+    throw new RangeError(
+      `traceId must be 1 to ${TRACE_ID_MAX} printable ASCII characters without space, quote or backslash`);
+  }
+  return id;
+}
+
 function checkSemaphore(opts) {
   const { limit, permits } = opts;
   if (limit === undefined) {
@@ -207,6 +220,7 @@ class Client extends EventEmitter {
         throw new TypeError(`shared must be a boolean, got ${typeof opts.shared}`);
       }
       const sem = checkSemaphore(opts);
+      const traceId = checkTraceId(opts.traceId);
       // setOwner: acquireAll's one owner for the set, checked there (it may be the client's own).
       const owner = setOwner ?? (opts.owner !== undefined ? checkOwner(opts.owner) : this.nextOwner());
       const { signal } = opts;
@@ -235,6 +249,7 @@ class Client extends EventEmitter {
         mode: opts.shared ? MODE_SHARED : MODE_EXCLUSIVE,
         limit: sem.limit,
         permits: sem.permits,
+        trace_id: traceId,
       };
       if (campaign) {
         body.campaign = true;
