@@ -134,3 +134,16 @@ const char *wire_op_name(int op)
         protobuf_c_message_descriptor_get_field(&rlock__v1__request__descriptor, (unsigned)op);
     return f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE ? f->name : NULL;
 }
+
+const char *wire_check_trace_id(const char *id)
+{
+    size_t n = strlen(id);
+    if (n > WIRE_TRACE_MAX)
+        return "trace_id too long (at most 128 bytes)";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)id[i];
+        if (c <= ' ' || c >= 0x7f || c == '"' || c == '\\')
+            return "trace_id: printable ASCII only, without space, quote or backslash";
+    }
+    return NULL;
+}

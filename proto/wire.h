@@ -79,4 +79,14 @@ const char *wire_lost_reason_name(int reason);
  * schema; NULL for a case the schema does not have. */
 const char *wire_op_name(int op);
 
+/* The longest trace id (Acquire.trace_id; docs/protocol.md §6.12). */
+#define WIRE_TRACE_MAX 128
+/*
+ * NULL when id (not NULL; "" = none) is a trace id a daemon may log as it is: at most
+ * WIRE_TRACE_MAX bytes of printable ASCII without space, quote or backslash (so that no
+ * id can forge a log line or a field of one); else why not. The daemon and librlock
+ * both check with it.
+ */
+const char *wire_check_trace_id(const char *id);
+
 #endif

@@ -658,18 +658,9 @@ RLOCK_API int rlock_lost_fd(struct rlock_client *c)
 
 enum rlock_err rlk_acquire_check(const struct rlock_acquire_opts *o)
 {
-    if (o->trace_id != NULL) {
-        size_t n = strlen(o->trace_id);
-        if (n > RLOCK_TRACE_MAX)
-            return rlk_fail(RLOCK_ERR_ARG, "trace id of %zu bytes: at most RLOCK_TRACE_MAX (%u)",
-                            n, RLOCK_TRACE_MAX);
-        for (size_t i = 0; i < n; i++) {
-            unsigned char ch = (unsigned char)o->trace_id[i];
-            if (ch <= ' ' || ch >= 0x7f || ch == '"' || ch == '\\')
-                return rlk_fail(RLOCK_ERR_ARG, "trace id: printable ASCII only, without space, "
-                                               "quote or backslash");
-        }
-    }
+    const char *bad = o->trace_id != NULL ? wire_check_trace_id(o->trace_id) : NULL;
+    if (bad != NULL)
+        return rlk_fail(RLOCK_ERR_ARG, "%s", bad);
     if (o->campaign_value == NULL)
         return RLOCK_OK;
     size_t len = strlen(o->campaign_value);

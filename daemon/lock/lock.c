@@ -35,6 +35,7 @@
 #include "seal.h"
 #include "tombstone.h"
 #include "validity.h"
+#include "wire.h"
 
 #define WAKE_POLL_MS 1000 /* retry period when the holder's key has no expiry */
 /*
@@ -90,15 +91,7 @@ static void foreign_end(struct resource *res)
 
 const char *lock_check_trace(const char *trace)
 {
-    size_t n = strlen(trace);
-    if (n > LEASE_TRACE_MAX)
-        return "trace_id too long (at most 128 bytes)";
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)trace[i];
-        if (c <= ' ' || c >= 0x7f || c == '"' || c == '\\')
-            return "trace_id: printable ASCII only, without space, quote or backslash";
-    }
-    return NULL;
+    return wire_check_trace_id(trace);
 }
 
 /* A copy of a checked trace id for a request (NULL: none, or out of memory: untraced). */
