@@ -573,7 +573,7 @@ static enum rlock_err status_error(const Rlock__V1__Response *r, const struct rl
                                    struct rlock_error *detail)
 {
     int status = (int)r->status;
-    if (status < 0 || status > RLOCK__V1__STATUS__STATUS_WRONG_KIND) {
+    if (status < 0 || status > RLOCK__V1__STATUS__STATUS_DEADLOCK) {
         rlk_error_set(detail, RLOCK_ERR_PROTOCOL, 0, "unknown status %d from the daemon",
                       status);
         return RLOCK_ERR_PROTOCOL;

@@ -30,6 +30,7 @@
     X(RLOCK_ERR_ALREADY_HELD, "already held by this owner")                                   \
     X(RLOCK_ERR_NOT_FOUND, "not found")                                                       \
     X(RLOCK_ERR_WRONG_KIND, "held in another mode or kind")                                   \
+    X(RLOCK_ERR_DEADLOCK, "deadlock")                                                         \
     X(RLOCK_ERR_ARG, "bad argument")                                                          \
     X(RLOCK_ERR_NOMEM, "out of memory")                                                       \
     X(RLOCK_ERR_CONNECT, "could not connect")                                                 \

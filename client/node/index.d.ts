@@ -10,7 +10,7 @@ import type { ConnectionOptions } from 'node:tls';
 export type StatusCode =
   | 'NOT_ACQUIRED' | 'TIMEOUT' | 'NOT_HELD' | 'INVALID' | 'UNAUTHENTICATED'
   | 'PERMISSION_DENIED' | 'LIMIT_EXCEEDED' | 'UNAVAILABLE' | 'SHUTTING_DOWN' | 'INTERNAL'
-  | 'CANCELLED' | 'ALREADY_HELD' | 'NOT_FOUND' | 'WRONG_KIND';
+  | 'CANCELLED' | 'ALREADY_HELD' | 'NOT_FOUND' | 'WRONG_KIND' | 'DEADLOCK';
 
 /** Codes the client raises itself. */
 export type ClientCode = 'CLOSED' | 'DEADLINE' | 'PROTOCOL' | 'CONNECT' | 'LOCK_LOST' | 'UNCERTAIN';

@@ -37,7 +37,7 @@
     X("", "no such session; leader: nobody leads the election")                               \
     X("69", "cannot connect, or the daemon is unavailable, shutting down or not answering")   \
     X("70", "any other failure")                                                              \
-    X("75", "lock not acquired: held elsewhere, --wait ran out, or a daemon limit was")       \
+    X("75", "lock not acquired: held elsewhere, --wait ran out, a deadlock, or a daemon limit")\
     X("", "reached (too many locks on the session or waiters on the resource); elect:")       \
     X("", "not elected within --wait")                                                        \
     X("77", "the daemon refused the auth token (missing or wrong), or the command needs")    \
@@ -64,6 +64,7 @@ int ctl_exit_code(enum rlock_err e)
         return EX_OK;
     case RLOCK_ERR_NOT_ACQUIRED:
     case RLOCK_ERR_TIMEOUT:
+    case RLOCK_ERR_DEADLOCK:       /* the cycle ends as its other waits end: try again */
     case RLOCK_ERR_LIMIT_EXCEEDED: /* a limit frees up as locks and waiters go: try later */
         return EX_TEMPFAIL;
     case RLOCK_ERR_ARG:

@@ -58,7 +58,7 @@ enum metric_http_reason {
     METRIC_HTTP_COUNT
 };
 
-#define METRIC_STATUSES 15   /* rlock.v1 Status values 0..14 */
+#define METRIC_STATUSES 16   /* rlock.v1 Status values 0..15 */
 #define METRIC_REASONS 7     /* LostReason values 0..6 */
 #define METRIC_OPS 20        /* Request oneof cases below this are timed */
 #define METRIC_BUCKETS 21    /* latency histogram buckets, +Inf included */

@@ -24,6 +24,7 @@
 #include "cleanup.h"
 #include "config.h"
 #include "contention.h"
+#include "deadlock.h"
 #include "election.h"
 #include "holder.h"
 #include "log.h"
@@ -1192,6 +1193,17 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         seal_acquire_token(&srv->resume_key, s->id, id, req->token);
     else
         util_uuid(&srv->rng, req->token);
+    char cycle[1024];
+    if (wait > 0 && RESOURCE_HELD_HERE(res) && deadlock_find(req, cycle, sizeof cycle)) {
+        /* The youngest wait of the cycle is this one: refused, the others go on. */
+        log_peer_info("session %s (%s): %s%s%s", s->id, s->name[0] ? s->name : "-", cycle,
+                      req->trace != NULL ? "; trace " : "", req->trace != NULL ? req->trace : "");
+        req->contended = 1;
+        contention_end(req, CONTENTION_REFUSED);
+        answer_error(req, RLOCK__V1__STATUS__STATUS_DEADLOCK, cycle);
+        lock_request_done(req);
+        return 0;
+    }
     if (wait > 0) {
         req->deadline_ms = util_now_ms() + wait;
         req->deadline_ev = evtimer_new(srv->base, deadline_cb, req);

@@ -38,6 +38,7 @@ enum bench_err bench_err_of_rlock(int rlock_err)
     case RLOCK_ERR_ALREADY_HELD: return BERR_ALREADY_HELD;
     case RLOCK_ERR_NOT_FOUND: return BERR_OTHER;
     case RLOCK_ERR_WRONG_KIND: return BERR_OTHER;
+    case RLOCK_ERR_DEADLOCK: return BERR_OTHER;
     case RLOCK_ERR_ARG: return BERR_ARG;
     case RLOCK_ERR_NOMEM: return BERR_NOMEM;
     case RLOCK_ERR_CONNECT: return BERR_CONNECT;

@@ -71,7 +71,7 @@ extern "C" {
 #define RLOCK_DEFAULT_TIMEOUT_MS 5000u
 #define RLOCK_DEFAULT_ADDRESS "127.0.0.1:7483"
 
-/* Results. Values 1..14 mirror the daemon's status codes (docs/protocol.md). */
+/* Results. Values 1..15 mirror the daemon's status codes (docs/protocol.md). */
 enum rlock_err {
     RLOCK_OK = 0,
     RLOCK_ERR_NOT_ACQUIRED = 1,      /* try-acquire: held by another owner */
@@ -89,6 +89,9 @@ enum rlock_err {
     RLOCK_ERR_NOT_FOUND = 13,        /* rlock_kill_session: no such session */
     RLOCK_ERR_WRONG_KIND = 14,       /* exclusive asked by an owner holding it shared (no upgrade),
                                         or a semaphore and a lock on one name */
+    RLOCK_ERR_DEADLOCK = 15,         /* the wait would close a cycle of clients of the daemon
+                                        waiting for each other; nothing is held (the message
+                                        names the cycle) */
     RLOCK_ERR_ARG = 100,             /* bad argument to a library call */
     RLOCK_ERR_NOMEM = 101,
     RLOCK_ERR_CONNECT = 102,         /* could not connect or say Hello */

@@ -10,7 +10,7 @@ const { fromU64, u64Number } = require('./codec');
 const STATUS_NAMES = Object.freeze([
   'OK', 'NOT_ACQUIRED', 'TIMEOUT', 'NOT_HELD', 'INVALID', 'UNAUTHENTICATED',
   'PERMISSION_DENIED', 'LIMIT_EXCEEDED', 'UNAVAILABLE', 'SHUTTING_DOWN', 'INTERNAL',
-  'CANCELLED', 'ALREADY_HELD', 'NOT_FOUND', 'WRONG_KIND',
+  'CANCELLED', 'ALREADY_HELD', 'NOT_FOUND', 'WRONG_KIND', 'DEADLOCK',
 ]);
 
 // Codes the client raises itself.
