@@ -21,10 +21,12 @@ RLOCK_PACKAGE_PACKAGES="debhelper lintian"
 RLOCK_PACKAGES="$RLOCK_RUN_PACKAGES $RLOCK_PACKAGE_PACKAGES check man-db mandoc systemd strace dpkg-dev file python3
 openssl python3-prometheus-client python3-protobuf protobuf-compiler"
 
-# rlock_install_deps [PACKAGES]: install what is missing of PACKAGES (default: all).
+# rlock_install_deps [PACKAGES [APT-GET OPTIONS...]]: install what is missing of PACKAGES
+# (default: all).
 rlock_install_deps() {
-    local missing=""
-    for p in ${1:-$RLOCK_PACKAGES}; do
+    local missing="" packages=${1:-$RLOCK_PACKAGES}
+    shift || true
+    for p in $packages; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "ok installed" >/dev/null || missing="$missing $p"
     done
     [ -z "$missing" ] && return 0
@@ -32,7 +34,7 @@ rlock_install_deps() {
     local sudo=""
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
     $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" $missing >/dev/null
 }
 
 # rlock_install_node: Node.js 18 or later and npm, for the Node.js client's tests
@@ -44,6 +46,13 @@ rlock_install_node() {
     command -v node >/dev/null 2>&1 && ! dpkg-query -W -f='${Status}' nodejs 2>/dev/null |
         grep "ok installed" >/dev/null && return 0 # a node of its own: run-tests.sh says what lacks
     rlock_install_deps "nodejs npm"
+}
+
+# rlock_install_browser: Chromium and its WebDriver (chromium, chromium-driver), in which a
+# test loads the status page. Without the packages they recommend (printing, desktop
+# integration): a headless browser needs none of them.
+rlock_install_browser() {
+    rlock_install_deps "chromium chromium-driver" --no-install-recommends
 }
 
 # rlock_install_promtool: promtool (a test checks /metrics and the alert rules with it).

@@ -150,8 +150,8 @@ enum config_type {
     X("limits", "max_lock_delay", CONFIG_DURATION, max_lock_delay_ms, "1m", 0, 86400000, 1,     \
       0, "Largest lock_delay an acquire may ask for")                                          \
     X("metrics", "listen", CONFIG_STRING, metrics_listen, "127.0.0.1:9483", 0, 1024, 1, 0,       \
-      "HTTP endpoint for /metrics, /healthz and /readyz: HOST:PORT (numeric) or unix:/path; "  \
-      "empty = off")                                                                           \
+      "HTTP endpoint for /metrics, /healthz, /readyz and the status page (/status): "         \
+      "HOST:PORT (numeric) or unix:/path; empty = off")                                        \
     X("metrics", "top_resources", CONFIG_UINT, top_resources, "1000", 0, 100000, 0, 0,          \
       "The most contended resources followed (TopResources, rlockctl top): wait and hold "    \
       "statistics of each; 0 = none. Memory is fixed by this number, about 1 KiB each")      \

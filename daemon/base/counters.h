@@ -37,7 +37,8 @@ struct server;
     X(TOO_LARGE, "too_large")                                                                   \
     X(BAD_REQUEST, "bad_request")                                                               \
     X(METHOD, "method")                                                                         \
-    X(VERSION, "version")
+    X(VERSION, "version")                                                                       \
+    X(UNAUTHORIZED, "unauthorized")
 
 enum metric_frame_reason {
 #define METRIC_ENUM(id, name) METRIC_FRAME_##id,

@@ -65,14 +65,23 @@ static uint64_t positive(int64_t us)
     return us > 0 ? (uint64_t)us : 0;
 }
 
+void contention_began(struct server *srv, const struct resource *res)
+{
+    if (srv->top == NULL)
+        return;
+    struct topk_entry *e = topk_add(srv->top, res->name, res->name_len, 1);
+    if (e != NULL && res->nwaiters > contention_of(e)->queue_max)
+        contention_of(e)->queue_max = res->nwaiters;
+}
+
 void contention_waited(struct server *srv, const struct resource *res, int64_t wait_us,
-                       enum contention_end end)
+                       enum contention_end end, int began)
 {
     uint64_t us = positive(wait_us);
     counters_histogram_add(&srv->mx.lock_wait, counters_lock_time_bounds, us);
     if (srv->top == NULL)
         return;
-    struct topk_entry *e = topk_add(srv->top, res->name, res->name_len, us + 1);
+    struct topk_entry *e = topk_add(srv->top, res->name, res->name_len, us + (began ? 0 : 1));
     if (e == NULL)
         return;
     struct contention_stats *st = contention_of(e);

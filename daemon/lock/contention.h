@@ -6,7 +6,11 @@
  *
  * The resources are ranked by their contention weight: the microseconds
  * their acquires waited, plus one for each acquire that found the lock taken
- * (so a try refused at once counts too). A weighted Space-Saving summary of
+ * (so a try refused at once counts too). That one is added when the wait
+ * starts, its microseconds when it ends: a resource whose holder does not let
+ * go is followed while its queue grows, not only once a wait is over; the
+ * counts (contended, grants, timeouts, ...) are kept when a wait ends. A
+ * weighted Space-Saving summary of
  * metrics.top_resources counters (topk.h) keeps them: every resource whose
  * weight exceeds W / K (W: the weight of all resources since start, K: the
  * counters) is followed, and a followed resource's weight is overstated by at
@@ -57,9 +61,13 @@ struct contention_stats {
 int contention_start(struct server *srv);
 void contention_stop(struct server *srv);
 
-/* An acquire on res that found it taken ended after waiting wait_us (from its arrival). */
+/* An acquire on res that found it taken starts to wait: its weight's 1 is added now, so that
+ * a resource whose waits have not ended (a holder that does not let go) is followed too. */
+void contention_began(struct server *srv, const struct resource *res);
+/* An acquire on res that found it taken ended after waiting wait_us (from its arrival); began:
+ * contention_began counted its start. */
 void contention_waited(struct server *srv, const struct resource *res, int64_t wait_us,
-                       enum contention_end end);
+                       enum contention_end end, int began);
 /* A hold of res ended after hold_us (lost: by a LockLost). */
 void contention_held(struct server *srv, const struct resource *res, int64_t hold_us, int lost);
 /* res's queue of this daemon grew to res->nwaiters. */

@@ -152,7 +152,18 @@ static void contention_end(struct request *req, enum contention_end end)
     if (!req->contended || req->contention_counted)
         return;
     req->contention_counted = 1;
-    contention_waited(req->srv, req->res, util_now_us() - req->arrival_us, end);
+    contention_waited(req->srv, req->res, util_now_us() - req->arrival_us, end,
+                      req->contention_began);
+}
+
+/* req, which will wait, found its lock taken: followed from now (contention.h). */
+static void contention_begin(struct request *req)
+{
+    req->contended = 1;
+    if (req->contention_began || req->deadline_ms == 0)
+        return;
+    req->contention_began = 1;
+    contention_began(req->srv, req->res);
 }
 
 /* An Acquire that did not get its lock (NOT_ACQUIRED, TIMEOUT): said with who holds it. */
@@ -183,7 +194,7 @@ static void acquire_refuse(struct session *s, uint64_t id, Rlock__V1__Status st,
 static void acquire_refuse_held(struct session *s, uint64_t id, const struct resource *res,
                                 const char *msg, Rlock__V1__Holder *h)
 {
-    contention_waited(s->srv, res, util_now_us() - s->last_frame_us, CONTENTION_REFUSED);
+    contention_waited(s->srv, res, util_now_us() - s->last_frame_us, CONTENTION_REFUSED, 0);
     counters_acquire_answered(s->srv, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED);
     session_respond_refused(s, id, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED, msg, h);
 }
@@ -422,7 +433,7 @@ void lock_kick(struct resource *res)
         Rlock__V1__Status st = RLOCK__V1__STATUS__STATUS_OK;
         int joins = lock_joins(l, head, &st, &refusal);
         if (!joins && refusal == NULL) {
-            head->contended = 1;
+            contention_begin(head);
             break; /* another owner's hold: its release or loss kicks us */
         }
         if (refusal != NULL) {
@@ -827,7 +838,7 @@ static void acquire_busy(struct request *req, long long pttl, int held_by)
     struct resource *res = req->res;
     int64_t now = util_now_ms();
     holder_seen(req, pttl, held_by, now);
-    req->contended = 1;
+    contention_begin(req);
     if (req->deadline_ms == 0) {
         answer_refused(req, RLOCK__V1__STATUS__STATUS_NOT_ACQUIRED, "held by another owner");
         lock_request_done(req);
@@ -1211,10 +1222,12 @@ int lock_acquire(struct session *s, uint64_t id, const Rlock__V1__Acquire *a)
         if (req->deadline_ev != NULL)
             evtimer_add(req->deadline_ev, &tv);
         /* FIFO: join the queue; the head (possibly this one) tries. */
-        req->contended = res->nwaiters > 0; /* others wait before it */
+        int behind = res->nwaiters > 0; /* others wait before it */
         TAILQ_INSERT_TAIL(&res->waiters, req, wait_link);
         req->in_queue = 1;
         res->nwaiters++;
+        if (behind)
+            contention_begin(req);
         contention_queued(srv, res);
         srv->nwaiters++;
         if (req->quota != NULL)

@@ -56,6 +56,7 @@ struct request {
      * that ended was counted (contention.h) */
     uint8_t contended;
     uint8_t contention_counted;
+    uint8_t contention_began; /* its start was counted (contention_began) */
     uint8_t wait_traced; /* acquire: its wait's line was written (trace) */
     char *trace;         /* acquire, release, extend: the client's trace id; NULL = none; owned */
     /* acquire: Redis's latest busy answer (holder.h): when the key's PTTL ends on

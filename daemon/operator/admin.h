@@ -16,7 +16,9 @@
 
 #include "rlock.pb-c.h"
 
+struct server;
 struct session;
+struct admin_ranked;
 
 /* Entries per page when the request says 0, and the most a request may ask for. */
 #define ADMIN_LIMIT_DEFAULT 100
@@ -35,6 +37,19 @@ void admin_kill_session(struct session *s, uint64_t id, const Rlock__V1__KillSes
 void admin_server_info(struct session *s, uint64_t id, const Rlock__V1__ServerInfo *q);
 /* The most contended resources (admin_top.c, contention.h). */
 void admin_top_resources(struct session *s, uint64_t id, const Rlock__V1__TopResources *q);
+
+/* A TopResourcesReply built for the TopResources request and the status page. */
+struct admin_top {
+    Rlock__V1__TopResourcesReply reply; /* points into the rest */
+    struct admin_ranked *all;
+    Rlock__V1__ResourceStats *stats, **ptrs;
+    Rlock__V1__Holder *holders;
+};
+/* The first limit resources in order, their entries at most budget bytes (the first always
+ * there); 0, or -1 when out of memory (t then holds nothing). Free with admin_top_free. */
+int admin_top_build(struct server *srv, Rlock__V1__TopOrder order, uint32_t limit, size_t budget,
+                    struct admin_top *t);
+void admin_top_free(struct admin_top *t);
 /* Stats (any role): the counts and every metric's samples, beside ServerInfo's view. */
 void admin_stats(struct session *s, uint64_t id);
 

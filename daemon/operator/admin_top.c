@@ -26,7 +26,7 @@
 #define ENTRY_OVERHEAD 6
 
 /* The key of e in the order asked, for the sort (ties: by weight). */
-struct ranked {
+struct admin_ranked {
     uint64_t key, then;
     struct topk_entry *e;
     const struct resource *res; /* NULL: not known to this daemon now */
@@ -56,7 +56,7 @@ static uint64_t order_key(Rlock__V1__TopOrder order, const struct topk_entry *e,
 
 static int ranked_cmp(const void *a, const void *b)
 {
-    const struct ranked *x = a, *y = b;
+    const struct admin_ranked *x = a, *y = b;
     if (x->key != y->key)
         return x->key < y->key ? 1 : -1;
     if (x->then != y->then)
@@ -64,7 +64,7 @@ static int ranked_cmp(const void *a, const void *b)
     return strcmp(x->e->name, y->e->name);
 }
 
-static void fill(Rlock__V1__ResourceStats *out, const struct ranked *r, Rlock__V1__Holder *h,
+static void fill(Rlock__V1__ResourceStats *out, const struct admin_ranked *r, Rlock__V1__Holder *h,
                  int64_t now)
 {
     const struct contention_stats *st = contention_of(r->e);
@@ -92,53 +92,71 @@ static void fill(Rlock__V1__ResourceStats *out, const struct ranked *r, Rlock__V
         out->holder = holder_fill(h, r->res, NULL, now);
 }
 
-void admin_top_resources(struct session *s, uint64_t id, const Rlock__V1__TopResources *q)
+void admin_top_free(struct admin_top *t)
 {
-    struct server *srv = s->srv;
-    Rlock__V1__TopResourcesReply reply = RLOCK__V1__TOP_RESOURCES_REPLY__INIT;
+    free(t->all);
+    free(t->stats);
+    free(t->ptrs);
+    free(t->holders);
+    memset(t, 0, sizeof *t);
+}
+
+int admin_top_build(struct server *srv, Rlock__V1__TopOrder order, uint32_t limit, size_t budget,
+                    struct admin_top *t)
+{
+    Rlock__V1__TopResourcesReply *reply = &t->reply;
+    memset(t, 0, sizeof *t);
+    rlock__v1__top_resources_reply__init(reply);
     uint32_t n = srv->top != NULL ? topk_size(srv->top) : 0;
-    uint32_t limit = q->limit == 0 ? TOP_LIMIT_DEFAULT : admin_limit(q->limit);
     if (limit > n)
         limit = n;
-    struct ranked *all = n > 0 ? calloc(n, sizeof *all) : NULL;
-    Rlock__V1__ResourceStats *stats = limit > 0 ? calloc(limit, sizeof *stats) : NULL;
-    Rlock__V1__ResourceStats **ptrs = limit > 0 ? calloc(limit, sizeof *ptrs) : NULL;
-    Rlock__V1__Holder *holders = limit > 0 ? calloc(limit, sizeof *holders) : NULL;
-    if (limit > 0 && (all == NULL || stats == NULL || ptrs == NULL || holders == NULL)) {
-        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
-        goto out;
+    t->all = n > 0 ? calloc(n, sizeof *t->all) : NULL;
+    t->stats = limit > 0 ? calloc(limit, sizeof *t->stats) : NULL;
+    t->ptrs = limit > 0 ? calloc(limit, sizeof *t->ptrs) : NULL;
+    t->holders = limit > 0 ? calloc(limit, sizeof *t->holders) : NULL;
+    if (limit > 0 && (t->all == NULL || t->stats == NULL || t->ptrs == NULL || t->holders == NULL)) {
+        admin_top_free(t);
+        return -1;
     }
+    struct admin_ranked *all = t->all;
     for (uint32_t i = 0; i < n; i++) {
         struct topk_entry *e = topk_at(srv->top, i);
         all[i].e = e;
         all[i].res = resource_find(srv, e->name, e->name_len);
-        all[i].key = order_key(q->order, e, all[i].res);
+        all[i].key = order_key(order, e, all[i].res);
         all[i].then = e->count;
     }
     if (n > 1)
         qsort(all, n, sizeof *all, ranked_cmp);
     int64_t now = util_now_ms();
-    size_t bytes = 0, budget = admin_page_bytes(s);
+    size_t bytes = 0;
     for (uint32_t i = 0; i < limit; i++) {
-        rlock__v1__resource_stats__init(&stats[i]);
-        rlock__v1__holder__init(&holders[i]);
-        fill(&stats[i], &all[i], &holders[i], now);
-        bytes += rlock__v1__resource_stats__get_packed_size(&stats[i]) + ENTRY_OVERHEAD;
+        rlock__v1__resource_stats__init(&t->stats[i]);
+        rlock__v1__holder__init(&t->holders[i]);
+        fill(&t->stats[i], &all[i], &t->holders[i], now);
+        bytes += rlock__v1__resource_stats__get_packed_size(&t->stats[i]) + ENTRY_OVERHEAD;
         if (bytes > budget && i > 0)
             break; /* the first always fits: a name is at most max_resource_bytes */
-        ptrs[i] = &stats[i];
-        reply.n_resources = i + 1;
+        t->ptrs[i] = &t->stats[i];
+        reply->n_resources = i + 1;
     }
-    reply.resources = ptrs;
-    reply.capacity = srv->top != NULL ? topk_capacity(srv->top) : 0;
-    reply.followed = n;
-    reply.total_weight = srv->top != NULL ? topk_total(srv->top) : 0;
-    reply.error_bound = reply.capacity > 0 ? reply.total_weight / reply.capacity : 0;
+    reply->resources = t->ptrs;
+    reply->capacity = srv->top != NULL ? topk_capacity(srv->top) : 0;
+    reply->followed = n;
+    reply->total_weight = srv->top != NULL ? topk_total(srv->top) : 0;
+    reply->error_bound = reply->capacity > 0 ? reply->total_weight / reply->capacity : 0;
+    return 0;
+}
+
+void admin_top_resources(struct session *s, uint64_t id, const Rlock__V1__TopResources *q)
+{
+    struct admin_top t;
+    uint32_t limit = q->limit == 0 ? TOP_LIMIT_DEFAULT : admin_limit(q->limit);
+    if (admin_top_build(s->srv, q->order, limit, admin_page_bytes(s), &t) != 0) {
+        session_respond_error(s, id, RLOCK__V1__STATUS__STATUS_INTERNAL, "out of memory");
+        return;
+    }
     session_respond(s, id, RLOCK__V1__STATUS__STATUS_OK, NULL,
-                    RLOCK__V1__RESPONSE__BODY_TOP_RESOURCES, &reply);
-out:
-    free(all);
-    free(stats);
-    free(ptrs);
-    free(holders);
+                    RLOCK__V1__RESPONSE__BODY_TOP_RESOURCES, &t.reply);
+    admin_top_free(&t);
 }

@@ -118,6 +118,8 @@ static void answer(struct hconn *c, const struct httpd_reply *r, struct evbuffer
                         r->code, r->reason, r->type, evbuffer_get_length(body));
     if (r->allow != NULL)
         evbuffer_add_printf(out, "Allow: %s\r\n", r->allow);
+    if (r->headers != NULL)
+        evbuffer_add(out, r->headers, strlen(r->headers));
     evbuffer_add(out, "\r\n", 2);
     if (!head_only)
         evbuffer_add_buffer(out, body);
@@ -162,8 +164,15 @@ static char *next_line(char **p)
     return line;
 }
 
-/* Check one header line; Content-Length values must agree and be 0 (*clen keeps the first). */
-static const struct hfail *check_header(char *line, long long *clen, int *host)
+/* What handle_head keeps of the headers. */
+struct hseen {
+    long long clen;      /* the Content-Length, -1 without one */
+    int host;            /* Host headers */
+    const char *auth;    /* the Authorization value, or NULL */
+};
+
+/* Check one header line; Content-Length values must agree and be 0 (clen keeps the first). */
+static const struct hfail *check_header(char *line, struct hseen *seen)
 {
     static const struct hfail BODY = {413, "Content Too Large",
                                       "a GET or HEAD request carries no body",
@@ -181,7 +190,12 @@ static const struct hfail *check_header(char *line, long long *clen, int *host)
     while (*v == ' ' || *v == '\t')
         v++;
     if (strcasecmp(line, "host") == 0)
-        (*host)++;
+        seen->host++;
+    if (strcasecmp(line, "authorization") == 0) {
+        if (seen->auth != NULL)
+            return &BAD; /* which one would count? */
+        seen->auth = v;
+    }
     if (strcasecmp(line, "transfer-encoding") == 0)
         return &BODY;
     if (strcasecmp(line, "content-length") != 0)
@@ -190,9 +204,9 @@ static const struct hfail *check_header(char *line, long long *clen, int *host)
     if (digits == 0 || digits > 18 || strspn(v + digits, " \t") != strlen(v + digits))
         return &BAD;
     long long n = strtoll(v, NULL, 10);
-    if (*clen >= 0 && *clen != n)
+    if (seen->clen >= 0 && seen->clen != n)
         return &BAD; /* two lengths that disagree: a smuggling attempt, or a broken client */
-    *clen = n;
+    seen->clen = n;
     return n != 0 ? &BODY : NULL;
 }
 
@@ -233,19 +247,18 @@ static void handle_head(struct hconn *c, char *head)
         answer_error(c, &METHOD, 0);
         return;
     }
-    long long clen = -1;
-    int host = 0;
+    struct hseen seen = {.clen = -1};
     for (;;) {
         line = next_line(&p);
         if (line[0] == '\0')
             break;
-        const struct hfail *f = check_header(line, &clen, &host);
+        const struct hfail *f = check_header(line, &seen);
         if (f != NULL) {
             answer_error(c, f, head_only);
             return;
         }
     }
-    if (target[0] != '/' || (minor == 1 && host != 1)) { /* RFC 9112: exactly one Host */
+    if (target[0] != '/' || (minor == 1 && seen.host != 1)) { /* RFC 9112: exactly one Host */
         answer_error(c, &BAD, head_only);
         return;
     }
@@ -266,7 +279,8 @@ static void handle_head(struct hconn *c, char *head)
         return;
     }
     struct httpd_reply r = {.code = 500, .reason = "Internal Server Error", .type = "text/plain"};
-    c->d->route(c->d->arg, path, &r, body);
+    const struct httpd_request q = {.path = path, .authorization = seen.auth};
+    c->d->route(c->d->arg, &q, &r, body);
     answer(c, &r, body, head_only);
     evbuffer_free(body);
 }

@@ -32,16 +32,24 @@ struct httpd_limits {
     uint64_t *refused;     /* counters by enum metric_http_reason (counters.h) */
 };
 
+/* What a route is asked: valid while the route runs. */
+struct httpd_request {
+    const char *path;          /* the target without its query string or fragment */
+    const char *authorization; /* the Authorization header's value (leading blanks taken
+                                  off), or NULL without one; a request with two is refused */
+};
+
 /* What a route answers: a status, its reason phrase, a content type, the body in `body`. */
 struct httpd_reply {
     int code;
     const char *reason;
     const char *type;
-    const char *allow; /* an Allow header (405), or NULL */
+    const char *allow;   /* an Allow header (405), or NULL */
+    const char *headers; /* further header lines, each ending in CRLF, or NULL */
 };
 
-/* Answer a GET of path (the query string removed): fill r and append the body to body. */
-typedef void (*httpd_route_fn)(void *arg, const char *path, struct httpd_reply *r,
+/* Answer a GET or HEAD of q: fill r and append the body to body. */
+typedef void (*httpd_route_fn)(void *arg, const struct httpd_request *q, struct httpd_reply *r,
                                struct evbuffer *body);
 
 /* Listen on addr; NULL (errno set, or a message logged) on failure. */
