@@ -2,7 +2,8 @@
 # Turn the status page's files into a C source: the table of www.h.
 # Usage: cmake -DOUT=file.c -DWWW_DIR=dir -P embed_www.cmake
 # NAME.html is served at /NAME, any other file at /FILE; the type follows the extension.
-file(GLOB INPUTS ${WWW_DIR}/*)
+# Only .html, .js and .css files are taken (not an editor's backup beside them).
+file(GLOB INPUTS ${WWW_DIR}/*.html ${WWW_DIR}/*.js ${WWW_DIR}/*.css)
 list(SORT INPUTS)
 
 set(body "/* Generated from daemon/operator/www/ by cmake/embed_www.cmake; do not edit. */\n")
