@@ -31,6 +31,8 @@
  *   moves       with two daemons: sessions resumed on a daemon (counted in
  *               both daemons' logs), so the faults did move them
  *   liveness    locks were still granted in the fault-free tail of the run
+ *   deadlocks   no acquire was refused DEADLOCK: a worker holds one lock at a
+ *               time, so no wait can close a cycle and any would be false
  *   shared      when the run asked for shared holds, with at least two
  *               workers per resource: some were granted, and the referee saw
  *               live shared holders overlap (else the mix exercised nothing)
@@ -1291,6 +1293,11 @@ int chaos_check_run(const char *dir, int verbose)
          sanitized, k.fault_failed[0] ? ", fault failed: " : "", k.fault_failed);
     rule(&passed, &failed, tail_grants > 0, "liveness", "%" PRIu64 " grants in the quiet tail",
          tail_grants);
+    /* A worker holds one lock at a time and waits for one: no wait of this run can close a
+     * cycle, so any DEADLOCK answer would be a false alarm. */
+    rule(&passed, &failed, k.acq_fail[RLOCK_ERR_DEADLOCK] == 0, "deadlocks",
+         "%" PRIu64 " acquires refused DEADLOCK (a worker holds one lock at a time: none is real)",
+         k.acq_fail[RLOCK_ERR_DEADLOCK]);
     /* Two shared holders at once is all that tells shared mode from exclusive: a run that
      * asked for shared holds and never saw two together exercised nothing. */
     /* Judged with at least two workers per resource (8 on 4 by default): then overlaps come
