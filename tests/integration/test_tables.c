@@ -98,6 +98,7 @@ static const struct kind kinds[] = {
     {"adopt", 0, RLOCK__V1__REQUEST__BODY_ADOPT},
     {"leader", 0, RLOCK__V1__REQUEST__BODY_LEADER},
     {"observe", 0, RLOCK__V1__REQUEST__BODY_OBSERVE},
+    {"top_resources", 1, RLOCK__V1__REQUEST__BODY_TOP_RESOURCES},
 };
 
 /* Send one request of kind k on p and return the status of its answer. */
@@ -120,6 +121,7 @@ static Rlock__V1__Status send_kind(struct h_peer *p, const struct kind *k)
     Rlock__V1__Adopt ad = RLOCK__V1__ADOPT__INIT;
     Rlock__V1__Leader ld = RLOCK__V1__LEADER__INIT;
     Rlock__V1__Observe ob = RLOCK__V1__OBSERVE__INIT;
+    Rlock__V1__TopResources tr = RLOCK__V1__TOP_RESOURCES__INIT;
     void *body = NULL;
     switch (k->body_case) {
     case RLOCK__V1__REQUEST__BODY_HELLO:
@@ -185,6 +187,9 @@ static Rlock__V1__Status send_kind(struct h_peer *p, const struct kind *k)
     case RLOCK__V1__REQUEST__BODY_OBSERVE:
         ob.resource = "roles";
         body = &ob;
+        break;
+    case RLOCK__V1__REQUEST__BODY_TOP_RESOURCES:
+        body = &tr;
         break;
     default:
         ck_abort_msg("no body for request kind %s", k->name);
@@ -258,7 +263,7 @@ START_TEST(test_statuses)
     h_fixture_start_env(&f, auth_ini(ini, sizeof ini,
                                      "[session]\nmax_locks = 2\n"
                                      "[server]\nshutdown_timeout = 3s\n"));
-    int seen[RLOCK__V1__STATUS__STATUS_WRONG_KIND + 1] = {0};
+    int seen[RLOCK__V1__STATUS__STATUS_DEADLOCK + 1] = {0};
 #define SEEN(st) (seen[H_ST(st)] = 1)
     struct h_peer a, c, c2, bad;
     peer_hello(&a, &f.e, "admin", admin_token, H_ST(OK));
@@ -330,6 +335,21 @@ START_TEST(test_statuses)
     ll.session_id = "holder";
     h_peer_expect_status(&a, h_peer_send(&a, RLOCK__V1__REQUEST__BODY_LIST_LOCKS, &ll),
                          H_ST(INVALID), "ListLocks of a session id that is not a UUID");
+
+    /* DEADLOCK: a holds d1 and waits for d2, which c2 holds; c2's wait for d1 would close the
+     * cycle. Then c2 lets d2 go and a's wait is granted. */
+    struct h_acq d1 = {.resource = "d1", .ttl_ms = 30000}, d2 = {.resource = "d2", .ttl_ms = 30000};
+    h_peer_acquire_ok(&a, &d1, &g, "d1");
+    h_peer_acquire_ok(&c2, &d2, &g, "d2");
+    struct h_acq a_waits = {.resource = "d2", .ttl_ms = 30000, .wait_ms = 30000};
+    uint64_t a_wait = h_peer_acquire(&a, &a_waits);
+    h_peer_expect_stats(&c, 1, 4, "a waits for d2");
+    struct h_acq c2_waits = {.resource = "d1", .wait_ms = 30000};
+    h_peer_expect_status(&c2, h_peer_acquire(&c2, &c2_waits), H_ST(DEADLOCK),
+                         "a wait that closes a cycle");
+    SEEN(DEADLOCK);
+    h_peer_expect_status(&c2, h_peer_release(&c2, "d2", NULL), H_ST(OK), "d2 let go");
+    h_peer_expect_status(&a, a_wait, H_ST(OK), "a's wait for d2");
 
     /* WRONG_KIND: a semaphore on a name held as a lock (t2, c's). */
     struct h_acq sem = {.resource = "t2", .limit = 3};
