@@ -164,9 +164,13 @@ START_TEST(test_million_contended)
     ck_assert_uint_eq(sum.capacity, TOP_K);
     ck_assert_uint_eq(sum.followed, TOP_K);
     ck_assert_uint_ge(sum.total_weight, (uint64_t)KEYS); /* at least one per contended try */
+#if !defined(__SANITIZE_ADDRESS__)
+    /* Not judged under ASan: its quarantine keeps every freed block for a while, so the
+     * daemon's RSS grows with what it frees (each try's request), not with what it keeps. */
     ck_assert_msg(rss1 - rss0 <= TOP_K + SLACK_KIB,
                   "rlockd grew by %ld KiB over %d distinct contended resources (bound %d KiB)",
                   rss1 - rss0, KEYS, TOP_K + SLACK_KIB);
+#endif
     for (int i = 0; i < CLIENTS; i++)
         rlock_close(t.c[i]);
     h_fixture_stop(&f);
