@@ -76,6 +76,7 @@ struct metrics {
     uint64_t releases;                  /* locks freed by their holder's Release */
     uint64_t renewals;                  /* keys a renew confirmed */
     uint64_t renew_failures;            /* keys a renew got no usable answer for */
+    uint64_t timers_late;               /* lease timer firings later than LEASE_LATENESS_MS */
     uint64_t replica_ack_failures;      /* grants given back: too few replicas acknowledged */
     uint64_t foreign_rechecks;          /* tries again of a key held outside rlockd (lock.c) */
     uint64_t frames_rejected[METRIC_FRAME_COUNT];

@@ -125,6 +125,8 @@ struct server {
     struct event *watchdog_ev;      /* the lease timers' timerfd (watchdog.c) */
     int watchdog_fd;
     int64_t watchdog_armed_ms;
+    int64_t watchdog_due_ms;        /* when that firing is due: armed_ms, or when armed if later */
+    int64_t watchdog_late_warned_ms; /* the last warning that the loop ran timers late */
     int watchdog_firing;           /* in watchdog_fire: re-armed once, at its end */
     struct twheel lease_timers;     /* every held lease, at its next event */
     struct renewq *renewqs;         /* leases due for renewal, per Redis connection */

@@ -180,6 +180,21 @@ int lease_expired(const struct lease *l, int64_t now)
     return now + LEASE_MARGIN_MS(l->ttl_ms) >= l->valid_until_ms;
 }
 
+void lease_lose_expired(struct lease *l, int64_t now)
+{
+    static const char why[] = "the lease ran out before a renew succeeded";
+    int64_t late = now - (l->valid_until_ms - LEASE_MARGIN_MS(l->ttl_ms));
+    if (late <= LEASE_LATENESS_MS) {
+        lease_lose(l, RLOCK__V1__LOST_REASON__LOST_EXPIRED, why);
+        return;
+    }
+    char buf[200];
+    snprintf(buf, sizeof buf, "%s; noticed %lld ms after it was due, more than the %d ms the "
+             "loss margin allows (the daemon was held up)", why, (long long)late,
+             LEASE_LATENESS_MS);
+    lease_lose(l, RLOCK__V1__LOST_REASON__LOST_EXPIRED, buf);
+}
+
 uint32_t lease_valid_ms(const struct lease *l, int64_t from_ms)
 {
     int64_t left = l->valid_until_ms - LEASE_MARGIN_MS(l->ttl_ms) - from_ms;

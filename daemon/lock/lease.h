@@ -177,6 +177,13 @@ uint32_t lease_valid_ms(const struct lease *l, int64_t from_ms);
  * Local waiters are woken.
  */
 void lease_lose(struct lease *l, Rlock__V1__LostReason reason, const char *why);
+/*
+ * l's validity ran out at now (lease_expired): lose it as EXPIRED. When the
+ * loss is noticed more than LEASE_LATENESS_MS after it was due, the daemon
+ * was held up past what the margin allows, and the notice may come after
+ * the key's expiry: the message says by how much, for the log and the holder.
+ */
+void lease_lose_expired(struct lease *l, int64_t now);
 /* Push LockLost for a lock of s (counted as a loss). */
 void lease_push_lost(struct session *s, const char *resource, const char *token, uint64_t fence,
                      Rlock__V1__LostReason reason, const char *why);

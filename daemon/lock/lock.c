@@ -233,10 +233,10 @@ struct lease *lock_session_lease(struct session *s, const char *name)
     struct lease *l = res != NULL ? session_hold(s, res) : NULL;
     if (l == NULL)
         return NULL;
-    if (lease_expired(l, util_now_ms())) {
+    int64_t now = util_now_ms();
+    if (lease_expired(l, now)) {
         /* Its timer is about to say so: never answer for a lease past its validity. */
-        lease_lose(l, RLOCK__V1__LOST_REASON__LOST_EXPIRED,
-                   "the lease ran out before a renew succeeded");
+        lease_lose_expired(l, now);
         return NULL;
     }
     return l;

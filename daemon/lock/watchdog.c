@@ -155,8 +155,7 @@ static void lease_due(struct server *srv, struct lease *l, int64_t now)
         return;
     }
     if (lease_expired(l, now)) {
-        lease_lose(l, RLOCK__V1__LOST_REASON__LOST_EXPIRED,
-                   "the lease ran out before a renew succeeded");
+        lease_lose_expired(l, now);
         return;
     }
     if ((l->watchdog || l->verify) && !l->renewing && now >= l->next_renew_ms) {
@@ -196,6 +195,31 @@ void watchdog_verify_all(struct server *srv)
         renewq_pump(&srv->renewqs[r]);
 }
 
+/*
+ * The loss margin assumes the loop runs a due timer at most LEASE_LATENESS_MS
+ * late. When it did not (an overloaded host, a stopped or swapped-out
+ * process), a LockLost may have reached its holder after the key expired:
+ * counted, and said at most once every LATE_WARN_EVERY_MS.
+ */
+#define LATE_WARN_EVERY_MS 10000
+static void watchdog_lateness(struct server *srv, int64_t now)
+{
+    if (srv->watchdog_armed_ms < 0)
+        return; /* not armed: nothing was due */
+    int64_t late = now - srv->watchdog_due_ms;
+    if (late <= LEASE_LATENESS_MS)
+        return;
+    srv->mx.timers_late++;
+    if (srv->watchdog_late_warned_ms != 0 &&
+        now - srv->watchdog_late_warned_ms < LATE_WARN_EVERY_MS)
+        return;
+    srv->watchdog_late_warned_ms = now;
+    log_warn("lease timers ran %lld ms late, more than the %d ms the loss margin allows: the "
+             "daemon was held up (host overloaded, process stopped or swapped out); a LockLost "
+             "may have come after its lock's key expired (rlockd_lease_timers_late_total)",
+             (long long)late, LEASE_LATENESS_MS);
+}
+
 static void watchdog_fire(evutil_socket_t fd, short what, void *arg)
 {
     (void)what;
@@ -205,6 +229,7 @@ static void watchdog_fire(evutil_socket_t fd, short what, void *arg)
         ssize_t got = read(fd, &ticks, sizeof ticks);
         (void)got; /* only the wake-up matters */
     }
+    watchdog_lateness(srv, util_now_ms());
     srv->watchdog_armed_ms = -1;
     /* Each lease handled re-arms its own timer: the timerfd is set once, at
      * the end, not once per lease (up to WATCHDOG_FIRE_MAX system calls). */
@@ -240,8 +265,11 @@ void watchdog_rearm(struct server *srv)
         its.it_value.tv_sec = at / 1000;
         its.it_value.tv_nsec = (long)(at % 1000) * 1000000L;
     }
-    if (timerfd_settime(srv->watchdog_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+    if (timerfd_settime(srv->watchdog_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0) {
+        int64_t now = util_now_ms();
         srv->watchdog_armed_ms = at;
+        srv->watchdog_due_ms = at > now ? at : now;
+    }
 }
 
 int watchdog_start(struct server *srv)

@@ -74,6 +74,7 @@ READER(read_foreign_rechecks) { one(m, sample, ctx, (double)srv->mx.foreign_rech
 READER(read_releases) { one(m, sample, ctx, (double)srv->mx.releases); }
 READER(read_renewals) { one(m, sample, ctx, (double)srv->mx.renewals); }
 READER(read_renew_failures) { one(m, sample, ctx, (double)srv->mx.renew_failures); }
+READER(read_timers_late) { one(m, sample, ctx, (double)srv->mx.timers_late); }
 READER(read_auth_failures) { one(m, sample, ctx, (double)srv->ctr.auth_failures); }
 READER(read_permission_denied) { one(m, sample, ctx, (double)srv->ctr.permission_denied); }
 READER(read_sessions_resumed) { one(m, sample, ctx, (double)srv->ctr.sessions_resumed); }
@@ -280,6 +281,9 @@ READER(read_lock_hold)
     X("rlockd_renewals_total", "counter", "Leases a renew confirmed.", read_renewals)             \
     X("rlockd_renew_failures_total", "counter",                                                  \
       "Leases whose renew got no usable answer from Redis (retried).", read_renew_failures)    \
+    X("rlockd_lease_timers_late_total", "counter",                                               \
+      "Lease timer firings later than the loss margin allows (the daemon was held up).",        \
+      read_timers_late)                                                                         \
     X("rlockd_locks_lost_total", "counter", "LockLost events pushed, by reason.", read_lost)      \
     X("rlockd_request_duration_seconds", "histogram",                                            \
       "Time from a request's arrival to its answer, by operation (acquire: waits included).",   \

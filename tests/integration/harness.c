@@ -743,6 +743,20 @@ int h_log_find(const struct h_env *e, const char *text, int64_t *at_wall_ms)
     return hit != NULL;
 }
 
+long long h_log_number_after(const struct h_env *e, const char *text, const char *after)
+{
+    char path[320];
+    char *log = h_read_file(h_env_path(e, "rlockd.log", path, sizeof path));
+    const char *line = log != NULL ? strstr(log, text) : NULL;
+    const char *eol = line != NULL ? strchr(line, '\n') : NULL;
+    const char *hit = line != NULL ? strstr(line, after) : NULL;
+    long long n = -1;
+    if (hit != NULL && (eol == NULL || hit < eol))
+        n = strtoll(hit + strlen(after), NULL, 10);
+    free(log);
+    return n;
+}
+
 int h_log_count(const struct h_env *e, const char *text)
 {
     char path[320];

@@ -195,6 +195,11 @@ int64_t h_wall_ms(void);
  * its timestamp (ms since the epoch) in *at_wall_ms; 0 when there is none (yet).
  */
 int h_log_find(const struct h_env *e, const char *text, int64_t *at_wall_ms);
+/*
+ * In the first line of e's rlockd.log that contains text, the number that follows `after`
+ * (e.g. "; noticed "); -1 when there is no such line or it does not say `after`.
+ */
+long long h_log_number_after(const struct h_env *e, const char *text, const char *after);
 /* The number of lines of e's rlockd.log that contain text. */
 int h_log_count(const struct h_env *e, const char *text);
 /* Wait up to timeout_ms for such a line (e's processes must stay alive); 0 found, -1 not. */

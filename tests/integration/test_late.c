@@ -42,6 +42,13 @@
  *                        by token, retried past that life (a grace for
  *                        commands stuck in a stalled Redis), removes the key
  *                        long before its ttl.
+ *   daemon_stalled_past_lease rlockd itself stopped (SIGSTOP) for longer than a
+ *                        lease, and the key taken meanwhile by the copied
+ *                        `SET NX` code: the client stops vouching for the lock
+ *                        by its own clock; the woken daemon loses it (EXPIRED)
+ *                        rather than renew it, says how late it noticed (the
+ *                        log line, a warning, rlockd_lease_timers_late_total)
+ *                        and leaves the other holder's key alone.
  */
 #include "harness.h"
 
@@ -482,6 +489,55 @@ START_TEST(test_stalled_past_key_life)
 }
 END_TEST
 
+START_TEST(test_daemon_stalled_past_lease)
+{
+    enum { TTL = 1500, STOP_MS = 3 * TTL };
+    struct h_fixture f;
+    h_fixture_start(&f, NULL);
+    char key[256], val[128];
+    h_lock_key(&f.e, "stalled-daemon", key, sizeof key);
+    struct rlock_acquire_opts o = {.ttl_ms = TTL};
+    struct rlock_lock *l = h_acquire_ok(f.c, "stalled-daemon", &o);
+    h_rlockd_sigstop(&f.e);
+    int64_t stopped = h_now_ms();
+    /* The library's own clock ends its trust, whatever the daemon does. */
+    while (rlock_lock_state(l) == RLOCK_HELD) {
+        ck_assert_msg(h_now_ms() - stopped < STOP_MS,
+                      "a lock still read HELD %d ms into its daemon's stop (ttl %d ms)", STOP_MS,
+                      TTL);
+        h_sleep_ms(5);
+    }
+    /* Once the key has expired, the copied code takes the resource. */
+    ck_assert_msg(h_wait_key_gone(f.r, key, STOP_MS, &f.e) >= 0,
+                  "the key of a lock whose daemon is stopped outlived its ttl");
+    char cmd[320];
+    snprintf(cmd, sizeof cmd, "SET %s other-holder NX PX 60000", key);
+    ck_assert_int_eq(h_redis_ok(f.r, cmd), 0);
+    while (h_now_ms() - stopped < STOP_MS)
+        h_sleep_ms(10);
+    h_rlockd_sigcont(&f.e);
+    for (int64_t until = h_now_ms() + 5000; atomic_load(&f.lost.count) == 0; h_sleep_ms(5))
+        ck_assert_msg(h_now_ms() < until, "no LockLost 5 s after the stopped daemon woke");
+    ck_assert_int_eq(atomic_load(&f.lost.reason), RLOCK_LOST_EXPIRED);
+    ck_assert_int_eq(h_log_wait(&f.e, "lost lock stalled-daemon ", 5000, NULL), 0);
+    long long late = h_log_number_after(&f.e, "lost lock stalled-daemon ", "; noticed ");
+    printf("daemon_stalled_past_lease: the loss noticed %lld ms after it was due\n", late);
+    /* Due at most ttl after the stop; noticed after it ended. */
+    ck_assert_msg(late >= STOP_MS - TTL - 500, "the woken daemon's loss line says it was "
+                  "noticed %lld ms late (-1: not said) after a %d ms stop", late, STOP_MS);
+    ck_assert_msg(h_log_find(&f.e, "lease timers ran ", NULL), "no warning that timers ran late");
+    ck_assert_msg(h_metric(&f.e, "rlockd_lease_timers_late_total") >= 1,
+                  "rlockd_lease_timers_late_total did not count the late firing");
+    /* Acting on what it believed would renew or delete a key that is no longer its own. */
+    h_sleep_ms(TTL);
+    ck_assert_int_eq(h_get(f.r, key, val, sizeof val), 1);
+    ck_assert_str_eq(val, "other-holder");
+    ck_assert_int_eq(rlock_lock_state(l), RLOCK_LOST);
+    rlock_lock_free(l);
+    h_fixture_stop(&f);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {test_validity_from_send, test_client_from_send,
@@ -489,6 +545,7 @@ int main(void)
                                          test_pubsub_probe_missed, test_notice_during_try,
                                          test_silent_session_bound, test_cleanup_through_outage,
                                          test_cleanup_wakes_local_waiter,
-                                         test_stalled_past_key_life};
+                                         test_stalled_past_key_life,
+                                         test_daemon_stalled_past_lease};
     return h_run_tests("late", 120, tests, H_LEN(tests));
 }
